@@ -1,0 +1,154 @@
+//! One-pass classification of an Ethernet frame: the offsets and the flow key every
+//! later stage needs, or the [`Malformed`] cause to count.
+
+use core::net::IpAddr;
+
+use crate::{
+    ethertype, proto, EthernetFrame, FiveTuple, IcmpPacket, Ipv4Packet, Ipv6Packet, Malformed,
+    TcpFlags, TcpPacket, UdpPacket,
+};
+
+/// What [`parse`] found above the IP layer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum L4Info {
+    /// A TCP segment and its flags.
+    Tcp {
+        /// Flag byte.
+        flags: TcpFlags,
+    },
+    /// A UDP datagram.
+    Udp,
+    /// An ICMP or ICMPv6 echo request or reply.
+    IcmpEcho {
+        /// True for a request.
+        request: bool,
+    },
+    /// Any other ICMP message.
+    Icmp {
+        /// Message type.
+        msg_type: u8,
+    },
+    /// A protocol flowshift does not look into (ESP, GRE, …); ports are 0.
+    Other,
+}
+
+/// IP version of a packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+/// The result of classifying a frame. Offsets are from the start of the frame.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PacketInfo {
+    /// VLAN id, if tagged.
+    pub vlan: Option<u16>,
+    /// IP version.
+    pub ip_version: IpVersion,
+    /// Offset of the IP header.
+    pub l3_offset: u32,
+    /// Offset of the L4 header (after IPv6 extension headers).
+    pub l4_offset: u32,
+    /// End of the IP packet (padding after it excluded).
+    pub l3_end: u32,
+    /// Offset of the L4 payload (`l4_offset` for `Other`).
+    pub payload_offset: u32,
+    /// Length of the L4 payload.
+    pub payload_len: u32,
+    /// DSCP of the IP header.
+    pub dscp: u8,
+    /// Directional 5-tuple.
+    pub tuple: FiveTuple,
+    /// L4 details.
+    pub l4: L4Info,
+}
+
+impl PacketInfo {
+    /// The L4 payload of `frame` (the frame this info was parsed from).
+    pub fn payload<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        let s = self.payload_offset as usize;
+        frame.get(s..s + self.payload_len as usize).unwrap_or(&[])
+    }
+}
+
+/// Classifies an Ethernet frame. Never panics, whatever the bytes.
+pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
+    let eth = EthernetFrame::new_checked(frame)?;
+    let l3 = eth.header_len();
+    let (ip_version, src, dst, protocol, dscp, l4_off, l3_end) = match eth.ethertype() {
+        ethertype::IPV4 => {
+            let ip = Ipv4Packet::new_checked(eth.payload())?;
+            if ip.is_fragment() {
+                return Err(Malformed::Fragment);
+            }
+            let (hl, tl) = (ip.header_len(), usize::from(ip.total_len()));
+            (
+                IpVersion::V4,
+                IpAddr::V4(ip.src_addr()),
+                IpAddr::V4(ip.dst_addr()),
+                ip.protocol(),
+                ip.dscp(),
+                l3 + hl,
+                l3 + tl,
+            )
+        }
+        ethertype::IPV6 => {
+            let ip = Ipv6Packet::new_checked(eth.payload())?;
+            let (protocol, off) = ip.upper_layer()?;
+            (
+                IpVersion::V6,
+                IpAddr::V6(ip.src_addr()),
+                IpAddr::V6(ip.dst_addr()),
+                protocol,
+                ip.dscp(),
+                l3 + off,
+                l3 + crate::ipv6::HEADER_LEN + usize::from(ip.payload_len()),
+            )
+        }
+        _ => return Err(Malformed::UnknownEthertype),
+    };
+    // l4_off ≤ l3_end ≤ frame.len() holds after the IP checks above.
+    let seg = &frame[l4_off..l3_end];
+    let (src_port, dst_port, l4, pay_off, pay_len) = match protocol {
+        proto::TCP => {
+            let t = TcpPacket::new_checked(seg)?;
+            let h = t.header_len();
+            (t.src_port(), t.dst_port(), L4Info::Tcp { flags: t.flags() }, h, seg.len() - h)
+        }
+        proto::UDP => {
+            let u = UdpPacket::new_checked(seg)?;
+            let n = usize::from(u.len()) - crate::udp::HEADER_LEN;
+            (u.src_port(), u.dst_port(), L4Info::Udp, crate::udp::HEADER_LEN, n)
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let i = IcmpPacket::new_checked(seg)?;
+            let n = seg.len() - crate::icmp::HEADER_LEN;
+            if i.is_echo() {
+                let request = matches!(
+                    i.msg_type(),
+                    crate::icmp::types::V4_ECHO_REQUEST | crate::icmp::types::V6_ECHO_REQUEST
+                );
+                let id = i.echo_id();
+                (id, id, L4Info::IcmpEcho { request }, crate::icmp::HEADER_LEN, n)
+            } else {
+                (0, 0, L4Info::Icmp { msg_type: i.msg_type() }, crate::icmp::HEADER_LEN, n)
+            }
+        }
+        _ => (0, 0, L4Info::Other, 0, seg.len()),
+    };
+    Ok(PacketInfo {
+        vlan: eth.vlan_id(),
+        ip_version,
+        l3_offset: l3 as u32,
+        l4_offset: l4_off as u32,
+        l3_end: l3_end as u32,
+        payload_offset: (l4_off + pay_off) as u32,
+        payload_len: pay_len as u32,
+        dscp,
+        tuple: FiveTuple { src, dst, src_port, dst_port, proto: protocol },
+        l4,
+    })
+}
