@@ -1,0 +1,20 @@
+//! The RSS model: what a NIC does to pick a receive queue for a packet.
+//!
+//! 1. [`Toeplitz`] hashes the steering fields ([`HashFields`]) with a 40-byte key
+//!    ([`RssKey`]); the [`RssKey::SYMMETRIC`] key gives both directions of a flow
+//!    the same hash.
+//! 2. `bucket = hash & (B - 1)` selects one of B entries of the
+//!    [`IndirectionTable`], whose entry names the queue. The table can be rewritten
+//!    while packets are being steered.
+//!
+//! This crate is pure logic: no threads, no clocks, no I/O.
+
+mod fields;
+mod indirection;
+mod key;
+mod toeplitz;
+
+pub use fields::{hash_input, HashFields, HashInput};
+pub use indirection::{IndirectionTable, TableSizeError};
+pub use key::RssKey;
+pub use toeplitz::{toeplitz_naive, Toeplitz, MAX_INPUT_LEN};
