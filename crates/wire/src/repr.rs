@@ -168,6 +168,12 @@ impl PacketRepr {
         ethernet::HEADER_LEN + if self.eth.vlan.is_some() { ethernet::VLAN_TAG_LEN } else { 0 }
     }
 
+    /// Length of every header (Ethernet, IP, L4), i.e. the frame without payload
+    /// and padding.
+    pub fn header_len(&self) -> usize {
+        self.eth_len() + self.ip.header_len() + self.l4.header_len()
+    }
+
     /// Length of the IP packet (header + L4 header + payload).
     pub fn ip_len(&self) -> usize {
         self.ip.header_len() + self.l4.header_len() + self.payload.len()

@@ -1,0 +1,459 @@
+//! The trace generator: a deterministic iterator of packets built from a
+//! [`TraceSpec`].
+//!
+//! 1. Flows get a protocol, an address family, a class and endpoints; their sizes
+//!    follow Zipf(α) by rank, and ranks are shuffled so size and start time are
+//!    independent.
+//! 2. At most `active_flows` connections are open at once. Each packet slot picks an
+//!    open connection with probability proportional to its size (a Fenwick tree), so
+//!    every connection lives about as long as the others and elephants send faster;
+//!    a finished connection is replaced by the next one.
+//! 3. TCP connections open with SYN, SYN-ACK, ACK, carry data both ways with
+//!    consistent sequence and acknowledgment numbers, and close with FIN, FIN-ACK,
+//!    ACK. UDP flows carry data both ways.
+//! 4. Timestamps follow the arrival process at the target rate.
+//!
+//! Every packet carries the connection's sequence tag ([`wire::seqtag`]).
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::HashSet;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, L4Repr, PacketRepr, TcpRepr};
+use wire::{seqtag, FiveTuple, TcpFlags};
+
+use crate::fenwick::Fenwick;
+use crate::spec::{share_count, Arrival, Rate, SizeDist, SpecError, TraceSpec, TCP_MIN_PACKETS};
+use crate::{zipf, FCS_LEN};
+
+/// Timestamp of the first packet: 2020-09-13T12:26:40Z, in ns since the epoch.
+pub const START_NS: u64 = 1_600_000_000 * 1_000_000_000;
+
+/// MAC of the client side (locally administered).
+pub const CLIENT_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
+/// MAC of the server side.
+pub const SERVER_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
+
+/// One generated packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenPacket {
+    /// Timestamp, ns since the epoch.
+    pub ts_ns: u64,
+    /// The frame, without FCS.
+    pub frame: Vec<u8>,
+}
+
+/// What a generator produced (known before the first packet).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GenSummary {
+    /// Connections.
+    pub flows: u32,
+    /// TCP connections (each with exactly one SYN without ACK).
+    pub tcp_flows: u32,
+    /// UDP flows.
+    pub udp_flows: u32,
+    /// IPv6 connections.
+    pub ipv6_flows: u32,
+    /// Connections in the priority class.
+    pub priority_flows: u32,
+    /// Packets.
+    pub packets: u64,
+    /// Packets of the largest connection.
+    pub largest_flow: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    tuple: FiveTuple, // client → server
+    tcp: bool,
+    priority: bool,
+    size: u64,
+    sent: u64,
+    seq_c: u32,
+    seq_s: u32,
+}
+
+/// The packet generator. Iterate it to get the packets in timestamp order.
+pub struct Generator {
+    spec: TraceSpec,
+    rng: ChaCha8Rng,
+    flows: Vec<Flow>,
+    next_flow: usize,
+    active: Fenwick,
+    slot_flow: Vec<Option<usize>>,
+    vclock_ns: f64,
+    emitted: u64,
+    summary: GenSummary,
+}
+
+impl Generator {
+    /// Validates the spec and lays out every flow.
+    pub fn new(spec: &TraceSpec) -> Result<Generator, SpecError> {
+        spec.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let n = spec.flows as usize;
+        let mut idx: Vec<usize> = (0..n).collect();
+        let pick = |rng: &mut ChaCha8Rng, idx: &mut Vec<usize>, k: u32| -> Vec<bool> {
+            idx.shuffle(rng);
+            let mut v = vec![false; idx.len()];
+            for &i in &idx[..k as usize] {
+                v[i] = true;
+            }
+            v
+        };
+        let tcp = pick(&mut rng, &mut idx, spec.tcp_flows());
+        let v6 = pick(&mut rng, &mut idx, spec.ipv6_flows());
+        let prio = pick(&mut rng, &mut idx, share_count(spec.flows, spec.priority_share));
+
+        // Sizes by rank, then ranks shuffled onto flows.
+        let mut ranks: Vec<usize> = (0..n).collect();
+        ranks.shuffle(&mut rng);
+        let mut mins = vec![0u64; n];
+        for f in 0..n {
+            mins[ranks[f]] = if tcp[f] { TCP_MIN_PACKETS } else { 1 };
+        }
+        let by_rank = zipf::sizes(&mins, spec.alpha, spec.packets);
+
+        let mut seen = HashSet::with_capacity(n);
+        let mut flows = Vec::with_capacity(n);
+        for f in 0..n {
+            let tuple = loop {
+                let t = endpoints(&mut rng, tcp[f], v6[f]);
+                if seen.insert(t.canonical().0) {
+                    break t;
+                }
+            };
+            flows.push(Flow {
+                tuple,
+                tcp: tcp[f],
+                priority: prio[f],
+                size: by_rank[ranks[f]],
+                sent: 0,
+                seq_c: rng.gen(),
+                seq_s: rng.gen(),
+            });
+        }
+        let k = (spec.active_flows as usize).min(n);
+        let mut g = Generator {
+            summary: GenSummary {
+                flows: spec.flows,
+                tcp_flows: spec.tcp_flows(),
+                udp_flows: spec.flows - spec.tcp_flows(),
+                ipv6_flows: spec.ipv6_flows(),
+                priority_flows: prio.iter().filter(|p| **p).count() as u32,
+                packets: spec.packets,
+                largest_flow: by_rank.first().copied().unwrap_or(0),
+            },
+            spec: spec.clone(),
+            rng,
+            flows,
+            next_flow: 0,
+            active: Fenwick::new(k),
+            slot_flow: vec![None; k],
+            vclock_ns: 0.0,
+            emitted: 0,
+        };
+        for slot in 0..k {
+            g.open_next(slot);
+        }
+        Ok(g)
+    }
+
+    /// What this generator will produce.
+    pub fn summary(&self) -> &GenSummary {
+        &self.summary
+    }
+
+    fn open_next(&mut self, slot: usize) {
+        if self.next_flow < self.flows.len() {
+            let f = self.next_flow;
+            self.next_flow += 1;
+            self.slot_flow[slot] = Some(f);
+            self.active.set(slot, self.flows[f].size);
+        } else {
+            self.slot_flow[slot] = None;
+            self.active.set(slot, 0);
+        }
+    }
+
+    fn data_size(&mut self) -> u32 {
+        match self.spec.sizes {
+            SizeDist::Fixed(s) => u32::from(s),
+            SizeDist::Imix => match self.rng.gen_range(0..12) {
+                0..=6 => 64,
+                7..=10 => 570,
+                _ => 1518,
+            },
+            SizeDist::Campus => {
+                let u: f64 = self.rng.gen();
+                if u < 0.2 {
+                    self.rng.gen_range(64..=74)
+                } else if u < 0.7 {
+                    1518
+                } else {
+                    self.rng.gen_range(75..1518)
+                }
+            }
+        }
+    }
+
+    /// Mean gap in ns for a packet of `wire_len` bytes at the target rate.
+    fn mean_gap_ns(&self, wire_len: u32) -> f64 {
+        match self.spec.rate {
+            Rate::Gbps(g) => f64::from(wire_len) * 8.0 / g,
+            Rate::Mpps(m) => 1e3 / m,
+        }
+    }
+
+    fn timestamp(&mut self, wire_len: u32) -> u64 {
+        let mean = self.mean_gap_ns(wire_len);
+        let (gap, duty) = match self.spec.arrival {
+            Arrival::Constant => (mean, None),
+            Arrival::Poisson => (Exp::new(1.0 / mean).map(|e| e.sample(&mut self.rng)).unwrap_or(mean), None),
+            Arrival::OnOff { on_us, off_us } => {
+                let (on, off) = (f64::from(on_us) * 1e3, f64::from(off_us) * 1e3);
+                (mean * on / (on + off), Some((on, off)))
+            }
+        };
+        // The first packet is at START_NS; each later one one gap after the previous.
+        let t = self.vclock_ns;
+        self.vclock_ns += gap;
+        let real = match duty {
+            None => t,
+            // virtual time runs only during bursts: insert an off period per burst
+            Some((on, off)) => t + (t / on).floor() * off,
+        };
+        START_NS + real.round() as u64
+    }
+
+    fn build(&mut self, fi: usize) -> PacketRepr {
+        let data_size = self.data_size();
+        let f = &self.flows[fi];
+        let k = f.sent;
+        let n = f.size;
+        let from_client;
+        let l4 = if f.tcp {
+            let (flags, client) = match k {
+                0 => (TcpFlags::SYN, true),
+                1 => (TcpFlags::SYN | TcpFlags::ACK, false),
+                2 => (TcpFlags::ACK, true),
+                _ if k == n - 3 => (TcpFlags::FIN | TcpFlags::ACK, true),
+                _ if k == n - 2 => (TcpFlags::FIN | TcpFlags::ACK, false),
+                _ if k == n - 1 => (TcpFlags::ACK, true),
+                _ => (TcpFlags::PSH | TcpFlags::ACK, self.rng.gen_bool(0.4)),
+            };
+            from_client = client;
+            L4Repr::Tcp(TcpRepr {
+                src_port: 0,
+                dst_port: 0,
+                seq: 0,
+                ack: 0,
+                flags,
+                window: 64240,
+                urgent: 0,
+                options: vec![],
+            })
+        } else {
+            from_client = k == 0 || self.rng.gen_bool(0.5);
+            L4Repr::Udp { src_port: 0, dst_port: 0 }
+        };
+        let f = &self.flows[fi];
+        let t = if from_client { f.tuple } else { f.tuple.reversed() };
+        let dscp = if f.priority { self.spec.priority_dscp } else { 0 };
+        let ip = match (t.src, t.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
+                src: s,
+                dst: d,
+                dscp,
+                ecn: 0,
+                ident: (k as u16).wrapping_add(fi as u16),
+                dont_frag: true,
+                ttl: 64,
+                options: vec![],
+            }),
+            (s, d) => IpRepr::V6(Ipv6Repr {
+                src: as_v6(s),
+                dst: as_v6(d),
+                traffic_class: dscp << 2,
+                flow_label: 0,
+                hop_limit: 64,
+            }),
+        };
+        let eth = if from_client {
+            EthernetRepr { src: CLIENT_MAC, dst: SERVER_MAC, vlan: None }
+        } else {
+            EthernetRepr { src: SERVER_MAC, dst: CLIENT_MAC, vlan: None }
+        };
+        // Payload: the tag, then filler up to the data size (control packets: the tag only).
+        let is_data = !f.tcp || (3..n.saturating_sub(3)).contains(&k);
+        let mut p = PacketRepr { eth, ip, l4, payload: vec![] };
+        let hdr = p.header_len() as u32;
+        let want = if is_data { data_size.saturating_sub(FCS_LEN) } else { 0 };
+        let pay_len = (want.saturating_sub(hdr) as usize).max(seqtag::LEN);
+        let mut payload = vec![0u8; pay_len];
+        payload[..seqtag::LEN].copy_from_slice(&seqtag::encode(k as u32));
+        for (i, b) in payload[seqtag::LEN..].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8);
+        }
+        let f = &mut self.flows[fi];
+        match &mut p.l4 {
+            L4Repr::Tcp(tcp) => {
+                tcp.src_port = t.src_port;
+                tcp.dst_port = t.dst_port;
+                let consumed = pay_len as u32
+                    + u32::from(tcp.flags.contains(TcpFlags::SYN))
+                    + u32::from(tcp.flags.contains(TcpFlags::FIN));
+                let (mine, theirs) = if from_client { (&mut f.seq_c, f.seq_s) } else { (&mut f.seq_s, f.seq_c) };
+                tcp.seq = *mine;
+                tcp.ack = if k == 0 { 0 } else { theirs };
+                *mine = mine.wrapping_add(consumed);
+            }
+            L4Repr::Udp { src_port, dst_port } => {
+                *src_port = t.src_port;
+                *dst_port = t.dst_port;
+            }
+            L4Repr::IcmpEcho { .. } => {}
+        }
+        p.payload = payload;
+        p
+    }
+}
+
+impl Iterator for Generator {
+    type Item = GenPacket;
+
+    fn next(&mut self) -> Option<GenPacket> {
+        let total = self.active.total();
+        if total == 0 {
+            return None;
+        }
+        let slot = self.active.find(self.rng.gen_range(0..total));
+        let fi = self.slot_flow[slot].expect("a weighted slot holds a flow");
+        let repr = self.build(fi);
+        let frame = repr.to_bytes();
+        let ts_ns = self.timestamp(frame.len() as u32 + FCS_LEN);
+        let f = &mut self.flows[fi];
+        f.sent += 1;
+        if f.sent == f.size {
+            self.open_next(slot);
+        }
+        self.emitted += 1;
+        Some(GenPacket { ts_ns, frame })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.spec.packets - self.emitted) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Generator {}
+
+fn as_v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
+/// Random endpoints: clients in 10.0.0.0/8 (fd00::/8), servers in the benchmarking
+/// range 198.18.0.0/15 (2001:db8::/32), well-known server ports.
+fn endpoints(rng: &mut ChaCha8Rng, tcp: bool, v6: bool) -> FiveTuple {
+    let (src, dst) = if v6 {
+        let c: u128 = (0xfd00u128 << 112) | (rng.gen::<u128>() >> 8);
+        let s: u128 = (0x2001_0db8u128 << 96) | (rng.gen::<u128>() >> 32);
+        (IpAddr::V6(Ipv6Addr::from(c)), IpAddr::V6(Ipv6Addr::from(s)))
+    } else {
+        let c = 0x0a00_0000u32 | (rng.gen::<u32>() >> 8);
+        let s = 0xc612_0000u32 | (rng.gen::<u32>() >> 15);
+        (IpAddr::V4(Ipv4Addr::from(c)), IpAddr::V4(Ipv4Addr::from(s)))
+    };
+    const TCP_PORTS: [u16; 6] = [443, 443, 443, 80, 80, 22];
+    const UDP_PORTS: [u16; 4] = [53, 443, 123, 4789];
+    let dst_port = if tcp {
+        *TCP_PORTS.choose(rng).expect("non-empty")
+    } else {
+        *UDP_PORTS.choose(rng).expect("non-empty")
+    };
+    FiveTuple {
+        src,
+        dst,
+        src_port: rng.gen_range(1024..=65535),
+        dst_port,
+        proto: if tcp { wire::proto::TCP } else { wire::proto::UDP },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn small() -> TraceSpec {
+        TraceSpec { flows: 50, packets: 3000, active_flows: 8, ..Default::default() }
+    }
+
+    #[test]
+    fn deterministic_and_seed_sensitive() {
+        let a: Vec<GenPacket> = Generator::new(&small()).unwrap().collect();
+        let b: Vec<GenPacket> = Generator::new(&small()).unwrap().collect();
+        assert_eq!(a, b);
+        let c: Vec<GenPacket> = Generator::new(&TraceSpec { seed: 2, ..small() }).unwrap().collect();
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn counts_order_and_handshakes() {
+        let g = Generator::new(&small()).unwrap();
+        let summary = g.summary().clone();
+        let pkts: Vec<GenPacket> = g.collect();
+        assert_eq!(pkts.len() as u64, summary.packets);
+        assert!(pkts.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns), "timestamps sorted");
+        let mut per_conn: HashMap<wire::BiFlowKey, Vec<u32>> = HashMap::new();
+        let mut syns = 0;
+        for p in &pkts {
+            let info = wire::parse(&p.frame).unwrap();
+            if let wire::L4Info::Tcp { flags } = info.l4 {
+                syns += u32::from(flags.is_syn_only());
+            }
+            let seq = seqtag::decode(info.payload(&p.frame)).expect("every packet is tagged");
+            per_conn.entry(info.tuple.canonical().0).or_default().push(seq);
+        }
+        assert_eq!(syns, summary.tcp_flows);
+        assert_eq!(per_conn.len() as u32, summary.flows);
+        for seqs in per_conn.values() {
+            assert!(seqs.iter().enumerate().all(|(i, s)| *s == i as u32), "in-order tags");
+        }
+    }
+
+    #[test]
+    fn concurrency_is_bounded_by_active_flows() {
+        let spec = small();
+        let pkts: Vec<GenPacket> = Generator::new(&spec).unwrap().collect();
+        let mut first = HashMap::new();
+        let mut last = HashMap::new();
+        for (i, p) in pkts.iter().enumerate() {
+            let k = wire::parse(&p.frame).unwrap().tuple.canonical().0;
+            first.entry(k).or_insert(i);
+            last.insert(k, i);
+        }
+        for i in (0..pkts.len()).step_by(97) {
+            let open = first.iter().filter(|(k, f)| **f <= i && last[*k] >= i).count();
+            assert!(open <= spec.active_flows as usize, "{open} open at {i}");
+        }
+    }
+
+    #[test]
+    fn rates_are_met() {
+        for arrival in [Arrival::Constant, Arrival::Poisson, Arrival::OnOff { on_us: 50, off_us: 50 }] {
+            let spec = TraceSpec { rate: Rate::Mpps(1.0), arrival, ..small() };
+            let pkts: Vec<GenPacket> = Generator::new(&spec).unwrap().collect();
+            let dur = (pkts.last().unwrap().ts_ns - pkts[0].ts_ns) as f64;
+            let mpps = (pkts.len() - 1) as f64 / dur * 1e3;
+            assert!((mpps - 1.0).abs() < 0.1, "{arrival}: {mpps} Mpps");
+        }
+    }
+}

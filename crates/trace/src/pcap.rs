@@ -1,0 +1,359 @@
+//! pcap files: write generated packets (nanosecond timestamps) and preload a file
+//! into memory for replay, with errors that name the byte offset of the problem.
+
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapParser, PcapWriter};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+
+/// Largest record accepted when the file's snaplen is 0 or absurd (256 KiB, as libpcap).
+pub const MAX_RECORD_LEN: u32 = 262_144;
+const FILE_HEADER_LEN: usize = 24;
+const RECORD_HEADER_LEN: usize = 16;
+
+/// Why a pcap file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapReadError {
+    /// The file could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file ends in the middle of a header or a record.
+    #[error("{path}: truncated at byte offset {offset}: {what} needs {need} bytes, {have} left")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Where the incomplete part starts.
+        offset: u64,
+        /// What was being read.
+        what: &'static str,
+        /// Bytes it needs.
+        need: u64,
+        /// Bytes left in the file.
+        have: u64,
+    },
+    /// A header or record field is impossible.
+    #[error("{path}: corrupt at byte offset {offset}: {what}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where the bad header or record starts.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// A link type other than Ethernet.
+    #[error("{path}: link type {linktype:?} is not supported (flowshift reads Ethernet captures)")]
+    LinkType {
+        /// The file.
+        path: PathBuf,
+        /// The file's link type.
+        linktype: DataLink,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Record {
+    ts_ns: u64,
+    start: usize,
+    len: u32,
+    orig_len: u32,
+}
+
+/// A whole trace in memory: frames back to back in one buffer, plus per-packet
+/// timestamps. Cheap to index; what replay and statistics work on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    data: Vec<u8>,
+    records: Vec<Record>,
+}
+
+impl Trace {
+    /// An empty trace.
+    pub fn new() -> Trace {
+        Trace::default()
+    }
+
+    /// Appends a frame (`orig_len` = its length on the wire without FCS).
+    pub fn push(&mut self, ts_ns: u64, frame: &[u8], orig_len: u32) {
+        self.records.push(Record {
+            ts_ns,
+            start: self.data.len(),
+            len: frame.len() as u32,
+            orig_len,
+        });
+        self.data.extend_from_slice(frame);
+    }
+
+    /// Collects generated packets.
+    pub fn from_generated(packets: impl IntoIterator<Item = crate::GenPacket>) -> Trace {
+        let mut t = Trace::new();
+        for p in packets {
+            t.push(p.ts_ns, &p.frame, p.frame.len() as u32);
+        }
+        t
+    }
+
+    /// Number of packets.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when there is no packet.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Frame `i` (captured bytes).
+    pub fn frame(&self, i: usize) -> &[u8] {
+        let r = &self.records[i];
+        &self.data[r.start..r.start + r.len as usize]
+    }
+
+    /// Timestamp of packet `i` in ns since the epoch.
+    pub fn ts_ns(&self, i: usize) -> u64 {
+        self.records[i].ts_ns
+    }
+
+    /// Length of packet `i` on the wire without FCS (may exceed the captured bytes).
+    pub fn orig_len(&self, i: usize) -> u32 {
+        self.records[i].orig_len
+    }
+
+    /// Iterates `(timestamp, frame)`.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, &[u8])> + '_ {
+        (0..self.len()).map(|i| (self.ts_ns(i), self.frame(i)))
+    }
+
+    /// Time from the first to the last packet, in ns.
+    pub fn duration_ns(&self) -> u64 {
+        match (self.records.first(), self.records.last()) {
+            (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
+            _ => 0,
+        }
+    }
+}
+
+/// Writes packets to a nanosecond-resolution Ethernet pcap; returns the count.
+pub fn write_pcap<'a>(
+    path: &Path,
+    packets: impl IntoIterator<Item = (u64, &'a [u8])>,
+) -> Result<u64, std::io::Error> {
+    let file = fs::File::create(path)?;
+    let mut w = write_pcap_to(BufWriter::with_capacity(1 << 20, file), packets)?;
+    w.flush()?;
+    Ok(w.count)
+}
+
+/// A writer that counts the packets it was given.
+pub struct Counted<W> {
+    inner: W,
+    /// Packets written.
+    pub count: u64,
+}
+
+impl<W: Write> Counted<W> {
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn io(e: PcapError) -> std::io::Error {
+    match e {
+        PcapError::IoError(e) => e,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+    }
+}
+
+/// Writes a pcap to any writer.
+pub fn write_pcap_to<'a, W: Write>(
+    out: W,
+    packets: impl IntoIterator<Item = (u64, &'a [u8])>,
+) -> Result<Counted<W>, std::io::Error> {
+    let header = PcapHeader {
+        version_major: 2,
+        version_minor: 4,
+        ts_correction: 0,
+        ts_accuracy: 0,
+        snaplen: 65535,
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::NanoSecond,
+        endianness: Endianness::Little,
+    };
+    let mut w = PcapWriter::with_header(out, header).map_err(io)?;
+    let mut count = 0;
+    for (ts, frame) in packets {
+        let p = PcapPacket::new(Duration::from_nanos(ts), frame.len() as u32, frame);
+        w.write_packet(&p).map_err(io)?;
+        count += 1;
+    }
+    Ok(Counted { inner: w.into_writer(), count })
+}
+
+/// Reads a whole pcap file into memory.
+pub fn read_pcap(path: &Path) -> Result<Trace, PcapReadError> {
+    let bytes = fs::read(path).map_err(|source| PcapReadError::Io { path: path.into(), source })?;
+    parse_pcap(&bytes).map_err(|e| e.at(path))
+}
+
+/// A read error before the path is attached.
+#[derive(Debug)]
+pub enum ParseError {
+    /// See [`PcapReadError::Truncated`].
+    Truncated(u64, &'static str, u64, u64),
+    /// See [`PcapReadError::Corrupt`].
+    Corrupt(u64, String),
+    /// See [`PcapReadError::LinkType`].
+    LinkType(DataLink),
+}
+
+impl ParseError {
+    fn at(self, path: &Path) -> PcapReadError {
+        let path = path.to_path_buf();
+        match self {
+            ParseError::Truncated(offset, what, need, have) => {
+                PcapReadError::Truncated { path, offset, what, need, have }
+            }
+            ParseError::Corrupt(offset, what) => PcapReadError::Corrupt { path, offset, what },
+            ParseError::LinkType(linktype) => PcapReadError::LinkType { path, linktype },
+        }
+    }
+}
+
+/// Parses pcap bytes (the file already in memory).
+pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
+    let total = bytes.len() as u64;
+    let (mut rest, parser) = match PcapParser::new(bytes) {
+        Ok(ok) => ok,
+        Err(PcapError::IncompleteBuffer) => {
+            return Err(ParseError::Truncated(0, "the file header", FILE_HEADER_LEN as u64, total))
+        }
+        Err(e) => return Err(ParseError::Corrupt(0, format!("file header: {e}"))),
+    };
+    let header = parser.header();
+    if header.datalink != DataLink::ETHERNET {
+        return Err(ParseError::LinkType(header.datalink));
+    }
+    let limit = if header.snaplen == 0 || header.snaplen > MAX_RECORD_LEN {
+        MAX_RECORD_LEN
+    } else {
+        header.snaplen
+    };
+    let mut trace = Trace::new();
+    trace.data.reserve(bytes.len());
+    while !rest.is_empty() {
+        let offset = total - rest.len() as u64;
+        if rest.len() < RECORD_HEADER_LEN {
+            return Err(ParseError::Truncated(
+                offset,
+                "a record header",
+                RECORD_HEADER_LEN as u64,
+                rest.len() as u64,
+            ));
+        }
+        let incl = read_u32(&rest[8..12], header.endianness);
+        if incl > limit {
+            return Err(ParseError::Corrupt(
+                offset,
+                format!("record claims {incl} captured bytes, more than the limit {limit}"),
+            ));
+        }
+        match parser.next_packet(rest) {
+            Ok((r, p)) => {
+                if p.orig_len < p.data.len() as u32 {
+                    return Err(ParseError::Corrupt(
+                        offset,
+                        format!("record length {} is below its captured length {}", p.orig_len, p.data.len()),
+                    ));
+                }
+                trace.push(p.timestamp.as_nanos() as u64, &p.data, p.orig_len);
+                rest = r;
+            }
+            Err(PcapError::IncompleteBuffer) => {
+                return Err(ParseError::Truncated(
+                    offset,
+                    "a record",
+                    (RECORD_HEADER_LEN as u64) + u64::from(incl),
+                    rest.len() as u64,
+                ))
+            }
+            Err(e) => return Err(ParseError::Corrupt(offset, format!("record: {e}"))),
+        }
+    }
+    Ok(trace)
+}
+
+fn read_u32(b: &[u8], e: Endianness) -> u32 {
+    let a = [b[0], b[1], b[2], b[3]];
+    match e {
+        Endianness::Big => u32::from_be_bytes(a),
+        Endianness::Little => u32::from_le_bytes(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let frames: Vec<(u64, Vec<u8>)> =
+            (0..3).map(|i| (1_000_000_007 * (i + 1), vec![i as u8; 60 + i as usize])).collect();
+        let w = write_pcap_to(Vec::new(), frames.iter().map(|(t, f)| (*t, &f[..]))).unwrap();
+        w.inner
+    }
+
+    #[test]
+    fn round_trip_keeps_nanoseconds() {
+        let t = parse_pcap(&sample()).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.ts_ns(2), 3_000_000_021);
+        assert_eq!(t.frame(1), &[1u8; 61][..]);
+        assert_eq!(t.duration_ns(), 2_000_000_014);
+    }
+
+    #[test]
+    fn truncation_names_the_offset() {
+        let b = sample();
+        // file header 24, record 0 = 16 + 60 = 76 → record 1 starts at 100
+        match parse_pcap(&b[..120]) {
+            Err(ParseError::Truncated(100, "a record", 77, 20)) => {}
+            other => panic!("{other:?}"),
+        }
+        match parse_pcap(&b[..105]) {
+            Err(ParseError::Truncated(100, "a record header", 16, 5)) => {}
+            other => panic!("{other:?}"),
+        }
+        match parse_pcap(&b[..10]) {
+            Err(ParseError::Truncated(0, "the file header", 24, 10)) => {}
+            other => panic!("{other:?}"),
+        }
+        let e = parse_pcap(&b[..120]).unwrap_err().at(Path::new("x.pcap"));
+        assert_eq!(
+            e.to_string(),
+            "x.pcap: truncated at byte offset 100: a record needs 77 bytes, 20 left"
+        );
+    }
+
+    #[test]
+    fn corruption_names_the_offset() {
+        let mut b = sample();
+        b[100 + 8..100 + 12].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
+        match parse_pcap(&b) {
+            Err(ParseError::Corrupt(100, what)) => assert!(what.contains("captured bytes"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+        let mut b = sample();
+        b[0] = 0;
+        assert!(matches!(parse_pcap(&b), Err(ParseError::Corrupt(0, _))));
+        let mut b = sample();
+        b[20] = 101; // raw IP link type
+        assert!(matches!(parse_pcap(&b), Err(ParseError::LinkType(_))));
+    }
+}

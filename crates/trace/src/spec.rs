@@ -1,0 +1,345 @@
+//! What a generated trace looks like: the typed, validated [`TraceSpec`].
+//!
+//! Every field has a default, so an empty TOML table or no CLI flags give a useful
+//! trace. [`TraceSpec::validate`] names the field and the allowed values on error.
+
+use core::fmt;
+use core::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Packet-size distribution. Sizes are Ethernet frame sizes with FCS (64..=1518).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum SizeDist {
+    /// Every data packet has this size.
+    Fixed(u16),
+    /// Simple IMIX: 64, 570, 1518 B in proportion 7:4:1.
+    Imix,
+    /// Bimodal like campus traffic: ≈20 % of 64–74 B, ≈50 % of 1518 B, the rest
+    /// uniform in between.
+    Campus,
+}
+
+/// How packets are spaced in time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Arrival {
+    /// Evenly spaced at the target rate.
+    Constant,
+    /// Exponential gaps with the target rate as mean.
+    Poisson,
+    /// Bursts: `on_us` microseconds sending, `off_us` silent; the mean rate is the
+    /// target, so the rate inside a burst is `rate × (on + off) / on`.
+    OnOff {
+        /// Length of a burst in µs.
+        on_us: u32,
+        /// Length of a pause in µs.
+        off_us: u32,
+    },
+}
+
+/// The target mean rate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Rate {
+    /// Gigabits per second of wire frames (FCS included).
+    Gbps(f64),
+    /// Million packets per second.
+    Mpps(f64),
+}
+
+/// A trace to generate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TraceSpec {
+    /// Number of connections.
+    pub flows: u32,
+    /// Total packets (both directions, handshakes included).
+    pub packets: u64,
+    /// Zipf exponent of the flow sizes (rank r carries ∝ r^-α packets).
+    pub alpha: f64,
+    /// Seed; the same spec gives the same bytes.
+    pub seed: u64,
+    /// Share of flows that are TCP (the rest UDP).
+    pub tcp_share: f64,
+    /// Share of flows over IPv6 (the rest IPv4).
+    pub ipv6_share: f64,
+    /// Share of flows in the priority class.
+    pub priority_share: f64,
+    /// DSCP that marks the priority class (46 = EF).
+    pub priority_dscp: u8,
+    /// Data-packet sizes.
+    pub sizes: SizeDist,
+    /// Arrival process.
+    pub arrival: Arrival,
+    /// Target mean rate.
+    pub rate: Rate,
+    /// Target number of concurrently active connections.
+    pub active_flows: u32,
+}
+
+impl Default for TraceSpec {
+    fn default() -> Self {
+        TraceSpec {
+            flows: 4096,
+            packets: 500_000,
+            alpha: 1.1,
+            seed: 1,
+            tcp_share: 0.9,
+            ipv6_share: 0.0,
+            priority_share: 0.0,
+            priority_dscp: 46,
+            sizes: SizeDist::Campus,
+            arrival: Arrival::Poisson,
+            rate: Rate::Gbps(10.0),
+            active_flows: 1024,
+        }
+    }
+}
+
+/// A field of a [`TraceSpec`] that is out of range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("trace spec: `{field}` = {value}: {allowed}")]
+pub struct SpecError {
+    /// The field.
+    pub field: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+fn err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> SpecError {
+    SpecError { field, value: value.to_string(), allowed: allowed.into() }
+}
+
+/// Packets a TCP connection needs at least: 3 for the handshake, 3 for the teardown.
+pub const TCP_MIN_PACKETS: u64 = 6;
+
+impl TraceSpec {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.flows == 0 {
+            return Err(err("flows", self.flows, "must be at least 1"));
+        }
+        if !(0.0..=2.0).contains(&self.alpha) {
+            return Err(err("alpha", self.alpha, "must be in 0.0..=2.0 (papers use 0.6..=1.4)"));
+        }
+        for (f, v) in [
+            ("tcp_share", self.tcp_share),
+            ("ipv6_share", self.ipv6_share),
+            ("priority_share", self.priority_share),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(err(f, v, "must be a share in 0.0..=1.0"));
+            }
+        }
+        if self.priority_dscp > 63 {
+            return Err(err("priority_dscp", self.priority_dscp, "must be in 0..=63"));
+        }
+        if let SizeDist::Fixed(s) = self.sizes {
+            if !(64..=1518).contains(&s) {
+                return Err(err("sizes", self.sizes, "fixed size must be in 64..=1518"));
+            }
+        }
+        if let Arrival::OnOff { on_us, .. } = self.arrival {
+            if on_us == 0 {
+                return Err(err("arrival", self.arrival, "on period must be > 0"));
+            }
+        }
+        let r = match self.rate {
+            Rate::Gbps(v) | Rate::Mpps(v) => v,
+        };
+        if !(r.is_finite() && r > 0.0) {
+            return Err(err("rate", self.rate, "must be a positive number of gbps or mpps"));
+        }
+        if self.active_flows == 0 {
+            return Err(err("active_flows", self.active_flows, "must be at least 1"));
+        }
+        let need = self.min_packets();
+        if self.packets < need {
+            return Err(err(
+                "packets",
+                self.packets,
+                format!(
+                    "must be at least {need} for {} flows ({} TCP flows need {TCP_MIN_PACKETS} \
+                     packets each for handshake and teardown, UDP flows 1)",
+                    self.flows,
+                    self.tcp_flows()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Number of TCP flows (the share rounded to a whole count).
+    pub fn tcp_flows(&self) -> u32 {
+        share_count(self.flows, self.tcp_share)
+    }
+
+    /// Number of priority-class flows.
+    pub fn priority_flows(&self) -> u32 {
+        share_count(self.flows, self.priority_share)
+    }
+
+    /// Number of IPv6 flows.
+    pub fn ipv6_flows(&self) -> u32 {
+        share_count(self.flows, self.ipv6_share)
+    }
+
+    fn min_packets(&self) -> u64 {
+        let tcp = u64::from(self.tcp_flows());
+        tcp * TCP_MIN_PACKETS + (u64::from(self.flows) - tcp)
+    }
+}
+
+pub(crate) fn share_count(n: u32, share: f64) -> u32 {
+    ((f64::from(n) * share).round() as u32).min(n)
+}
+
+impl fmt::Display for SizeDist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeDist::Fixed(s) => write!(f, "fixed:{s}"),
+            SizeDist::Imix => f.write_str("imix"),
+            SizeDist::Campus => f.write_str("campus"),
+        }
+    }
+}
+
+impl FromStr for SizeDist {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected `fixed:N` (64..=1518), `imix` or `campus`");
+        match s.to_ascii_lowercase().as_str() {
+            "imix" => Ok(SizeDist::Imix),
+            "campus" => Ok(SizeDist::Campus),
+            other => {
+                let n = other.strip_prefix("fixed:").unwrap_or(other);
+                n.parse::<u16>().map(SizeDist::Fixed).map_err(|_| bad())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Arrival {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arrival::Constant => f.write_str("constant"),
+            Arrival::Poisson => f.write_str("poisson"),
+            Arrival::OnOff { on_us, off_us } => write!(f, "onoff:{on_us}:{off_us}"),
+        }
+    }
+}
+
+impl FromStr for Arrival {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected `constant`, `poisson` or `onoff:ON_US:OFF_US`");
+        match s.to_ascii_lowercase().as_str() {
+            "constant" => Ok(Arrival::Constant),
+            "poisson" => Ok(Arrival::Poisson),
+            other => {
+                let rest = other.strip_prefix("onoff:").ok_or_else(bad)?;
+                let (on, off) = rest.split_once(':').ok_or_else(bad)?;
+                Ok(Arrival::OnOff {
+                    on_us: on.parse().map_err(|_| bad())?,
+                    off_us: off.parse().map_err(|_| bad())?,
+                })
+            }
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rate::Gbps(v) => write!(f, "{v}gbps"),
+            Rate::Mpps(v) => write!(f, "{v}mpps"),
+        }
+    }
+}
+
+impl FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected a number followed by `gbps` or `mpps`, e.g. `10gbps`");
+        let l = s.trim().to_ascii_lowercase();
+        let (num, mk): (&str, fn(f64) -> Rate) = if let Some(n) = l.strip_suffix("gbps") {
+            (n, Rate::Gbps)
+        } else if let Some(n) = l.strip_suffix("mpps") {
+            (n, Rate::Mpps)
+        } else {
+            return Err(bad());
+        };
+        num.trim().parse::<f64>().map(mk).map_err(|_| bad())
+    }
+}
+
+macro_rules! string_serde {
+    ($t:ty) => {
+        impl TryFrom<String> for $t {
+            type Error = String;
+            fn try_from(s: String) -> Result<Self, String> {
+                s.parse()
+            }
+        }
+        impl From<$t> for String {
+            fn from(v: $t) -> String {
+                v.to_string()
+            }
+        }
+    };
+}
+string_serde!(SizeDist);
+string_serde!(Arrival);
+string_serde!(Rate);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        TraceSpec::default().validate().unwrap();
+    }
+
+    #[test]
+    fn strings_round_trip() {
+        for s in ["fixed:64", "imix", "campus"] {
+            assert_eq!(s.parse::<SizeDist>().unwrap().to_string(), s);
+        }
+        for s in ["constant", "poisson", "onoff:100:400"] {
+            assert_eq!(s.parse::<Arrival>().unwrap().to_string(), s);
+        }
+        assert_eq!("10gbps".parse::<Rate>().unwrap(), Rate::Gbps(10.0));
+        assert_eq!("2.5Mpps".parse::<Rate>().unwrap(), Rate::Mpps(2.5));
+        assert!("10".parse::<Rate>().unwrap_err().contains("gbps"));
+        assert!("onoff:1".parse::<Arrival>().is_err());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut s = TraceSpec { alpha: 3.0, ..Default::default() };
+        assert_eq!(s.validate().unwrap_err().field, "alpha");
+        s.alpha = 1.0;
+        s.packets = 10;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "packets");
+        assert!(e.to_string().contains("handshake"), "{e}");
+        s.packets = 1_000_000;
+        s.tcp_share = 1.5;
+        assert_eq!(s.validate().unwrap_err().field, "tcp_share");
+    }
+
+    #[test]
+    fn spec_from_toml_like_json() {
+        let s: TraceSpec = serde_json::from_str(r#"{"flows": 10, "sizes": "fixed:128", "rate": "1mpps"}"#).unwrap();
+        assert_eq!(s.flows, 10);
+        assert_eq!(s.sizes, SizeDist::Fixed(128));
+        assert_eq!(s.rate, Rate::Mpps(1.0));
+        assert!(serde_json::from_str::<TraceSpec>(r#"{"flowz": 1}"#).is_err());
+        assert!(serde_json::from_str::<TraceSpec>(r#"{"sizes": "huge"}"#).unwrap_err().to_string().contains("imix"));
+    }
+}
