@@ -29,7 +29,9 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(inputs.len() as u64));
     g.bench_function("naive_bit_loop", |b| {
         b.iter(|| {
-            inputs.iter().fold(0u32, |h, i| h ^ toeplitz_naive(&RssKey::SYMMETRIC, black_box(i)))
+            inputs.iter().fold(0u32, |h, i| {
+                h ^ toeplitz_naive(&RssKey::SYMMETRIC, black_box(i))
+            })
         })
     });
     g.bench_function("table_slice", |b| {

@@ -54,7 +54,10 @@ pub fn hash_input(t: &FiveTuple, fields: HashFields) -> HashInput {
         bytes[n + 2..n + 4].copy_from_slice(&t.dst_port.to_be_bytes());
         n += 4;
     }
-    HashInput { bytes, len: n as u8 }
+    HashInput {
+        bytes,
+        len: n as u8,
+    }
 }
 
 fn v6(a: IpAddr) -> [u8; 16] {

@@ -42,8 +42,13 @@ impl IndirectionTable {
             return Err(TableSizeError(size));
         }
         let q = queues.max(1);
-        let entries = (0..size).map(|j| AtomicU16::new((j % usize::from(q)) as u16)).collect();
-        Ok(IndirectionTable { entries, mask: (size - 1) as u32 })
+        let entries = (0..size)
+            .map(|j| AtomicU16::new((j % usize::from(q)) as u16))
+            .collect();
+        Ok(IndirectionTable {
+            entries,
+            mask: (size - 1) as u32,
+        })
     }
 
     /// Number of entries (buckets).
@@ -88,7 +93,9 @@ impl IndirectionTable {
 
 impl fmt::Debug for IndirectionTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IndirectionTable").field("entries", &self.snapshot()).finish()
+        f.debug_struct("IndirectionTable")
+            .field("entries", &self.snapshot())
+            .finish()
     }
 }
 

@@ -15,6 +15,6 @@ mod key;
 mod toeplitz;
 
 pub use fields::{hash_input, HashFields, HashInput};
-pub use indirection::{IndirectionTable, TableSizeError};
+pub use indirection::{IndirectionTable, TableSizeError, DEFAULT_SIZE, MAX_SIZE, MIN_SIZE};
 pub use key::RssKey;
 pub use toeplitz::{toeplitz_naive, Toeplitz, MAX_INPUT_LEN};

@@ -107,7 +107,9 @@ impl Toeplitz {
 
 impl core::fmt::Debug for Toeplitz {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Toeplitz").field("key", &self.key).finish_non_exhaustive()
+        f.debug_struct("Toeplitz")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
@@ -128,9 +130,15 @@ mod tests {
     #[test]
     fn table_equals_naive_on_all_lengths() {
         let t = Toeplitz::new(RssKey::DEFAULT);
-        let input: Vec<u8> = (0..MAX_INPUT_LEN as u8).map(|i| i.wrapping_mul(73) ^ 0x5c).collect();
+        let input: Vec<u8> = (0..MAX_INPUT_LEN as u8)
+            .map(|i| i.wrapping_mul(73) ^ 0x5c)
+            .collect();
         for n in 0..=MAX_INPUT_LEN {
-            assert_eq!(t.hash(&input[..n]), toeplitz_naive(&RssKey::DEFAULT, &input[..n]), "len {n}");
+            assert_eq!(
+                t.hash(&input[..n]),
+                toeplitz_naive(&RssKey::DEFAULT, &input[..n]),
+                "len {n}"
+            );
         }
     }
 }

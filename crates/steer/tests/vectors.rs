@@ -17,7 +17,11 @@ struct Vector {
 fn vectors() -> Vec<Vector> {
     let text = include_str!("data/rss-vectors.tsv");
     let key_line = text.lines().nth(1).unwrap().trim_start_matches('#').trim();
-    assert_eq!(RssKey::from_hex(key_line), Some(RssKey::DEFAULT), "file names the default key");
+    assert_eq!(
+        RssKey::from_hex(key_line),
+        Some(RssKey::DEFAULT),
+        "file names the default key"
+    );
     let parse_hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     let v: Vec<Vector> = text
         .lines()
@@ -48,7 +52,12 @@ fn microsoft_vectors_table_driven() {
         let ip = hash_input(&v.tuple, HashFields::Ip);
         let l4 = hash_input(&v.tuple, HashFields::IpPorts);
         assert_eq!(t.hash(ip.as_bytes()), v.ip_only, "{:?} ip only", v.tuple);
-        assert_eq!(t.hash(l4.as_bytes()), v.with_ports, "{:?} with ports", v.tuple);
+        assert_eq!(
+            t.hash(l4.as_bytes()),
+            v.with_ports,
+            "{:?} with ports",
+            v.tuple
+        );
         if let (IpAddr::V4(s), IpAddr::V4(d)) = (v.tuple.src, v.tuple.dst) {
             let h = t.hash_v4_ports(s.octets(), d.octets(), v.tuple.src_port, v.tuple.dst_port);
             assert_eq!(h, v.with_ports);
@@ -62,7 +71,10 @@ fn microsoft_vectors_naive() {
         let ip = hash_input(&v.tuple, HashFields::Ip);
         let l4 = hash_input(&v.tuple, HashFields::IpPorts);
         assert_eq!(toeplitz_naive(&RssKey::DEFAULT, ip.as_bytes()), v.ip_only);
-        assert_eq!(toeplitz_naive(&RssKey::DEFAULT, l4.as_bytes()), v.with_ports);
+        assert_eq!(
+            toeplitz_naive(&RssKey::DEFAULT, l4.as_bytes()),
+            v.with_ports
+        );
     }
 }
 
@@ -85,16 +97,31 @@ fn ports_only_for_tcp_and_udp() {
 }
 
 fn any_tuple() -> impl Strategy<Value = FiveTuple> {
-    (any::<bool>(), any::<u128>(), any::<u128>(), any::<u16>(), any::<u16>(), any::<bool>()).prop_map(
-        |(v6, s, d, sp, dp, tcp)| {
+    (
+        any::<bool>(),
+        any::<u128>(),
+        any::<u128>(),
+        any::<u16>(),
+        any::<u16>(),
+        any::<bool>(),
+    )
+        .prop_map(|(v6, s, d, sp, dp, tcp)| {
             let (src, dst) = if v6 {
                 (IpAddr::from(s.to_be_bytes()), IpAddr::from(d.to_be_bytes()))
             } else {
-                (IpAddr::from((s as u32).to_be_bytes()), IpAddr::from((d as u32).to_be_bytes()))
+                (
+                    IpAddr::from((s as u32).to_be_bytes()),
+                    IpAddr::from((d as u32).to_be_bytes()),
+                )
             };
-            FiveTuple { src, dst, src_port: sp, dst_port: dp, proto: if tcp { 6 } else { 17 } }
-        },
-    )
+            FiveTuple {
+                src,
+                dst,
+                src_port: sp,
+                dst_port: dp,
+                proto: if tcp { 6 } else { 17 },
+            }
+        })
 }
 
 proptest! {

@@ -9,7 +9,10 @@ pub(crate) struct Fenwick {
 
 impl Fenwick {
     pub(crate) fn new(n: usize) -> Fenwick {
-        Fenwick { tree: vec![0; n + 1], weights: vec![0; n] }
+        Fenwick {
+            tree: vec![0; n + 1],
+            weights: vec![0; n],
+        }
     }
 
     pub(crate) fn total(&self) -> u64 {

@@ -106,7 +106,11 @@ impl Generator {
         };
         let tcp = pick(&mut rng, &mut idx, spec.tcp_flows());
         let v6 = pick(&mut rng, &mut idx, spec.ipv6_flows());
-        let prio = pick(&mut rng, &mut idx, share_count(spec.flows, spec.priority_share));
+        let prio = pick(
+            &mut rng,
+            &mut idx,
+            share_count(spec.flows, spec.priority_share),
+        );
 
         // Sizes by rank, then ranks shuffled onto flows.
         let mut ranks: Vec<usize> = (0..n).collect();
@@ -212,7 +216,12 @@ impl Generator {
         let mean = self.mean_gap_ns(wire_len);
         let (gap, duty) = match self.spec.arrival {
             Arrival::Constant => (mean, None),
-            Arrival::Poisson => (Exp::new(1.0 / mean).map(|e| e.sample(&mut self.rng)).unwrap_or(mean), None),
+            Arrival::Poisson => (
+                Exp::new(1.0 / mean)
+                    .map(|e| e.sample(&mut self.rng))
+                    .unwrap_or(mean),
+                None,
+            ),
             Arrival::OnOff { on_us, off_us } => {
                 let (on, off) = (f64::from(on_us) * 1e3, f64::from(off_us) * 1e3);
                 (mean * on / (on + off), Some((on, off)))
@@ -258,11 +267,22 @@ impl Generator {
             })
         } else {
             from_client = k == 0 || self.rng.gen_bool(0.5);
-            L4Repr::Udp { src_port: 0, dst_port: 0 }
+            L4Repr::Udp {
+                src_port: 0,
+                dst_port: 0,
+            }
         };
         let f = &self.flows[fi];
-        let t = if from_client { f.tuple } else { f.tuple.reversed() };
-        let dscp = if f.priority { self.spec.priority_dscp } else { 0 };
+        let t = if from_client {
+            f.tuple
+        } else {
+            f.tuple.reversed()
+        };
+        let dscp = if f.priority {
+            self.spec.priority_dscp
+        } else {
+            0
+        };
         let ip = match (t.src, t.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
                 src: s,
@@ -283,15 +303,32 @@ impl Generator {
             }),
         };
         let eth = if from_client {
-            EthernetRepr { src: CLIENT_MAC, dst: SERVER_MAC, vlan: None }
+            EthernetRepr {
+                src: CLIENT_MAC,
+                dst: SERVER_MAC,
+                vlan: None,
+            }
         } else {
-            EthernetRepr { src: SERVER_MAC, dst: CLIENT_MAC, vlan: None }
+            EthernetRepr {
+                src: SERVER_MAC,
+                dst: CLIENT_MAC,
+                vlan: None,
+            }
         };
         // Payload: the tag, then filler up to the data size (control packets: the tag only).
         let is_data = !f.tcp || (3..n.saturating_sub(3)).contains(&k);
-        let mut p = PacketRepr { eth, ip, l4, payload: vec![] };
+        let mut p = PacketRepr {
+            eth,
+            ip,
+            l4,
+            payload: vec![],
+        };
         let hdr = p.header_len() as u32;
-        let want = if is_data { data_size.saturating_sub(FCS_LEN) } else { 0 };
+        let want = if is_data {
+            data_size.saturating_sub(FCS_LEN)
+        } else {
+            0
+        };
         let pay_len = (want.saturating_sub(hdr) as usize).max(seqtag::LEN);
         let mut payload = vec![0u8; pay_len];
         payload[..seqtag::LEN].copy_from_slice(&seqtag::encode(k as u32));
@@ -306,7 +343,11 @@ impl Generator {
                 let consumed = pay_len as u32
                     + u32::from(tcp.flags.contains(TcpFlags::SYN))
                     + u32::from(tcp.flags.contains(TcpFlags::FIN));
-                let (mine, theirs) = if from_client { (&mut f.seq_c, f.seq_s) } else { (&mut f.seq_s, f.seq_c) };
+                let (mine, theirs) = if from_client {
+                    (&mut f.seq_c, f.seq_s)
+                } else {
+                    (&mut f.seq_s, f.seq_c)
+                };
                 tcp.seq = *mine;
                 tcp.ack = if k == 0 { 0 } else { theirs };
                 *mine = mine.wrapping_add(consumed);
@@ -383,7 +424,11 @@ fn endpoints(rng: &mut ChaCha8Rng, tcp: bool, v6: bool) -> FiveTuple {
         dst,
         src_port: rng.gen_range(1024..=65535),
         dst_port,
-        proto: if tcp { wire::proto::TCP } else { wire::proto::UDP },
+        proto: if tcp {
+            wire::proto::TCP
+        } else {
+            wire::proto::UDP
+        },
     }
 }
 
@@ -393,7 +438,12 @@ mod tests {
     use std::collections::HashMap;
 
     fn small() -> TraceSpec {
-        TraceSpec { flows: 50, packets: 3000, active_flows: 8, ..Default::default() }
+        TraceSpec {
+            flows: 50,
+            packets: 3000,
+            active_flows: 8,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -401,7 +451,9 @@ mod tests {
         let a: Vec<GenPacket> = Generator::new(&small()).unwrap().collect();
         let b: Vec<GenPacket> = Generator::new(&small()).unwrap().collect();
         assert_eq!(a, b);
-        let c: Vec<GenPacket> = Generator::new(&TraceSpec { seed: 2, ..small() }).unwrap().collect();
+        let c: Vec<GenPacket> = Generator::new(&TraceSpec { seed: 2, ..small() })
+            .unwrap()
+            .collect();
         assert_ne!(a, c);
     }
 
@@ -411,7 +463,10 @@ mod tests {
         let summary = g.summary().clone();
         let pkts: Vec<GenPacket> = g.collect();
         assert_eq!(pkts.len() as u64, summary.packets);
-        assert!(pkts.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns), "timestamps sorted");
+        assert!(
+            pkts.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns),
+            "timestamps sorted"
+        );
         let mut per_conn: HashMap<wire::BiFlowKey, Vec<u32>> = HashMap::new();
         let mut syns = 0;
         for p in &pkts {
@@ -420,12 +475,18 @@ mod tests {
                 syns += u32::from(flags.is_syn_only());
             }
             let seq = seqtag::decode(info.payload(&p.frame)).expect("every packet is tagged");
-            per_conn.entry(info.tuple.canonical().0).or_default().push(seq);
+            per_conn
+                .entry(info.tuple.canonical().0)
+                .or_default()
+                .push(seq);
         }
         assert_eq!(syns, summary.tcp_flows);
         assert_eq!(per_conn.len() as u32, summary.flows);
         for seqs in per_conn.values() {
-            assert!(seqs.iter().enumerate().all(|(i, s)| *s == i as u32), "in-order tags");
+            assert!(
+                seqs.iter().enumerate().all(|(i, s)| *s == i as u32),
+                "in-order tags"
+            );
         }
     }
 
@@ -441,15 +502,29 @@ mod tests {
             last.insert(k, i);
         }
         for i in (0..pkts.len()).step_by(97) {
-            let open = first.iter().filter(|(k, f)| **f <= i && last[*k] >= i).count();
+            let open = first
+                .iter()
+                .filter(|(k, f)| **f <= i && last[*k] >= i)
+                .count();
             assert!(open <= spec.active_flows as usize, "{open} open at {i}");
         }
     }
 
     #[test]
     fn rates_are_met() {
-        for arrival in [Arrival::Constant, Arrival::Poisson, Arrival::OnOff { on_us: 50, off_us: 50 }] {
-            let spec = TraceSpec { rate: Rate::Mpps(1.0), arrival, ..small() };
+        for arrival in [
+            Arrival::Constant,
+            Arrival::Poisson,
+            Arrival::OnOff {
+                on_us: 50,
+                off_us: 50,
+            },
+        ] {
+            let spec = TraceSpec {
+                rate: Rate::Mpps(1.0),
+                arrival,
+                ..small()
+            };
             let pkts: Vec<GenPacket> = Generator::new(&spec).unwrap().collect();
             let dur = (pkts.last().unwrap().ts_ns - pkts[0].ts_ns) as f64;
             let mpps = (pkts.len() - 1) as f64 / dur * 1e3;

@@ -13,6 +13,7 @@ pub mod pcap;
 pub mod replay;
 pub mod spec;
 pub mod stats;
+pub mod tshark;
 mod zipf;
 
 pub use gen::{GenPacket, GenSummary, Generator};

@@ -142,9 +142,9 @@ impl Trace {
 }
 
 /// Writes packets to a nanosecond-resolution Ethernet pcap; returns the count.
-pub fn write_pcap<'a>(
+pub fn write_pcap<B: AsRef<[u8]>>(
     path: &Path,
-    packets: impl IntoIterator<Item = (u64, &'a [u8])>,
+    packets: impl IntoIterator<Item = (u64, B)>,
 ) -> Result<u64, std::io::Error> {
     let file = fs::File::create(path)?;
     let mut w = write_pcap_to(BufWriter::with_capacity(1 << 20, file), packets)?;
@@ -173,9 +173,9 @@ fn io(e: PcapError) -> std::io::Error {
 }
 
 /// Writes a pcap to any writer.
-pub fn write_pcap_to<'a, W: Write>(
+pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
     out: W,
-    packets: impl IntoIterator<Item = (u64, &'a [u8])>,
+    packets: impl IntoIterator<Item = (u64, B)>,
 ) -> Result<Counted<W>, std::io::Error> {
     let header = PcapHeader {
         version_major: 2,
@@ -190,16 +190,23 @@ pub fn write_pcap_to<'a, W: Write>(
     let mut w = PcapWriter::with_header(out, header).map_err(io)?;
     let mut count = 0;
     for (ts, frame) in packets {
+        let frame = frame.as_ref();
         let p = PcapPacket::new(Duration::from_nanos(ts), frame.len() as u32, frame);
         w.write_packet(&p).map_err(io)?;
         count += 1;
     }
-    Ok(Counted { inner: w.into_writer(), count })
+    Ok(Counted {
+        inner: w.into_writer(),
+        count,
+    })
 }
 
 /// Reads a whole pcap file into memory.
 pub fn read_pcap(path: &Path) -> Result<Trace, PcapReadError> {
-    let bytes = fs::read(path).map_err(|source| PcapReadError::Io { path: path.into(), source })?;
+    let bytes = fs::read(path).map_err(|source| PcapReadError::Io {
+        path: path.into(),
+        source,
+    })?;
     parse_pcap(&bytes).map_err(|e| e.at(path))
 }
 
@@ -218,9 +225,13 @@ impl ParseError {
     fn at(self, path: &Path) -> PcapReadError {
         let path = path.to_path_buf();
         match self {
-            ParseError::Truncated(offset, what, need, have) => {
-                PcapReadError::Truncated { path, offset, what, need, have }
-            }
+            ParseError::Truncated(offset, what, need, have) => PcapReadError::Truncated {
+                path,
+                offset,
+                what,
+                need,
+                have,
+            },
             ParseError::Corrupt(offset, what) => PcapReadError::Corrupt { path, offset, what },
             ParseError::LinkType(linktype) => PcapReadError::LinkType { path, linktype },
         }
@@ -233,7 +244,12 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
     let (mut rest, parser) = match PcapParser::new(bytes) {
         Ok(ok) => ok,
         Err(PcapError::IncompleteBuffer) => {
-            return Err(ParseError::Truncated(0, "the file header", FILE_HEADER_LEN as u64, total))
+            return Err(ParseError::Truncated(
+                0,
+                "the file header",
+                FILE_HEADER_LEN as u64,
+                total,
+            ))
         }
         Err(e) => return Err(ParseError::Corrupt(0, format!("file header: {e}"))),
     };
@@ -270,7 +286,11 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
                 if p.orig_len < p.data.len() as u32 {
                     return Err(ParseError::Corrupt(
                         offset,
-                        format!("record length {} is below its captured length {}", p.orig_len, p.data.len()),
+                        format!(
+                            "record length {} is below its captured length {}",
+                            p.orig_len,
+                            p.data.len()
+                        ),
                     ));
                 }
                 trace.push(p.timestamp.as_nanos() as u64, &p.data, p.orig_len);
@@ -303,8 +323,9 @@ mod tests {
     use super::*;
 
     fn sample() -> Vec<u8> {
-        let frames: Vec<(u64, Vec<u8>)> =
-            (0..3).map(|i| (1_000_000_007 * (i + 1), vec![i as u8; 60 + i as usize])).collect();
+        let frames: Vec<(u64, Vec<u8>)> = (0..3)
+            .map(|i| (1_000_000_007 * (i + 1), vec![i as u8; 60 + i as usize]))
+            .collect();
         let w = write_pcap_to(Vec::new(), frames.iter().map(|(t, f)| (*t, &f[..]))).unwrap();
         w.inner
     }
@@ -346,7 +367,9 @@ mod tests {
         let mut b = sample();
         b[100 + 8..100 + 12].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
         match parse_pcap(&b) {
-            Err(ParseError::Corrupt(100, what)) => assert!(what.contains("captured bytes"), "{what}"),
+            Err(ParseError::Corrupt(100, what)) => {
+                assert!(what.contains("captured bytes"), "{what}")
+            }
             other => panic!("{other:?}"),
         }
         let mut b = sample();

@@ -68,18 +68,32 @@ mod tests {
     #[test]
     fn timed_scales_and_loops() {
         let t = trace();
-        let s = Schedule { pace: Pace::Timed { speed: 2.0 }, loops: 2 };
+        let s = Schedule {
+            pace: Pace::Timed { speed: 2.0 },
+            loops: 2,
+        };
         let r: Vec<_> = (0..7).map(|n| s.release(&t, n)).collect();
         // duration 300, mean gap 150 → period 450; halved by speed 2
         assert_eq!(
             r,
-            [Some((0, 0)), Some((1, 50)), Some((2, 150)), Some((0, 225)), Some((1, 275)), Some((2, 375)), None]
+            [
+                Some((0, 0)),
+                Some((1, 50)),
+                Some((2, 150)),
+                Some((0, 225)),
+                Some((1, 275)),
+                Some((2, 375)),
+                None
+            ]
         );
     }
 
     #[test]
     fn max_releases_immediately() {
-        let s = Schedule { pace: Pace::Max, loops: 1 };
+        let s = Schedule {
+            pace: Pace::Max,
+            loops: 1,
+        };
         assert_eq!(s.release(&trace(), 2), Some((2, 0)));
         assert_eq!(s.release(&Trace::new(), 0), None);
     }

@@ -111,7 +111,11 @@ pub struct SpecError {
 }
 
 fn err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> SpecError {
-    SpecError { field, value: value.to_string(), allowed: allowed.into() }
+    SpecError {
+        field,
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
 }
 
 /// Packets a TCP connection needs at least: 3 for the handshake, 3 for the teardown.
@@ -124,7 +128,11 @@ impl TraceSpec {
             return Err(err("flows", self.flows, "must be at least 1"));
         }
         if !(0.0..=2.0).contains(&self.alpha) {
-            return Err(err("alpha", self.alpha, "must be in 0.0..=2.0 (papers use 0.6..=1.4)"));
+            return Err(err(
+                "alpha",
+                self.alpha,
+                "must be in 0.0..=2.0 (papers use 0.6..=1.4)",
+            ));
         }
         for (f, v) in [
             ("tcp_share", self.tcp_share),
@@ -136,7 +144,11 @@ impl TraceSpec {
             }
         }
         if self.priority_dscp > 63 {
-            return Err(err("priority_dscp", self.priority_dscp, "must be in 0..=63"));
+            return Err(err(
+                "priority_dscp",
+                self.priority_dscp,
+                "must be in 0..=63",
+            ));
         }
         if let SizeDist::Fixed(s) = self.sizes {
             if !(64..=1518).contains(&s) {
@@ -152,7 +164,11 @@ impl TraceSpec {
             Rate::Gbps(v) | Rate::Mpps(v) => v,
         };
         if !(r.is_finite() && r > 0.0) {
-            return Err(err("rate", self.rate, "must be a positive number of gbps or mpps"));
+            return Err(err(
+                "rate",
+                self.rate,
+                "must be a positive number of gbps or mpps",
+            ));
         }
         if self.active_flows == 0 {
             return Err(err("active_flows", self.active_flows, "must be at least 1"));
@@ -264,7 +280,8 @@ impl fmt::Display for Rate {
 impl FromStr for Rate {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}`: expected a number followed by `gbps` or `mpps`, e.g. `10gbps`");
+        let bad =
+            || format!("`{s}`: expected a number followed by `gbps` or `mpps`, e.g. `10gbps`");
         let l = s.trim().to_ascii_lowercase();
         let (num, mk): (&str, fn(f64) -> Rate) = if let Some(n) = l.strip_suffix("gbps") {
             (n, Rate::Gbps)
@@ -321,7 +338,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let mut s = TraceSpec { alpha: 3.0, ..Default::default() };
+        let mut s = TraceSpec {
+            alpha: 3.0,
+            ..Default::default()
+        };
         assert_eq!(s.validate().unwrap_err().field, "alpha");
         s.alpha = 1.0;
         s.packets = 10;
@@ -335,11 +355,16 @@ mod tests {
 
     #[test]
     fn spec_from_toml_like_json() {
-        let s: TraceSpec = serde_json::from_str(r#"{"flows": 10, "sizes": "fixed:128", "rate": "1mpps"}"#).unwrap();
+        let s: TraceSpec =
+            serde_json::from_str(r#"{"flows": 10, "sizes": "fixed:128", "rate": "1mpps"}"#)
+                .unwrap();
         assert_eq!(s.flows, 10);
         assert_eq!(s.sizes, SizeDist::Fixed(128));
         assert_eq!(s.rate, Rate::Mpps(1.0));
         assert!(serde_json::from_str::<TraceSpec>(r#"{"flowz": 1}"#).is_err());
-        assert!(serde_json::from_str::<TraceSpec>(r#"{"sizes": "huge"}"#).unwrap_err().to_string().contains("imix"));
+        assert!(serde_json::from_str::<TraceSpec>(r#"{"sizes": "huge"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("imix"));
     }
 }

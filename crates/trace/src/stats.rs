@@ -98,15 +98,31 @@ impl TraceStats {
         }
         let packets = trace.len() as u64;
         let duration_s = trace.duration_ns() as f64 / 1e9;
-        let rate = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+        let rate = |x: f64| {
+            if duration_s > 0.0 {
+                x / duration_s
+            } else {
+                0.0
+            }
+        };
         let mut flows: Vec<(BiFlowKey, u64)> = per_flow.into_iter().collect();
         flows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let count_proto = |p: u8| flows.iter().filter(|(k, _)| k.proto == p).count() as u64;
-        let share = |n: u64| if packets > 0 { n as f64 / packets as f64 } else { 0.0 };
+        let share = |n: u64| {
+            if packets > 0 {
+                n as f64 / packets as f64
+            } else {
+                0.0
+            }
+        };
         let top_flows: Vec<TopFlow> = flows
             .iter()
             .take(top)
-            .map(|(k, n)| TopFlow { flow: flow_name(k), packets: *n, share: share(*n) })
+            .map(|(k, n)| TopFlow {
+                flow: flow_name(k),
+                packets: *n,
+                share: share(*n),
+            })
             .collect();
         let top_share = share(top_flows.iter().map(|t| t.packets).sum());
         let sizes_desc: Vec<u64> = flows.iter().map(|f| f.1).collect();
@@ -176,7 +192,10 @@ pub fn fit_zipf(sizes_desc: &[u64], min_size: u64) -> Option<f64> {
         return None;
     }
     let n = pts.len() as f64;
-    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
     let cov: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
     let var: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
     (var > 0.0).then(|| -cov / var)
@@ -187,14 +206,29 @@ impl fmt::Display for TraceStats {
         writeln!(f, "packets        {}", self.packets)?;
         writeln!(f, "bytes          {} (wire, FCS included)", self.bytes)?;
         writeln!(f, "duration       {:.6} s", self.duration_s)?;
-        writeln!(f, "rate           {:.3} Mpps, {:.3} Gbps", self.mpps, self.gbps)?;
+        writeln!(
+            f,
+            "rate           {:.3} Mpps, {:.3} Gbps",
+            self.mpps, self.gbps
+        )?;
         writeln!(
             f,
             "flows          {} ({} TCP with {} handshakes, {} UDP)",
             self.flows, self.tcp_flows, self.tcp_handshakes, self.udp_flows
         )?;
-        let pct = |n: u64| if self.packets > 0 { 100.0 * n as f64 / self.packets as f64 } else { 0.0 };
-        writeln!(f, "priority       {} packets ({:.2} %)", self.priority_packets, pct(self.priority_packets))?;
+        let pct = |n: u64| {
+            if self.packets > 0 {
+                100.0 * n as f64 / self.packets as f64
+            } else {
+                0.0
+            }
+        };
+        writeln!(
+            f,
+            "priority       {} packets ({:.2} %)",
+            self.priority_packets,
+            pct(self.priority_packets)
+        )?;
         writeln!(
             f,
             "sizes          ≤74 B {:.1} %, 75–1499 B {:.1} %, ≥1500 B {:.1} %",
@@ -213,14 +247,29 @@ impl fmt::Display for TraceStats {
             lo = ub + 1;
         }
         writeln!(f)?;
-        writeln!(f, "top {} flows   {:.2} % of packets", self.top_flows.len(), 100.0 * self.top_share)?;
+        writeln!(
+            f,
+            "top {} flows   {:.2} % of packets",
+            self.top_flows.len(),
+            100.0 * self.top_share
+        )?;
         for t in &self.top_flows {
-            writeln!(f, "  {:>10} pkts {:>6.2} %  {}", t.packets, 100.0 * t.share, t.flow)?;
+            writeln!(
+                f,
+                "  {:>10} pkts {:>6.2} %  {}",
+                t.packets,
+                100.0 * t.share,
+                t.flow
+            )?;
         }
         if self.malformed.is_empty() {
             writeln!(f, "malformed      0")?;
         } else {
-            let list: Vec<String> = self.malformed.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            let list: Vec<String> = self
+                .malformed
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
             writeln!(f, "malformed      {}", list.join(", "))?;
         }
         Ok(())
@@ -233,7 +282,9 @@ mod tests {
 
     #[test]
     fn fit_recovers_exact_power_law() {
-        let s: Vec<u64> = (1..=500).map(|r| (1e6 * (r as f64).powf(-1.2)) as u64).collect();
+        let s: Vec<u64> = (1..=500)
+            .map(|r| (1e6 * (r as f64).powf(-1.2)) as u64)
+            .collect();
         let a = fit_zipf(&s, 10).unwrap();
         assert!((a - 1.2).abs() < 0.01, "{a}");
         assert_eq!(fit_zipf(&[100, 50], 10), None);
@@ -241,7 +292,10 @@ mod tests {
 
     #[test]
     fn histogram_buckets() {
-        assert_eq!(histogram(&[1, 5, 10, 11, 1000]), [(1, 1), (10, 2), (100, 1), (1000, 1)]);
+        assert_eq!(
+            histogram(&[1, 5, 10, 11, 1000]),
+            [(1, 1), (10, 2), (100, 1), (1000, 1)]
+        );
     }
 
     #[test]
@@ -250,7 +304,13 @@ mod tests {
         t.push(0, &[0u8; 10], 10);
         t.push(1, &[0u8; 60], 60); // ethertype 0: unknown
         let s = TraceStats::compute(&t, 5);
-        assert_eq!(s.malformed, [("truncated".to_string(), 1), ("unknown_ethertype".to_string(), 1)]);
+        assert_eq!(
+            s.malformed,
+            [
+                ("truncated".to_string(), 1),
+                ("unknown_ethertype".to_string(), 1)
+            ]
+        );
         assert_eq!(s.flows, 0);
     }
 }

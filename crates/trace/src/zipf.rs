@@ -6,11 +6,17 @@
 pub(crate) fn sizes(mins: &[u64], alpha: f64, total: u64) -> Vec<u64> {
     let w: Vec<f64> = (1..=mins.len()).map(|r| (r as f64).powf(-alpha)).collect();
     let at = |c: f64| -> Vec<u64> {
-        w.iter().zip(mins).map(|(w, &m)| ((c * w).round() as u64).max(m)).collect()
+        w.iter()
+            .zip(mins)
+            .map(|(w, &m)| ((c * w).round() as u64).max(m))
+            .collect()
     };
     let sum = |v: &[u64]| v.iter().sum::<u64>();
     // The sum is non-decreasing in c: bisect for the largest c whose sum ≤ total.
-    let (mut lo, mut hi) = (0.0f64, total as f64 / w[w.len() - 1].max(f64::MIN_POSITIVE) + 1.0);
+    let (mut lo, mut hi) = (
+        0.0f64,
+        total as f64 / w[w.len() - 1].max(f64::MIN_POSITIVE) + 1.0,
+    );
     for _ in 0..200 {
         let mid = (lo + hi) / 2.0;
         if sum(&at(mid)) <= total {

@@ -82,7 +82,10 @@ fn to_v6(a: IpAddr) -> Ipv6Addr {
 /// including its pseudo-header.
 #[inline]
 pub fn l4_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]) -> u16 {
-    !fold(add_bytes(pseudo_header(src, dst, protocol, segment.len() as u32), segment))
+    !fold(add_bytes(
+        pseudo_header(src, dst, protocol, segment.len() as u32),
+        segment,
+    ))
 }
 
 /// Incremental update of a checksum when one 16-bit word changes from `old` to `new`

@@ -85,7 +85,11 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     /// The ethertype of the payload (the inner one for a tagged frame).
     pub fn ethertype(&self) -> u16 {
-        let f: Field = if self.is_tagged() { field::INNER_ETHERTYPE } else { field::ETHERTYPE };
+        let f: Field = if self.is_tagged() {
+            field::INNER_ETHERTYPE
+        } else {
+            field::ETHERTYPE
+        };
         read_u16(self.buffer.as_ref(), f)
     }
 
@@ -141,8 +145,8 @@ mod tests {
     use super::*;
 
     static TAGGED: [u8; 22] = [
-        0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x81, 0x00, 0x00, 0x2a, 0x08, 0x00, 0xde,
-        0xad, 0xbe, 0xef,
+        0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x81, 0x00, 0x00, 0x2a, 0x08, 0x00, 0xde, 0xad,
+        0xbe, 0xef,
     ];
 
     #[test]
@@ -169,11 +173,20 @@ mod tests {
 
     #[test]
     fn rejects_short_and_stacked() {
-        assert_eq!(EthernetFrame::new_checked(&TAGGED[..13]).unwrap_err(), Malformed::Truncated);
-        assert_eq!(EthernetFrame::new_checked(&TAGGED[..17]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            EthernetFrame::new_checked(&TAGGED[..13]).unwrap_err(),
+            Malformed::Truncated
+        );
+        assert_eq!(
+            EthernetFrame::new_checked(&TAGGED[..17]).unwrap_err(),
+            Malformed::Truncated
+        );
         let mut qinq = TAGGED;
         qinq[16] = 0x81;
         qinq[17] = 0x00;
-        assert_eq!(EthernetFrame::new_checked(&qinq[..]).unwrap_err(), Malformed::VlanStack);
+        assert_eq!(
+            EthernetFrame::new_checked(&qinq[..]).unwrap_err(),
+            Malformed::VlanStack
+        );
     }
 }

@@ -39,9 +39,23 @@ impl FiveTuple {
         let a = (self.src, self.src_port);
         let b = (self.dst, self.dst_port);
         if a <= b {
-            (BiFlowKey { lo: a, hi: b, proto: self.proto }, Direction::LoToHi)
+            (
+                BiFlowKey {
+                    lo: a,
+                    hi: b,
+                    proto: self.proto,
+                },
+                Direction::LoToHi,
+            )
         } else {
-            (BiFlowKey { lo: b, hi: a, proto: self.proto }, Direction::HiToLo)
+            (
+                BiFlowKey {
+                    lo: b,
+                    hi: a,
+                    proto: self.proto,
+                },
+                Direction::HiToLo,
+            )
         }
     }
 }
@@ -73,7 +87,13 @@ impl BiFlowKey {
             Direction::LoToHi => (self.lo, self.hi),
             Direction::HiToLo => (self.hi, self.lo),
         };
-        FiveTuple { src: s.0, dst: d.0, src_port: s.1, dst_port: d.1, proto: self.proto }
+        FiveTuple {
+            src: s.0,
+            dst: d.0,
+            src_port: s.1,
+            dst_port: d.1,
+            proto: self.proto,
+        }
     }
 }
 

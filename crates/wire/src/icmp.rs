@@ -174,7 +174,9 @@ mod tests {
 
     /// An ICMPv4 echo request, id 0x1234, seq 1, payload "ping"; checksum computed by
     /// an independent Python RFC 1071 script.
-    static ECHO: [u8; 12] = [8, 0, 0x06, 0xfa, 0x12, 0x34, 0x00, 0x01, b'p', b'i', b'n', b'g'];
+    static ECHO: [u8; 12] = [
+        8, 0, 0x06, 0xfa, 0x12, 0x34, 0x00, 0x01, b'p', b'i', b'n', b'g',
+    ];
 
     #[test]
     fn echo_round_trip() {
@@ -199,6 +201,9 @@ mod tests {
 
     #[test]
     fn short_is_truncated() {
-        assert_eq!(IcmpPacket::new_checked(&ECHO[..7]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            IcmpPacket::new_checked(&ECHO[..7]).unwrap_err(),
+            Malformed::Truncated
+        );
     }
 }

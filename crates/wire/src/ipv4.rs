@@ -272,8 +272,8 @@ mod tests {
     /// IPv4 + UDP from a capture: 192.168.0.1 → 192.168.0.199, total length 0x73,
     /// DF set, TTL 64, checksum 0xb861.
     static HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
-        0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00,
+        0x01, 0xc0, 0xa8, 0x00, 0xc7,
     ];
 
     fn packet() -> Vec<u8> {
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn emit_matches_known_header() {
-        let mut buf = vec![0u8; 20];
+        let mut buf = [0u8; 20];
         let mut p = Ipv4Packet::new_unchecked(&mut buf[..]);
         p.set_version_and_header_len(20);
         p.set_dscp_ecn(0, 0);
@@ -331,16 +331,31 @@ mod tests {
     #[test]
     fn classifies_bad_headers() {
         let mut buf = packet();
-        assert_eq!(Ipv4Packet::new_checked(&buf[..19]).unwrap_err(), Malformed::Truncated);
-        assert_eq!(Ipv4Packet::new_checked(&buf[..0x72]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..19]).unwrap_err(),
+            Malformed::Truncated
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..0x72]).unwrap_err(),
+            Malformed::Truncated
+        );
         buf[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&buf[..]).unwrap_err(), Malformed::BadIhl);
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadIhl
+        );
         buf[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&buf[..]).unwrap_err(), Malformed::BadVersion);
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadVersion
+        );
         buf[0] = 0x45;
         buf[2] = 0;
         buf[3] = 10;
-        assert_eq!(Ipv4Packet::new_checked(&buf[..]).unwrap_err(), Malformed::BadTotalLength);
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadTotalLength
+        );
     }
 
     #[test]

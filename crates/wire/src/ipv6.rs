@@ -275,6 +275,9 @@ mod tests {
         assert_eq!(p.upper_layer(), Err(Malformed::BadExtensionHeader));
 
         // truncated payload length
-        assert_eq!(Ipv6Packet::new_checked(&buf[..60]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            Ipv6Packet::new_checked(&buf[..60]).unwrap_err(),
+            Malformed::Truncated
+        );
     }
 }

@@ -116,12 +116,24 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
         proto::TCP => {
             let t = TcpPacket::new_checked(seg)?;
             let h = t.header_len();
-            (t.src_port(), t.dst_port(), L4Info::Tcp { flags: t.flags() }, h, seg.len() - h)
+            (
+                t.src_port(),
+                t.dst_port(),
+                L4Info::Tcp { flags: t.flags() },
+                h,
+                seg.len() - h,
+            )
         }
         proto::UDP => {
             let u = UdpPacket::new_checked(seg)?;
             let n = usize::from(u.len()) - crate::udp::HEADER_LEN;
-            (u.src_port(), u.dst_port(), L4Info::Udp, crate::udp::HEADER_LEN, n)
+            (
+                u.src_port(),
+                u.dst_port(),
+                L4Info::Udp,
+                crate::udp::HEADER_LEN,
+                n,
+            )
         }
         proto::ICMP | proto::ICMPV6 => {
             let i = IcmpPacket::new_checked(seg)?;
@@ -132,9 +144,23 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
                     crate::icmp::types::V4_ECHO_REQUEST | crate::icmp::types::V6_ECHO_REQUEST
                 );
                 let id = i.echo_id();
-                (id, id, L4Info::IcmpEcho { request }, crate::icmp::HEADER_LEN, n)
+                (
+                    id,
+                    id,
+                    L4Info::IcmpEcho { request },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                )
             } else {
-                (0, 0, L4Info::Icmp { msg_type: i.msg_type() }, crate::icmp::HEADER_LEN, n)
+                (
+                    0,
+                    0,
+                    L4Info::Icmp {
+                        msg_type: i.msg_type(),
+                    },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                )
             }
         }
         _ => (0, 0, L4Info::Other, 0, seg.len()),
@@ -148,7 +174,13 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
         payload_offset: (l4_off + pay_off) as u32,
         payload_len: pay_len as u32,
         dscp,
-        tuple: FiveTuple { src, dst, src_port, dst_port, proto: protocol },
+        tuple: FiveTuple {
+            src,
+            dst,
+            src_port,
+            dst_port,
+            proto: protocol,
+        },
         l4,
     })
 }

@@ -8,8 +8,8 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::parse::{parse, IpVersion, L4Info};
 use crate::{
-    ethernet, ethertype, icmp, ipv4, ipv6, proto, tcp, udp, EthernetFrame, IcmpPacket,
-    Ipv4Packet, Ipv6Packet, Malformed, TcpFlags, TcpPacket, UdpPacket,
+    ethernet, ethertype, icmp, ipv4, ipv6, proto, tcp, udp, EthernetFrame, IcmpPacket, Ipv4Packet,
+    Ipv6Packet, Malformed, TcpFlags, TcpPacket, UdpPacket,
 };
 
 /// Frames shorter than this (no FCS) are zero-padded, as on the wire.
@@ -165,7 +165,12 @@ pub struct PacketRepr {
 
 impl PacketRepr {
     fn eth_len(&self) -> usize {
-        ethernet::HEADER_LEN + if self.eth.vlan.is_some() { ethernet::VLAN_TAG_LEN } else { 0 }
+        ethernet::HEADER_LEN
+            + if self.eth.vlan.is_some() {
+                ethernet::VLAN_TAG_LEN
+            } else {
+                0
+            }
     }
 
     /// Length of every header (Ethernet, IP, L4), i.e. the frame without payload
@@ -288,7 +293,11 @@ impl PacketRepr {
     pub fn parse(frame: &[u8]) -> Result<Option<PacketRepr>, Malformed> {
         let info = parse(frame)?;
         let eth = EthernetFrame::new_unchecked(frame);
-        let eth_repr = EthernetRepr { src: eth.src_addr(), dst: eth.dst_addr(), vlan: eth.vlan_id() };
+        let eth_repr = EthernetRepr {
+            src: eth.src_addr(),
+            dst: eth.dst_addr(),
+            vlan: eth.vlan_id(),
+        };
         let l3 = &frame[info.l3_offset as usize..info.l3_end as usize];
         let ip = match info.ip_version {
             IpVersion::V4 => {
@@ -336,10 +345,19 @@ impl PacketRepr {
             },
             L4Info::IcmpEcho { request } => {
                 let p = IcmpPacket::new_unchecked(seg);
-                L4Repr::IcmpEcho { request, id: p.echo_id(), seq: p.echo_seq() }
+                L4Repr::IcmpEcho {
+                    request,
+                    id: p.echo_id(),
+                    seq: p.echo_seq(),
+                }
             }
             L4Info::Icmp { .. } | L4Info::Other => return Ok(None),
         };
-        Ok(Some(PacketRepr { eth: eth_repr, ip, l4, payload: info.payload(frame).to_vec() }))
+        Ok(Some(PacketRepr {
+            eth: eth_repr,
+            ip,
+            l4,
+            payload: info.payload(frame).to_vec(),
+        }))
     }
 }

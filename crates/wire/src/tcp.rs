@@ -275,8 +275,8 @@ mod tests {
     /// A SYN from 10.0.0.1:1025 to 10.0.0.2:80, seq 1000, window 8192, MSS option
     /// 1460; checksum 0x5beb computed by an independent Python RFC 1071 script.
     static SYN: [u8; 24] = [
-        0x04, 0x01, 0x00, 0x50, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x60, 0x02,
-        0x20, 0x00, 0x5b, 0xeb, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4,
+        0x04, 0x01, 0x00, 0x50, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x60, 0x02, 0x20,
+        0x00, 0x5b, 0xeb, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4,
     ];
     const SRC: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     const DST: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -326,10 +326,19 @@ mod tests {
     fn bad_data_offset() {
         let mut buf = SYN;
         buf[12] = 0x40;
-        assert_eq!(TcpPacket::new_checked(&buf[..]).unwrap_err(), Malformed::BadTcpDataOffset);
+        assert_eq!(
+            TcpPacket::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadTcpDataOffset
+        );
         buf[12] = 0x70;
-        assert_eq!(TcpPacket::new_checked(&buf[..]).unwrap_err(), Malformed::BadTcpDataOffset);
-        assert_eq!(TcpPacket::new_checked(&buf[..19]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            TcpPacket::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadTcpDataOffset
+        );
+        assert_eq!(
+            TcpPacket::new_checked(&buf[..19]).unwrap_err(),
+            Malformed::Truncated
+        );
     }
 
     #[test]

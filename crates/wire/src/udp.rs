@@ -158,7 +158,9 @@ mod tests {
 
     /// UDP 10.0.0.1:12345 → 10.0.0.2:53 with payload "abcd"; checksum 0xf69e
     /// computed by an independent Python RFC 1071 script.
-    static DGRAM: [u8; 12] = [0x30, 0x39, 0x00, 0x35, 0x00, 0x0c, 0xf6, 0x9e, b'a', b'b', b'c', b'd'];
+    static DGRAM: [u8; 12] = [
+        0x30, 0x39, 0x00, 0x35, 0x00, 0x0c, 0xf6, 0x9e, b'a', b'b', b'c', b'd',
+    ];
     const SRC: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     const DST: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 
@@ -195,9 +197,18 @@ mod tests {
     fn bad_length() {
         let mut buf = DGRAM;
         buf[5] = 7;
-        assert_eq!(UdpPacket::new_checked(&buf[..]).unwrap_err(), Malformed::BadUdpLength);
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadUdpLength
+        );
         buf[5] = 13;
-        assert_eq!(UdpPacket::new_checked(&buf[..]).unwrap_err(), Malformed::BadUdpLength);
-        assert_eq!(UdpPacket::new_checked(&buf[..7]).unwrap_err(), Malformed::Truncated);
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..]).unwrap_err(),
+            Malformed::BadUdpLength
+        );
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..7]).unwrap_err(),
+            Malformed::Truncated
+        );
     }
 }

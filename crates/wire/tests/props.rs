@@ -36,8 +36,14 @@ fn ipv4_repr() -> impl Strategy<Value = IpRepr> {
 }
 
 fn ipv6_repr() -> impl Strategy<Value = IpRepr> {
-    (any::<u128>(), any::<u128>(), any::<u8>(), 0u32..(1 << 20), 1u8..=255).prop_map(
-        |(s, d, tc, fl, hl)| {
+    (
+        any::<u128>(),
+        any::<u128>(),
+        any::<u8>(),
+        0u32..(1 << 20),
+        1u8..=255,
+    )
+        .prop_map(|(s, d, tc, fl, hl)| {
             IpRepr::V6(Ipv6Repr {
                 src: Ipv6Addr::from(s),
                 dst: Ipv6Addr::from(d),
@@ -45,8 +51,7 @@ fn ipv6_repr() -> impl Strategy<Value = IpRepr> {
                 flow_label: fl,
                 hop_limit: hl,
             })
-        },
-    )
+        })
 }
 
 fn l4_repr() -> impl Strategy<Value = L4Repr> {
@@ -73,8 +78,10 @@ fn l4_repr() -> impl Strategy<Value = L4Repr> {
                     options: opts.concat(),
                 })
             }),
-        (any::<u16>(), any::<u16>())
-            .prop_map(|(sp, dp)| L4Repr::Udp { src_port: sp, dst_port: dp }),
+        (any::<u16>(), any::<u16>()).prop_map(|(sp, dp)| L4Repr::Udp {
+            src_port: sp,
+            dst_port: dp
+        }),
         (any::<bool>(), any::<u16>(), any::<u16>())
             .prop_map(|(request, id, seq)| L4Repr::IcmpEcho { request, id, seq }),
     ]
@@ -101,28 +108,69 @@ fn packet_repr() -> impl Strategy<Value = PacketRepr> {
 /// "after `check_len` succeeds no accessor panics".
 fn touch_everything(b: &[u8]) {
     if let Ok(f) = EthernetFrame::new_checked(b) {
-        let _ = (f.dst_addr(), f.src_addr(), f.vlan_id(), f.ethertype(), f.payload().len());
+        let _ = (
+            f.dst_addr(),
+            f.src_addr(),
+            f.vlan_id(),
+            f.ethertype(),
+            f.payload().len(),
+        );
     }
     if let Ok(p) = Ipv4Packet::new_checked(b) {
-        let _ = (p.dscp(), p.ecn(), p.ident(), p.is_fragment(), p.ttl(), p.protocol());
-        let _ = (p.src_addr(), p.dst_addr(), p.options().len(), p.payload().len());
+        let _ = (
+            p.dscp(),
+            p.ecn(),
+            p.ident(),
+            p.is_fragment(),
+            p.ttl(),
+            p.protocol(),
+        );
+        let _ = (
+            p.src_addr(),
+            p.dst_addr(),
+            p.options().len(),
+            p.payload().len(),
+        );
         let _ = p.verify_checksum();
     }
     if let Ok(p) = Ipv6Packet::new_checked(b) {
-        let _ = (p.traffic_class(), p.flow_label(), p.hop_limit(), p.src_addr(), p.dst_addr());
+        let _ = (
+            p.traffic_class(),
+            p.flow_label(),
+            p.hop_limit(),
+            p.src_addr(),
+            p.dst_addr(),
+        );
         let _ = (p.payload().len(), p.upper_layer());
     }
     let any = IpAddr::V4(Ipv4Addr::LOCALHOST);
     if let Ok(p) = TcpPacket::new_checked(b) {
-        let _ = (p.src_port(), p.dst_port(), p.seq_number(), p.ack_number(), p.flags());
+        let _ = (
+            p.src_port(),
+            p.dst_port(),
+            p.seq_number(),
+            p.ack_number(),
+            p.flags(),
+        );
         let _ = (p.window(), p.urgent(), p.options().len(), p.payload().len());
         let _ = p.verify_checksum(any, any);
     }
     if let Ok(p) = UdpPacket::new_checked(b) {
-        let _ = (p.src_port(), p.dst_port(), p.payload().len(), p.verify_checksum(any, any));
+        let _ = (
+            p.src_port(),
+            p.dst_port(),
+            p.payload().len(),
+            p.verify_checksum(any, any),
+        );
     }
     if let Ok(p) = IcmpPacket::new_checked(b) {
-        let _ = (p.msg_type(), p.code(), p.echo_id(), p.echo_seq(), p.payload().len());
+        let _ = (
+            p.msg_type(),
+            p.code(),
+            p.echo_id(),
+            p.echo_seq(),
+            p.payload().len(),
+        );
     }
     if let Ok(info) = parse(b) {
         assert!(info.l3_offset <= info.l4_offset);
@@ -195,7 +243,11 @@ proptest! {
 #[test]
 fn each_cause_is_classified() {
     let r = PacketRepr {
-        eth: EthernetRepr { src: [2, 0, 0, 0, 0, 1], dst: [2, 0, 0, 0, 0, 2], vlan: None },
+        eth: EthernetRepr {
+            src: [2, 0, 0, 0, 0, 1],
+            dst: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+        },
         ip: IpRepr::V4(Ipv4Repr {
             src: Ipv4Addr::new(10, 0, 0, 1),
             dst: Ipv4Addr::new(10, 0, 0, 2),
@@ -227,17 +279,35 @@ fn each_cause_is_classified() {
     };
     assert_eq!(with(&|b| b.truncate(10)), Malformed::Truncated);
     assert_eq!(with(&|b| b.truncate(40)), Malformed::Truncated);
-    assert_eq!(with(&|b| b[12..14].copy_from_slice(&[0x08, 0x06])), Malformed::UnknownEthertype);
-    assert_eq!(with(&|b| b[12..14].copy_from_slice(&[0x88, 0xa8])), Malformed::VlanStack);
+    assert_eq!(
+        with(&|b| b[12..14].copy_from_slice(&[0x08, 0x06])),
+        Malformed::UnknownEthertype
+    );
+    assert_eq!(
+        with(&|b| b[12..14].copy_from_slice(&[0x88, 0xa8])),
+        Malformed::VlanStack
+    );
     assert_eq!(with(&|b| b[14] = 0x65), Malformed::BadVersion);
     assert_eq!(with(&|b| b[14] = 0x43), Malformed::BadIhl);
-    assert_eq!(with(&|b| b[16..18].copy_from_slice(&[0, 8])), Malformed::BadTotalLength);
+    assert_eq!(
+        with(&|b| b[16..18].copy_from_slice(&[0, 8])),
+        Malformed::BadTotalLength
+    );
     assert_eq!(with(&|b| b[20] = 0x20), Malformed::Fragment);
-    assert_eq!(with(&|b| b[14 + 20 + 12] = 0x30), Malformed::BadTcpDataOffset);
-    assert_eq!(with(&|b| b[14 + 20 + 12] = 0xf0), Malformed::BadTcpDataOffset);
+    assert_eq!(
+        with(&|b| b[14 + 20 + 12] = 0x30),
+        Malformed::BadTcpDataOffset
+    );
+    assert_eq!(
+        with(&|b| b[14 + 20 + 12] = 0xf0),
+        Malformed::BadTcpDataOffset
+    );
 
     let mut u = r.clone();
-    u.l4 = L4Repr::Udp { src_port: 1, dst_port: 2 };
+    u.l4 = L4Repr::Udp {
+        src_port: 1,
+        dst_port: 2,
+    };
     let mut b = u.to_bytes();
     b[14 + 20 + 5] = 3;
     assert_eq!(parse(&b).unwrap_err(), Malformed::BadUdpLength);

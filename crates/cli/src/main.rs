@@ -1,0 +1,48 @@
+//! `flowshift`: generate traces, inspect them, and (in later issues) run, simulate
+//! and compare NF chains with load balancing across cores.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod gen;
+mod stats;
+
+/// flowshift — stateful network functions on many cores, with load moved between
+/// cores while traffic flows.
+#[derive(Parser, Debug)]
+#[command(name = "flowshift", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate a synthetic trace (pcap, nanosecond timestamps) from a spec.
+    Gen(gen::GenArgs),
+    /// Inspect traces.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// Packets, flows, duration, rates, flow-size distribution, top flows.
+    Stats(stats::StatsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Gen(a) => gen::run(a),
+        Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flowshift: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The `flowshift` binary as a user runs it: gen and trace stats, determinism,
+//! clear errors for bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn flowshift(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes() {
+    let (a, b, c) = (tmp("a.pcap"), tmp("b.pcap"), tmp("c.pcap"));
+    let args = [
+        "--flows",
+        "30",
+        "--packets",
+        "2000",
+        "--alpha",
+        "0.9",
+        "--tcp-share",
+        "0.5",
+        "--priority-share",
+        "0.1",
+    ];
+    for (p, seed) in [(&a, "5"), (&b, "5"), (&c, "6")] {
+        let mut v = vec!["gen", "-o", p.to_str().unwrap(), "--seed", seed];
+        v.extend_from_slice(&args);
+        ok(&flowshift(&v));
+    }
+    let (a, b, c) = (
+        std::fs::read(a).unwrap(),
+        std::fs::read(b).unwrap(),
+        std::fs::read(c).unwrap(),
+    );
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn stats_json_reports_what_gen_made() {
+    let p = tmp("stats.pcap");
+    let out = ok(&flowshift(&[
+        "gen",
+        "-o",
+        p.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "60000",
+        "--alpha",
+        "1.2",
+        "--tcp-share",
+        "0.8",
+        "--priority-share",
+        "0.1",
+        "--rate",
+        "2mpps",
+        "--sizes",
+        "fixed:64",
+    ]));
+    assert!(out.contains("wrote 60000 packets"), "{out}");
+    let s: serde_json::Value = serde_json::from_str(&ok(&flowshift(&[
+        "trace",
+        "stats",
+        p.to_str().unwrap(),
+        "--json",
+        "--top",
+        "3",
+    ])))
+    .unwrap();
+    assert_eq!(s["packets"], 60000);
+    assert_eq!(s["flows"], 300);
+    assert_eq!(s["tcp_flows"], 240);
+    assert_eq!(s["tcp_handshakes"], 240);
+    assert_eq!(s["udp_flows"], 60);
+    assert_eq!(s["top_flows"].as_array().unwrap().len(), 3);
+    assert_eq!(s["sizes"]["small_le_74"], 60000);
+    let mpps = s["mpps"].as_f64().unwrap();
+    assert!((mpps - 2.0).abs() < 0.1, "{mpps}");
+    let alpha = s["zipf_alpha"].as_f64().unwrap();
+    assert!((alpha - 1.2).abs() < 0.1, "fitted {alpha}");
+    assert!(s["priority_packets"].as_u64().unwrap() > 0);
+    assert!(s["malformed"].as_array().unwrap().is_empty());
+
+    let text = ok(&flowshift(&["trace", "stats", p.to_str().unwrap()]));
+    assert!(text.contains("zipf alpha"), "{text}");
+}
+
+#[test]
+fn truncated_pcap_names_the_offset() {
+    let p = tmp("trunc.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        p.to_str().unwrap(),
+        "--flows",
+        "5",
+        "--packets",
+        "100",
+    ]));
+    let mut b = std::fs::read(&p).unwrap();
+    let cut = b.len() - 7;
+    b.truncate(cut);
+    std::fs::write(&p, &b).unwrap();
+    let o = flowshift(&["trace", "stats", p.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("truncated at byte offset"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let o = flowshift(&["gen", "-o", tmp("x.pcap").to_str().unwrap(), "--alpha", "5"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`alpha`"));
+    let o = flowshift(&[
+        "gen",
+        "-o",
+        tmp("x.pcap").to_str().unwrap(),
+        "--sizes",
+        "tiny",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("imix"));
+    let o = flowshift(&["trace", "stats", "/nonexistent.pcap"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.pcap"));
+    let spec = tmp("bad.toml");
+    std::fs::write(&spec, "flows = 10\nflowz = 3\n").unwrap();
+    let o = flowshift(&[
+        "gen",
+        "-o",
+        tmp("x.pcap").to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("flowz"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn spec_file_then_flags() {
+    let spec = tmp("good.toml");
+    std::fs::write(
+        &spec,
+        "flows = 20\npackets = 500\nsizes = \"imix\"\nrate = \"1mpps\"\n",
+    )
+    .unwrap();
+    let p = tmp("spec.pcap");
+    let out = ok(&flowshift(&[
+        "gen",
+        "-o",
+        p.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+        "--packets",
+        "800",
+    ]));
+    assert!(out.contains("wrote 800 packets"), "{out}");
+    assert!(out.contains("20 flows"), "{out}");
+}

@@ -1,0 +1,115 @@
+//! Independent validation of pcap files with Wireshark's `tshark`: malformed
+//! packets, IP/TCP/UDP/ICMP checksums, expert-info severities, TCP handshakes.
+//!
+//! Used by the test suite on every pcap flowshift writes. Application dissectors
+//! (DNS, HTTP, TLS, …) are disabled because generated payloads are synthetic; the
+//! layers flowshift writes (Ethernet to L4) are all checked.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Application dissectors turned off (their ports appear in generated traces).
+pub const DISABLED: [&str; 9] = [
+    "dns", "mdns", "http", "tls", "ssh", "ntp", "quic", "vxlan", "gquic",
+];
+
+/// tshark's expert severities.
+pub mod severity {
+    /// Chat.
+    pub const CHAT: u32 = 0x0020_0000;
+    /// Note.
+    pub const NOTE: u32 = 0x0040_0000;
+    /// Warning.
+    pub const WARN: u32 = 0x0060_0000;
+    /// Error (malformed packets are errors).
+    pub const ERROR: u32 = 0x0080_0000;
+}
+
+/// What tshark said about a file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TsharkReport {
+    /// Packets read.
+    pub packets: u64,
+    /// Packets with a bad checksum at any layer (IP, TCP, UDP, ICMP, ICMPv6).
+    pub bad_checksums: u64,
+    /// Packets whose checksums were verified good at every checksummed layer.
+    pub good_checksums: u64,
+    /// Packets with an expert item of severity warning.
+    pub warnings: u64,
+    /// Packets with an expert item of severity error (malformed included).
+    pub errors: u64,
+    /// SYN without ACK (TCP connection attempts).
+    pub syn_only: u64,
+    /// The first few offending lines, for messages.
+    pub samples: Vec<String>,
+}
+
+/// Runs tshark on `path` with checksum validation on.
+pub fn validate(path: &Path) -> Result<TsharkReport, String> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(path).arg("-n");
+    for p in DISABLED {
+        cmd.args(["--disable-protocol", p]);
+    }
+    for pref in [
+        "ip.check_checksum",
+        "tcp.check_checksum",
+        "udp.check_checksum",
+    ] {
+        cmd.args(["-o", &format!("{pref}:TRUE")]);
+    }
+    cmd.args(["-T", "fields", "-E", "separator=|"]);
+    let fields = [
+        "frame.number",
+        "ip.checksum.status",
+        "tcp.checksum.status",
+        "udp.checksum.status",
+        "icmp.checksum.status",
+        "icmpv6.checksum.status",
+        "_ws.expert.severity",
+        "tcp.flags.syn",
+        "tcp.flags.ack",
+    ];
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().map_err(|e| {
+        format!("cannot run tshark ({e}); install it with `bash scripts/test.sh` or `apt-get install tshark`")
+    })?;
+    if !out.status.success() {
+        return Err(format!(
+            "tshark failed on {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut r = TsharkReport::default();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        if f.len() != fields.len() {
+            return Err(format!("unexpected tshark line: {line}"));
+        }
+        r.packets += 1;
+        // status: 0 = bad, 1 = good, 2 = unverified; a field may repeat (ICMP errors)
+        let statuses: Vec<&str> = f[1..6]
+            .iter()
+            .flat_map(|s| s.split(','))
+            .filter(|s| !s.is_empty())
+            .collect();
+        let bad = statuses.contains(&"0");
+        r.bad_checksums += u64::from(bad);
+        r.good_checksums += u64::from(!statuses.is_empty() && statuses.iter().all(|s| *s == "1"));
+        let sev: Vec<u32> = f[6].split(',').filter_map(|s| s.parse().ok()).collect();
+        let warn = sev.contains(&severity::WARN);
+        let err = sev.iter().any(|s| *s >= severity::ERROR);
+        r.warnings += u64::from(warn);
+        r.errors += u64::from(err);
+        let syn = matches!(f[7], "1" | "True");
+        let ack = matches!(f[8], "1" | "True");
+        r.syn_only += u64::from(syn && !ack);
+        if (bad || warn || err) && r.samples.len() < 5 {
+            r.samples.push(line.to_string());
+        }
+    }
+    Ok(r)
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the system packages flowshift's build and tests need, if missing, on a
+# Debian machine (as root, or with sudo). Safe to run again.
+#   tshark            validates every pcap the test suite writes
+set -euo pipefail
+
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "flowshift: installing ${need[*]} (apt)" >&2
+export DEBIAN_FRONTEND=noninteractive
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
