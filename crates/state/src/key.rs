@@ -1,0 +1,106 @@
+//! The flow-table key: a compact, canonical bidirectional 5-tuple, so both
+//! directions of a connection find the same entry.
+
+use core::net::IpAddr;
+
+use wire::FiveTuple;
+
+/// Which endpoint of a [`FlowKey`] sent a packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The lower endpoint sent it.
+    Lo,
+    /// The higher endpoint sent it.
+    Hi,
+}
+
+/// A packet's direction relative to the flow entry: `Original` is the direction of
+/// the packet that created the entry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Dir {
+    /// Same direction as the first packet of the flow.
+    #[default]
+    Original,
+    /// The opposite direction.
+    Reply,
+}
+
+/// Canonical bidirectional key: endpoints ordered, addresses as 16 bytes
+/// (IPv4-mapped for IPv4). 40 bytes, compared with one `memcmp`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(C)]
+pub struct FlowKey {
+    lo_addr: [u8; 16],
+    hi_addr: [u8; 16],
+    lo_port: u16,
+    hi_port: u16,
+    proto: u8,
+    v6: bool,
+    _pad: [u8; 2],
+}
+
+fn addr16(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+impl FlowKey {
+    /// The key of a tuple and which side sent it.
+    #[inline]
+    pub fn of(t: &FiveTuple) -> (FlowKey, Side) {
+        let (s, d) = (addr16(t.src), addr16(t.dst));
+        let v6 = t.src.is_ipv6();
+        if (s, t.src_port) <= (d, t.dst_port) {
+            let k = FlowKey {
+                lo_addr: s,
+                hi_addr: d,
+                lo_port: t.src_port,
+                hi_port: t.dst_port,
+                proto: t.proto,
+                v6,
+                _pad: [0; 2],
+            };
+            (k, Side::Lo)
+        } else {
+            let k = FlowKey {
+                lo_addr: d,
+                hi_addr: s,
+                lo_port: t.dst_port,
+                hi_port: t.src_port,
+                proto: t.proto,
+                v6,
+                _pad: [0; 2],
+            };
+            (k, Side::Hi)
+        }
+    }
+
+    /// IP protocol of the flow.
+    pub fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    #[test]
+    fn both_directions_one_key() {
+        let t = FiveTuple {
+            src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            src_port: 1,
+            dst_port: 2,
+            proto: 6,
+        };
+        let (a, sa) = FlowKey::of(&t);
+        let (b, sb) = FlowKey::of(&t.reversed());
+        assert_eq!(a, b);
+        assert_ne!(sa, sb);
+        assert_eq!(core::mem::size_of::<FlowKey>(), 40);
+    }
+}

@@ -1,0 +1,543 @@
+//! The per-shard flow table: an open-addressing index over the RSS hash (linear
+//! probing, backward-shift deletion, no tombstones), entries in a slab, one slot per
+//! NF stored flat (`slots[entry * n + nf]`), per-slot deadlines on a lazy timer
+//! wheel, and a capacity cap with an eviction policy.
+
+use std::collections::VecDeque;
+
+use crate::prefetch::prefetch;
+use crate::{Dir, FlowKey, Side, TimerWheel};
+
+/// What an NF keeps in its slot of a flow entry.
+pub trait Slot: Default {
+    /// True when the NF keeps no state for this flow.
+    fn is_empty(&self) -> bool;
+}
+
+impl<T> Slot for Option<T> {
+    fn is_empty(&self) -> bool {
+        self.is_none()
+    }
+}
+
+/// A reference to a flow entry, valid until the entry is freed. This is what a
+/// packet carries in its metadata after the single lookup.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId(pub u32);
+
+/// What to do when the table is full.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum CapPolicy {
+    /// Refuse new flows (counted); existing flows are never touched.
+    #[default]
+    Refuse,
+    /// Evict the oldest flow that is not assured (has not seen both directions);
+    /// when every flow is assured, refuse. A SYN flood only evicts SYN-only flows.
+    EvictUnassured,
+}
+
+/// Table parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableConfig {
+    /// Maximum number of flow entries.
+    pub capacity: usize,
+    /// Slots per entry (the chain length).
+    pub slots: usize,
+    /// 2 when some NF adds an alias key per entry (NAT), else 1; sizes the index.
+    pub keys_per_entry: usize,
+    /// Full-table policy.
+    pub policy: CapPolicy,
+    /// Timer resolution.
+    pub tick_ns: u64,
+    /// Timer wheel slots.
+    pub wheel_slots: usize,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            capacity: 1 << 16,
+            slots: 1,
+            keys_per_entry: 1,
+            policy: CapPolicy::Refuse,
+            tick_ns: 10_000_000,
+            wheel_slots: 4096,
+        }
+    }
+}
+
+/// Why an insert failed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The table is at its capacity and the policy found nothing to evict.
+    TableFull,
+}
+
+/// Result of a successful lookup.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    /// The entry.
+    pub id: EntryId,
+    /// The packet's direction relative to the entry.
+    pub dir: Dir,
+}
+
+/// Counters of a table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Entries created.
+    pub inserted: u64,
+    /// Entries freed (all slots empty, expired or evicted).
+    pub removed: u64,
+    /// Slots released by their deadline.
+    pub expired_slots: u64,
+    /// Entries evicted to make room.
+    pub evicted: u64,
+    /// New flows refused because the table was full.
+    pub refused: u64,
+    /// Largest number of live entries seen.
+    pub max_len: u64,
+}
+
+const EMPTY: u64 = u64::MAX;
+const ALIAS_BIT: u64 = 1 << 31;
+const ID_MASK: u64 = ALIAS_BIT - 1;
+const NO_TICK: u64 = u64::MAX;
+
+#[derive(Clone, Debug)]
+struct Meta {
+    key: FlowKey,
+    hash: u32,
+    gen: u32,
+    last_seen_ns: u64,
+    wheel_tick: u64,
+    orig: Side,
+    alias_side: Side,
+    assured: bool,
+    live: bool,
+    has_alias: bool,
+}
+
+/// A flow table over slots of type `S`. See the module documentation.
+pub struct FlowTable<S> {
+    cfg: TableConfig,
+    meta: Vec<Meta>,
+    aliases: Vec<(FlowKey, u32)>,
+    slots: Vec<S>,
+    deadlines: Vec<u64>,
+    index: Vec<u64>,
+    shift: u32,
+    mask: usize,
+    free: Vec<u32>,
+    len: usize,
+    unassured: VecDeque<(u32, u32)>,
+    wheel: TimerWheel<(u32, u32)>,
+    due: Vec<(u64, (u32, u32))>,
+    stats: TableStats,
+}
+
+#[inline]
+fn pack(hash: u32, id: u32, alias: bool) -> u64 {
+    (u64::from(hash) << 32) | u64::from(id) | if alias { ALIAS_BIT } else { 0 }
+}
+
+impl<S: Slot> FlowTable<S> {
+    /// An empty table.
+    pub fn new(cfg: TableConfig) -> FlowTable<S> {
+        assert!(cfg.capacity > 0 && (cfg.capacity as u64) < ID_MASK, "capacity out of range");
+        let keys = cfg.keys_per_entry.clamp(1, 2);
+        // load factor ≤ 1/2 with every key present
+        let size = (cfg.capacity * keys * 2).next_power_of_two().max(16);
+        FlowTable {
+            wheel: TimerWheel::new(cfg.wheel_slots, cfg.tick_ns, 0),
+            meta: Vec::new(),
+            aliases: Vec::new(),
+            slots: Vec::new(),
+            deadlines: Vec::new(),
+            index: vec![EMPTY; size],
+            shift: 64 - size.trailing_zeros(),
+            mask: size - 1,
+            free: Vec::new(),
+            len: 0,
+            unassured: VecDeque::new(),
+            due: Vec::new(),
+            stats: TableStats::default(),
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TableConfig {
+        &self.cfg
+    }
+
+    /// Live entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &TableStats {
+        &self.stats
+    }
+
+    #[inline]
+    fn home(&self, hash: u32) -> usize {
+        // Fibonacci hashing: the shard's flows share the low hash bits, so spread
+        // every bit into the top ones.
+        ((u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> self.shift) as usize
+    }
+
+    /// Finds the entry of `key` (sent from `side`) and touches it at `now_ns`.
+    #[inline]
+    pub fn lookup(&mut self, key: &FlowKey, side: Side, hash: u32, now_ns: u64) -> Option<Lookup> {
+        let mut i = self.home(hash);
+        loop {
+            let b = self.index[i];
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == hash {
+                let id = (b & ID_MASK) as usize;
+                let alias = b & ALIAS_BIT != 0;
+                let k = if alias { &self.aliases[id].0 } else { &self.meta[id].key };
+                if k == key {
+                    let m = &mut self.meta[id];
+                    let dir = match (alias, side == m.orig, side == m.alias_side) {
+                        (false, true, _) | (true, _, false) => Dir::Original,
+                        _ => Dir::Reply,
+                    };
+                    m.last_seen_ns = now_ns;
+                    if dir == Dir::Reply {
+                        m.assured = true;
+                    }
+                    return Some(Lookup { id: EntryId(id as u32), dir });
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Looks up a burst, prefetching index buckets, then entries, before comparing
+    /// keys, so the cache misses of the burst overlap. Same results as [`lookup`](Self::lookup).
+    pub fn lookup_batch(
+        &mut self,
+        reqs: &[(FlowKey, Side, u32)],
+        now_ns: u64,
+        out: &mut Vec<Option<Lookup>>,
+    ) {
+        out.clear();
+        for (_, _, h) in reqs {
+            prefetch(&self.index[self.home(*h)]);
+        }
+        for (_, _, h) in reqs {
+            let b = self.index[self.home(*h)];
+            if b != EMPTY && (b >> 32) as u32 == *h {
+                let id = (b & ID_MASK) as usize;
+                prefetch(&self.meta[id]);
+                if let Some(s) = self.slots.get(id * self.cfg.slots) {
+                    prefetch(s);
+                }
+            }
+        }
+        for (k, s, h) in reqs {
+            out.push(self.lookup(k, *s, *h, now_ns));
+        }
+    }
+
+    /// Creates an entry for a new flow whose first packet came from `side`. When
+    /// the table is full the policy applies; an evicted entry's non-empty slots are
+    /// handed to `release(entry, nf, state)` first.
+    pub fn insert(
+        &mut self,
+        key: FlowKey,
+        side: Side,
+        hash: u32,
+        now_ns: u64,
+        mut release: impl FnMut(EntryId, usize, S),
+    ) -> Result<EntryId, InsertError> {
+        if self.len >= self.cfg.capacity {
+            let victim = match self.cfg.policy {
+                CapPolicy::Refuse => None,
+                CapPolicy::EvictUnassured => self.pop_unassured(),
+            };
+            match victim {
+                Some(v) => {
+                    self.release_all(v, &mut release);
+                    self.remove(v);
+                    self.stats.evicted += 1;
+                }
+                None => {
+                    self.stats.refused += 1;
+                    return Err(InsertError::TableFull);
+                }
+            }
+        }
+        let n = self.cfg.slots;
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                let id = self.meta.len() as u32;
+                self.meta.push(Meta {
+                    key,
+                    hash,
+                    gen: 0,
+                    last_seen_ns: 0,
+                    wheel_tick: NO_TICK,
+                    orig: side,
+                    alias_side: side,
+                    assured: false,
+                    live: false,
+                    has_alias: false,
+                });
+                if self.cfg.keys_per_entry > 1 {
+                    self.aliases.push((FlowKey::default(), 0));
+                }
+                self.slots.extend((0..n).map(|_| S::default()));
+                self.deadlines.extend((0..n).map(|_| 0));
+                id
+            }
+        };
+        let m = &mut self.meta[id as usize];
+        m.key = key;
+        m.hash = hash;
+        m.last_seen_ns = now_ns;
+        m.wheel_tick = NO_TICK;
+        m.orig = side;
+        m.alias_side = side;
+        m.assured = false;
+        m.live = true;
+        m.has_alias = false;
+        let gen = m.gen;
+        self.index_insert(pack(hash, id, false), hash);
+        self.unassured.push_back((id, gen));
+        self.len += 1;
+        self.stats.inserted += 1;
+        self.stats.max_len = self.stats.max_len.max(self.len as u64);
+        Ok(EntryId(id))
+    }
+
+    fn pop_unassured(&mut self) -> Option<EntryId> {
+        while let Some((id, gen)) = self.unassured.pop_front() {
+            let m = &self.meta[id as usize];
+            if m.live && m.gen == gen && !m.assured {
+                return Some(EntryId(id));
+            }
+        }
+        None
+    }
+
+    /// Adds a second key for an entry, e.g. a NAT's translated tuple. `key` and
+    /// `side` are those of the translated *original-direction* tuple (internal host
+    /// rewritten to the external address → server); packets along it from the other
+    /// side are the entry's `Reply` direction. Requires `keys_per_entry == 2`;
+    /// replaces a previous alias.
+    pub fn add_alias(&mut self, id: EntryId, key: FlowKey, side: Side, hash: u32) {
+        assert!(self.cfg.keys_per_entry > 1, "table built without alias keys");
+        let i = id.0 as usize;
+        if self.meta[i].has_alias {
+            let (_, h) = self.aliases[i];
+            self.index_remove(pack(h, id.0, true), h);
+        }
+        self.aliases[i] = (key, hash);
+        let m = &mut self.meta[i];
+        m.has_alias = true;
+        // Packets along the alias key from the other side are replies.
+        m.alias_side = match side {
+            Side::Lo => Side::Hi,
+            Side::Hi => Side::Lo,
+        };
+        self.index_insert(pack(hash, id.0, true), hash);
+    }
+
+    fn index_insert(&mut self, packed: u64, hash: u32) {
+        let mut i = self.home(hash);
+        while self.index[i] != EMPTY {
+            i = (i + 1) & self.mask;
+        }
+        self.index[i] = packed;
+    }
+
+    fn index_remove(&mut self, packed: u64, hash: u32) {
+        let mut i = self.home(hash);
+        while self.index[i] != packed {
+            debug_assert!(self.index[i] != EMPTY, "removing a key that is not indexed");
+            if self.index[i] == EMPTY {
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+        // backward-shift deletion
+        let mut hole = i;
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let b = self.index[j];
+            if b == EMPTY {
+                break;
+            }
+            let home = self.home((b >> 32) as u32);
+            let stays = if hole <= j { hole < home && home <= j } else { home > hole || home <= j };
+            if !stays {
+                self.index[hole] = b;
+                hole = j;
+            }
+        }
+        self.index[hole] = EMPTY;
+    }
+
+    /// Frees an entry whatever its slots hold (they are reset without release).
+    pub fn remove(&mut self, id: EntryId) {
+        let i = id.0 as usize;
+        if !self.meta[i].live {
+            return;
+        }
+        let (hash, has_alias) = (self.meta[i].hash, self.meta[i].has_alias);
+        self.index_remove(pack(hash, id.0, false), hash);
+        if has_alias {
+            let (_, h) = self.aliases[i];
+            self.index_remove(pack(h, id.0, true), h);
+        }
+        let n = self.cfg.slots;
+        for s in &mut self.slots[i * n..(i + 1) * n] {
+            *s = S::default();
+        }
+        self.deadlines[i * n..(i + 1) * n].fill(0);
+        let m = &mut self.meta[i];
+        m.live = false;
+        m.has_alias = false;
+        m.gen = m.gen.wrapping_add(1);
+        self.free.push(id.0);
+        self.len -= 1;
+        self.stats.removed += 1;
+    }
+
+    /// Frees the entry if every slot is empty; returns whether it did.
+    pub fn release_if_empty(&mut self, id: EntryId) -> bool {
+        let n = self.cfg.slots;
+        let i = id.0 as usize;
+        if self.meta[i].live && self.slots[i * n..(i + 1) * n].iter().all(Slot::is_empty) {
+            self.remove(id);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn release_all(&mut self, id: EntryId, release: &mut impl FnMut(EntryId, usize, S)) {
+        let n = self.cfg.slots;
+        let base = id.0 as usize * n;
+        for nf in 0..n {
+            let s = core::mem::take(&mut self.slots[base + nf]);
+            if !s.is_empty() {
+                release(id, nf, s);
+            }
+        }
+    }
+
+    /// The slot of NF `nf` in entry `id`.
+    #[inline]
+    pub fn slot_mut(&mut self, id: EntryId, nf: usize) -> &mut S {
+        &mut self.slots[id.0 as usize * self.cfg.slots + nf]
+    }
+
+    /// The slot of NF `nf` in entry `id`, read-only.
+    #[inline]
+    pub fn slot(&self, id: EntryId, nf: usize) -> &S {
+        &self.slots[id.0 as usize * self.cfg.slots + nf]
+    }
+
+    /// True while the entry is live.
+    pub fn is_live(&self, id: EntryId) -> bool {
+        self.meta.get(id.0 as usize).is_some_and(|m| m.live)
+    }
+
+    /// The entry's key.
+    pub fn key(&self, id: EntryId) -> &FlowKey {
+        &self.meta[id.0 as usize].key
+    }
+
+    /// The entry's RSS hash.
+    pub fn hash(&self, id: EntryId) -> u32 {
+        self.meta[id.0 as usize].hash
+    }
+
+    /// True once the flow has seen traffic in both directions.
+    pub fn is_assured(&self, id: EntryId) -> bool {
+        self.meta[id.0 as usize].assured
+    }
+
+    /// Last time a packet of the flow was looked up.
+    pub fn last_seen(&self, id: EntryId) -> u64 {
+        self.meta[id.0 as usize].last_seen_ns
+    }
+
+    /// Sets the idle deadline of NF `nf`'s slot (absolute, ns). Cheap when the
+    /// deadline moves later (nothing but a store); an earlier one re-arms the wheel.
+    #[inline]
+    pub fn set_deadline(&mut self, id: EntryId, nf: usize, at_ns: u64) {
+        let i = id.0 as usize;
+        self.deadlines[i * self.cfg.slots + nf] = at_ns;
+        let tick = self.wheel.tick_of(at_ns);
+        let m = &self.meta[i];
+        if m.wheel_tick == NO_TICK || tick < m.wheel_tick {
+            let gen = m.gen;
+            let t = self.wheel.schedule((id.0, gen), at_ns);
+            self.meta[i].wheel_tick = t;
+        }
+    }
+
+    /// Expires every slot whose deadline is ≤ `now_ns`: its state is handed to
+    /// `release(entry, nf, state)`, and an entry left with only empty slots is freed.
+    pub fn expire(&mut self, now_ns: u64, mut release: impl FnMut(EntryId, usize, S)) {
+        let mut due = core::mem::take(&mut self.due);
+        self.wheel.advance(now_ns, |tick, item| due.push((tick, item)));
+        let n = self.cfg.slots;
+        for (tick, (id, gen)) in due.drain(..) {
+            let i = id as usize;
+            let m = &self.meta[i];
+            if !m.live || m.gen != gen || m.wheel_tick != tick {
+                continue; // freed, reused or re-armed since
+            }
+            self.meta[i].wheel_tick = NO_TICK;
+            let mut next = u64::MAX;
+            for nf in 0..n {
+                let d = self.deadlines[i * n + nf];
+                if d == 0 {
+                    continue;
+                }
+                if d <= now_ns {
+                    self.deadlines[i * n + nf] = 0;
+                    let s = core::mem::take(&mut self.slots[i * n + nf]);
+                    if !s.is_empty() {
+                        self.stats.expired_slots += 1;
+                        release(EntryId(id), nf, s);
+                    }
+                } else {
+                    next = next.min(d);
+                }
+            }
+            if !self.release_if_empty(EntryId(id)) && next != u64::MAX {
+                let t = self.wheel.schedule((id, gen), next);
+                self.meta[i].wheel_tick = t;
+            }
+        }
+        self.due = due;
+    }
+
+    /// Iterates the live entries (for moves, reports and tests).
+    pub fn entries(&self) -> impl Iterator<Item = EntryId> + '_ {
+        self.meta.iter().enumerate().filter(|(_, m)| m.live).map(|(i, _)| EntryId(i as u32))
+    }
+}
+
+impl<S: Slot> core::fmt::Debug for FlowTable<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FlowTable").field("len", &self.len).field("stats", &self.stats).finish()
+    }
+}

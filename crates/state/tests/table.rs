@@ -1,0 +1,229 @@
+//! The flow table against a model (a HashMap), the capacity policies, and timers.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use proptest::prelude::*;
+use state::{CapPolicy, Dir, EntryId, FlowKey, FlowTable, InsertError, TableConfig};
+use wire::FiveTuple;
+
+fn tuple(i: u32) -> FiveTuple {
+    FiveTuple {
+        src: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | i)),
+        dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+        src_port: 1024 + (i % 50_000) as u16,
+        dst_port: 443,
+        proto: 6,
+    }
+}
+
+/// A weak hash on purpose (many collisions in the low bits and in full), so probing
+/// and backward-shift deletion are exercised.
+fn weak_hash(i: u32) -> u32 {
+    (i % 97) << 8 | (i % 3)
+}
+
+fn cfg(capacity: usize, policy: CapPolicy) -> TableConfig {
+    TableConfig { capacity, slots: 2, keys_per_entry: 2, policy, ..Default::default() }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u32),
+    Remove(u32),
+    Lookup(u32),
+    Alias(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u32..300).prop_map(Op::Insert),
+        (0u32..300).prop_map(Op::Remove),
+        (0u32..300).prop_map(Op::Lookup),
+        (0u32..300).prop_map(Op::Alias),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn table_matches_a_model(ops in prop::collection::vec(op(), 1..400)) {
+        let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(1000, CapPolicy::Refuse));
+        let mut model: HashMap<u32, EntryId> = HashMap::new();
+        let mut aliased: HashMap<u32, u32> = HashMap::new(); // alias key index -> flow
+        for op in ops {
+            match op {
+                Op::Insert(i) => {
+                    if !model.contains_key(&i) && !aliased.contains_key(&(i + 10_000)) {
+                        let (k, s) = FlowKey::of(&tuple(i));
+                        prop_assert!(t.lookup(&k, s, weak_hash(i), 0).is_none());
+                        let id = t.insert(k, s, weak_hash(i), 0, |_, _, _| {}).unwrap();
+                        *t.slot_mut(id, 1) = Some(i);
+                        model.insert(i, id);
+                    }
+                }
+                Op::Remove(i) => {
+                    if let Some(id) = model.remove(&i) {
+                        t.remove(id);
+                        aliased.retain(|_, f| *f != i);
+                    }
+                }
+                Op::Alias(i) => {
+                    if let Some(id) = model.get(&i) {
+                        let a = i + 10_000;
+                        if !aliased.contains_key(&a) {
+                            let (k, s) = FlowKey::of(&tuple(a));
+                            aliased.retain(|_, f| *f != i);
+                            t.add_alias(*id, k, s, weak_hash(a));
+                            aliased.insert(a, i);
+                        }
+                    }
+                }
+                Op::Lookup(i) => {
+                    let (k, s) = FlowKey::of(&tuple(i));
+                    let got = t.lookup(&k, s, weak_hash(i), 0).map(|l| l.id);
+                    prop_assert_eq!(got, model.get(&i).copied());
+                    if let Some(id) = got {
+                        prop_assert_eq!(*t.slot(id, 1), Some(i));
+                    }
+                }
+            }
+            prop_assert_eq!(t.len(), model.len());
+        }
+        // every key and alias still reachable, with the right direction
+        for (i, id) in &model {
+            let (k, s) = FlowKey::of(&tuple(*i));
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i), 0).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
+            let (k, s) = FlowKey::of(&tuple(*i).reversed());
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i), 0).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
+        }
+        for (a, i) in &aliased {
+            // the alias was added for packets sent from the alias tuple's source; the
+            // reply of the translated flow comes from the other side
+            let (k, s) = FlowKey::of(&tuple(*a).reversed());
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*a), 0).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
+        }
+    }
+}
+
+#[test]
+fn batch_lookup_equals_single_lookups() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(5000, CapPolicy::Refuse));
+    for i in 0..3000 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        t.insert(k, s, weak_hash(i), 0, |_, _, _| {}).unwrap();
+    }
+    let reqs: Vec<_> = (2500..3500)
+        .map(|i| {
+            let (k, s) = FlowKey::of(&tuple(i));
+            (k, s, weak_hash(i))
+        })
+        .collect();
+    let mut out = Vec::new();
+    t.lookup_batch(&reqs, 1, &mut out);
+    let single: Vec<_> = reqs.iter().map(|(k, s, h)| t.lookup(k, *s, *h, 1)).collect();
+    assert_eq!(out, single);
+    assert_eq!(out.iter().filter(|o| o.is_some()).count(), 500);
+}
+
+#[test]
+fn refuse_policy_counts_and_keeps_existing() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(10, CapPolicy::Refuse));
+    for i in 0..10 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+    }
+    let (k, s) = FlowKey::of(&tuple(99));
+    assert_eq!(t.insert(k, s, 99, 0, |_, _, _| {}), Err(InsertError::TableFull));
+    assert_eq!(t.stats().refused, 1);
+    assert_eq!(t.len(), 10);
+}
+
+#[test]
+fn syn_flood_evicts_only_unassured() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(100, CapPolicy::EvictUnassured));
+    // 40 established flows: both directions seen
+    for i in 0..40 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+        *t.slot_mut(id, 0) = Some(i);
+        let (k, s) = FlowKey::of(&tuple(i).reversed());
+        assert_eq!(t.lookup(&k, s, i, 1).unwrap().dir, Dir::Reply);
+        assert!(t.is_assured(id));
+    }
+    // a flood of 10 000 one-way flows
+    let mut released = 0;
+    for i in 1000..11_000 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = t.insert(k, s, i, 2, |_, _, st| {
+            assert!(st.unwrap() >= 1000, "an established flow was evicted");
+            released += 1;
+        });
+        *t.slot_mut(id.unwrap(), 0) = Some(i);
+    }
+    assert_eq!(t.len(), 100);
+    assert_eq!(t.stats().evicted, 9_940);
+    assert_eq!(released, 9_940);
+    for i in 0..40 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        assert!(t.lookup(&k, s, i, 3).is_some(), "established flow {i} kept");
+    }
+    // with only assured flows left, new flows are refused
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(2, CapPolicy::EvictUnassured));
+    for i in 0..2 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+        let (k, s) = FlowKey::of(&tuple(i).reversed());
+        t.lookup(&k, s, i, 0).unwrap();
+    }
+    let (k, s) = FlowKey::of(&tuple(9));
+    assert_eq!(t.insert(k, s, 9, 0, |_, _, _| {}), Err(InsertError::TableFull));
+}
+
+#[test]
+fn per_slot_deadlines_expire_and_free() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { tick_ns: 1_000, wheel_slots: 16, ..cfg(100, CapPolicy::Refuse) });
+    let (k, s) = FlowKey::of(&tuple(1));
+    let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
+    *t.slot_mut(id, 0) = Some(10);
+    *t.slot_mut(id, 1) = Some(11);
+    t.set_deadline(id, 0, 5_000);
+    t.set_deadline(id, 1, 50_000); // beyond one wheel turn (16 µs)
+    let mut got = Vec::new();
+    t.expire(4_000, |e, nf, st| got.push((e, nf, st)));
+    assert!(got.is_empty());
+    t.expire(6_000, |e, nf, st| got.push((e, nf, st)));
+    assert_eq!(got, [(id, 0, Some(10))]);
+    assert!(t.is_live(id));
+    // a packet extends slot 1: the old wake-up finds it not yet due
+    t.set_deadline(id, 1, 80_000);
+    t.expire(60_000, |e, nf, st| got.push((e, nf, st)));
+    assert_eq!(got.len(), 1);
+    // an earlier deadline re-arms
+    t.set_deadline(id, 1, 61_000);
+    t.expire(62_000, |e, nf, st| got.push((e, nf, st)));
+    assert_eq!(got, [(id, 0, Some(10)), (id, 1, Some(11))]);
+    assert!(!t.is_live(id), "freed when every slot is empty");
+    assert_eq!(t.len(), 0);
+    let (k, s) = FlowKey::of(&tuple(1));
+    assert!(t.lookup(&k, s, 1, 0).is_none());
+}
+
+#[test]
+fn stale_ids_do_not_fire_on_reused_entries() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { tick_ns: 1_000, ..cfg(10, CapPolicy::Refuse) });
+    let (k, s) = FlowKey::of(&tuple(1));
+    let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
+    *t.slot_mut(id, 0) = Some(1);
+    t.set_deadline(id, 0, 5_000);
+    t.remove(id);
+    let (k2, s2) = FlowKey::of(&tuple(2));
+    let id2 = t.insert(k2, s2, 2, 0, |_, _, _| {}).unwrap();
+    assert_eq!(id, id2, "slot reused");
+    *t.slot_mut(id2, 0) = Some(2);
+    t.set_deadline(id2, 0, 100_000);
+    let mut fired = 0;
+    t.expire(10_000, |_, _, _| fired += 1);
+    assert_eq!(fired, 0);
+    assert!(t.is_live(id2));
+}
