@@ -12,7 +12,9 @@ use wire::FiveTuple;
 
 fn tuple(i: u32, salt: u32) -> FiveTuple {
     FiveTuple {
-        src: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (i.wrapping_mul(2_654_435_761) >> 8))),
+        src: IpAddr::V4(Ipv4Addr::from(
+            0x0a00_0000 | (i.wrapping_mul(2_654_435_761) >> 8),
+        )),
         dst: IpAddr::V4(Ipv4Addr::from(0xc612_0000 | (i ^ salt) & 0xffff)),
         src_port: (i % 60_000) as u16 + 1024,
         dst_port: 443,
@@ -25,7 +27,11 @@ fn reqs(n: u32, salt: u32, t: &Toeplitz) -> Vec<(FlowKey, Side, u32)> {
         .map(|i| {
             let tu = tuple(i, salt);
             let (k, s) = FlowKey::of(&tu);
-            (k, s, t.hash(hash_input(&tu, HashFields::IpPorts).as_bytes()))
+            (
+                k,
+                s,
+                t.hash(hash_input(&tu, HashFields::IpPorts).as_bytes()),
+            )
         })
         .collect()
 }
@@ -34,7 +40,11 @@ fn bench(c: &mut Criterion) {
     let t = Toeplitz::new(RssKey::SYMMETRIC);
     let mut g = c.benchmark_group("flow_table_lookup");
     for n in [10_000u32, 100_000, 1_000_000] {
-        let cfg = TableConfig { capacity: n as usize, slots: 3, ..Default::default() };
+        let cfg = TableConfig {
+            capacity: n as usize,
+            slots: 3,
+            ..Default::default()
+        };
         let mut table: FlowTable<Option<[u64; 4]>> = FlowTable::new(cfg);
         let hits = reqs(n, 0, &t);
         for (k, s, h) in &hits {
@@ -48,26 +58,34 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(per as u64));
         for (what, set) in [("hit", &hits), ("miss", &misses)] {
             let sample: Vec<_> = order.iter().take(per).map(|&i| set[i]).collect();
-            g.bench_with_input(BenchmarkId::new(format!("{what}/single"), n), &sample, |b, s| {
-                b.iter(|| {
-                    let mut found = 0;
-                    for (k, side, h) in s {
-                        found += table.lookup(k, *side, *h, 1).is_some() as usize;
-                    }
-                    found
-                })
-            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("{what}/single"), n),
+                &sample,
+                |b, s| {
+                    b.iter(|| {
+                        let mut found = 0;
+                        for (k, side, h) in s {
+                            found += table.lookup(k, *side, *h, 1).is_some() as usize;
+                        }
+                        found
+                    })
+                },
+            );
             let mut out = Vec::with_capacity(BURST);
-            g.bench_with_input(BenchmarkId::new(format!("{what}/prefetch_burst32"), n), &sample, |b, s| {
-                b.iter(|| {
-                    let mut found = 0;
-                    for chunk in s.chunks(BURST) {
-                        table.lookup_batch(chunk, 1, &mut out);
-                        found += out.iter().filter(|o| o.is_some()).count();
-                    }
-                    found
-                })
-            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("{what}/prefetch_burst32"), n),
+                &sample,
+                |b, s| {
+                    b.iter(|| {
+                        let mut found = 0;
+                        for chunk in s.chunks(BURST) {
+                            table.lookup_batch(chunk, 1, &mut out);
+                            found += out.iter().filter(|o| o.is_some()).count();
+                        }
+                        found
+                    })
+                },
+            );
         }
     }
     g.finish();

@@ -25,5 +25,7 @@ mod table;
 mod wheel;
 
 pub use key::{Dir, FlowKey, Side};
-pub use table::{CapPolicy, EntryId, FlowTable, InsertError, Lookup, Slot, TableConfig, TableStats};
+pub use table::{
+    CapPolicy, EntryId, FlowTable, InsertError, Lookup, Slot, TableConfig, TableStats,
+};
 pub use wheel::TimerWheel;

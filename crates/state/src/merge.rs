@@ -50,7 +50,11 @@ pub struct CountMin<T: Hash>(pub CountMinSketch<T, u64, FixedHasher>);
 impl<T: Hash> CountMin<T> {
     /// A sketch with `w` columns and `d` rows.
     pub fn new(w: usize, d: usize) -> Self {
-        CountMin(CountMinSketch::with_params_and_hasher(w, d, FixedHasher::default()))
+        CountMin(CountMinSketch::with_params_and_hasher(
+            w,
+            d,
+            FixedHasher::default(),
+        ))
     }
 
     /// Adds `n` to `key`.

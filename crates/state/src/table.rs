@@ -80,6 +80,8 @@ pub struct Lookup {
     pub id: EntryId,
     /// The packet's direction relative to the entry.
     pub dir: Dir,
+    /// The entry's generation: a freed and reused id has another one.
+    pub gen: u32,
 }
 
 /// Counters of a table.
@@ -116,6 +118,7 @@ struct Meta {
     assured: bool,
     live: bool,
     has_alias: bool,
+    alias_owner: u16,
 }
 
 /// A flow table over slots of type `S`. See the module documentation.
@@ -144,7 +147,10 @@ fn pack(hash: u32, id: u32, alias: bool) -> u64 {
 impl<S: Slot> FlowTable<S> {
     /// An empty table.
     pub fn new(cfg: TableConfig) -> FlowTable<S> {
-        assert!(cfg.capacity > 0 && (cfg.capacity as u64) < ID_MASK, "capacity out of range");
+        assert!(
+            cfg.capacity > 0 && (cfg.capacity as u64) < ID_MASK,
+            "capacity out of range"
+        );
         let keys = cfg.keys_per_entry.clamp(1, 2);
         // load factor ≤ 1/2 with every key present
         let size = (cfg.capacity * keys * 2).next_power_of_two().max(16);
@@ -205,7 +211,11 @@ impl<S: Slot> FlowTable<S> {
             if (b >> 32) as u32 == hash {
                 let id = (b & ID_MASK) as usize;
                 let alias = b & ALIAS_BIT != 0;
-                let k = if alias { &self.aliases[id].0 } else { &self.meta[id].key };
+                let k = if alias {
+                    &self.aliases[id].0
+                } else {
+                    &self.meta[id].key
+                };
                 if k == key {
                     let m = &mut self.meta[id];
                     let dir = match (alias, side == m.orig, side == m.alias_side) {
@@ -216,7 +226,11 @@ impl<S: Slot> FlowTable<S> {
                     if dir == Dir::Reply {
                         m.assured = true;
                     }
-                    return Some(Lookup { id: EntryId(id as u32), dir });
+                    return Some(Lookup {
+                        id: EntryId(id as u32),
+                        dir,
+                        gen: m.gen,
+                    });
                 }
             }
             i = (i + 1) & self.mask;
@@ -294,6 +308,7 @@ impl<S: Slot> FlowTable<S> {
                     assured: false,
                     live: false,
                     has_alias: false,
+                    alias_owner: 0,
                 });
                 if self.cfg.keys_per_entry > 1 {
                     self.aliases.push((FlowKey::default(), 0));
@@ -336,23 +351,46 @@ impl<S: Slot> FlowTable<S> {
     /// `side` are those of the translated *original-direction* tuple (internal host
     /// rewritten to the external address → server); packets along it from the other
     /// side are the entry's `Reply` direction. Requires `keys_per_entry == 2`;
-    /// replaces a previous alias.
-    pub fn add_alias(&mut self, id: EntryId, key: FlowKey, side: Side, hash: u32) {
-        assert!(self.cfg.keys_per_entry > 1, "table built without alias keys");
+    /// replaces a previous alias. The alias belongs to slot `owner`: it goes away
+    /// when that slot is cleared ([`clear_slot`](Self::clear_slot), expiry).
+    pub fn add_alias(&mut self, id: EntryId, owner: usize, key: FlowKey, side: Side, hash: u32) {
+        assert!(
+            self.cfg.keys_per_entry > 1,
+            "table built without alias keys"
+        );
         let i = id.0 as usize;
-        if self.meta[i].has_alias {
-            let (_, h) = self.aliases[i];
-            self.index_remove(pack(h, id.0, true), h);
-        }
+        self.drop_alias(id);
         self.aliases[i] = (key, hash);
         let m = &mut self.meta[i];
         m.has_alias = true;
+        m.alias_owner = owner as u16;
         // Packets along the alias key from the other side are replies.
         m.alias_side = match side {
             Side::Lo => Side::Hi,
             Side::Hi => Side::Lo,
         };
         self.index_insert(pack(hash, id.0, true), hash);
+    }
+
+    fn drop_alias(&mut self, id: EntryId) {
+        let i = id.0 as usize;
+        if self.meta[i].has_alias {
+            let (_, h) = self.aliases[i];
+            self.index_remove(pack(h, id.0, true), h);
+            self.meta[i].has_alias = false;
+        }
+    }
+
+    /// Takes the state out of a slot (and its deadline, and the alias key the slot
+    /// owns). The entry stays until [`release_if_empty`](Self::release_if_empty).
+    pub fn clear_slot(&mut self, id: EntryId, nf: usize) -> S {
+        let i = id.0 as usize;
+        let n = self.cfg.slots;
+        self.deadlines[i * n + nf] = 0;
+        if self.meta[i].has_alias && usize::from(self.meta[i].alias_owner) == nf {
+            self.drop_alias(id);
+        }
+        core::mem::take(&mut self.slots[i * n + nf])
     }
 
     fn index_insert(&mut self, packed: u64, hash: u32) {
@@ -382,7 +420,11 @@ impl<S: Slot> FlowTable<S> {
                 break;
             }
             let home = self.home((b >> 32) as u32);
-            let stays = if hole <= j { hole < home && home <= j } else { home > hole || home <= j };
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                home > hole || home <= j
+            };
             if !stays {
                 self.index[hole] = b;
                 hole = j;
@@ -452,6 +494,18 @@ impl<S: Slot> FlowTable<S> {
         &self.slots[id.0 as usize * self.cfg.slots + nf]
     }
 
+    /// True while the entry found by `l` is live and not reused since.
+    pub fn is_current(&self, l: &Lookup) -> bool {
+        self.meta
+            .get(l.id.0 as usize)
+            .is_some_and(|m| m.live && m.gen == l.gen)
+    }
+
+    /// The generation of an entry id (see [`Lookup::gen`]).
+    pub fn generation(&self, id: EntryId) -> u32 {
+        self.meta[id.0 as usize].gen
+    }
+
     /// True while the entry is live.
     pub fn is_live(&self, id: EntryId) -> bool {
         self.meta.get(id.0 as usize).is_some_and(|m| m.live)
@@ -496,7 +550,8 @@ impl<S: Slot> FlowTable<S> {
     /// `release(entry, nf, state)`, and an entry left with only empty slots is freed.
     pub fn expire(&mut self, now_ns: u64, mut release: impl FnMut(EntryId, usize, S)) {
         let mut due = core::mem::take(&mut self.due);
-        self.wheel.advance(now_ns, |tick, item| due.push((tick, item)));
+        self.wheel
+            .advance(now_ns, |tick, item| due.push((tick, item)));
         let n = self.cfg.slots;
         for (tick, (id, gen)) in due.drain(..) {
             let i = id as usize;
@@ -512,8 +567,7 @@ impl<S: Slot> FlowTable<S> {
                     continue;
                 }
                 if d <= now_ns {
-                    self.deadlines[i * n + nf] = 0;
-                    let s = core::mem::take(&mut self.slots[i * n + nf]);
+                    let s = self.clear_slot(EntryId(id), nf);
                     if !s.is_empty() {
                         self.stats.expired_slots += 1;
                         release(EntryId(id), nf, s);
@@ -532,12 +586,19 @@ impl<S: Slot> FlowTable<S> {
 
     /// Iterates the live entries (for moves, reports and tests).
     pub fn entries(&self) -> impl Iterator<Item = EntryId> + '_ {
-        self.meta.iter().enumerate().filter(|(_, m)| m.live).map(|(i, _)| EntryId(i as u32))
+        self.meta
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.live)
+            .map(|(i, _)| EntryId(i as u32))
     }
 }
 
 impl<S: Slot> core::fmt::Debug for FlowTable<S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("FlowTable").field("len", &self.len).field("stats", &self.stats).finish()
+        f.debug_struct("FlowTable")
+            .field("len", &self.len)
+            .field("stats", &self.stats)
+            .finish()
     }
 }

@@ -16,7 +16,11 @@ impl<T: Copy> TimerWheel<T> {
     /// starting at time `start_ns`.
     pub fn new(slots: usize, tick_ns: u64, start_ns: u64) -> TimerWheel<T> {
         let n = slots.max(1).next_power_of_two();
-        TimerWheel { slots: vec![Vec::new(); n], tick_ns: tick_ns.max(1), now_tick: start_ns / tick_ns.max(1) }
+        TimerWheel {
+            slots: vec![Vec::new(); n],
+            tick_ns: tick_ns.max(1),
+            now_tick: start_ns / tick_ns.max(1),
+        }
     }
 
     /// The tick a time falls in.
@@ -43,7 +47,11 @@ impl<T: Copy> TimerWheel<T> {
         let n = self.slots.len() as u64;
         let mask = n - 1;
         // Past one full turn every slot is visited once.
-        let first = if target - self.now_tick > n { target - n + 1 } else { self.now_tick + 1 };
+        let first = if target - self.now_tick > n {
+            target - n + 1
+        } else {
+            self.now_tick + 1
+        };
         let mut keep = Vec::new();
         for tick in first..=target {
             let slot = &mut self.slots[(tick & mask) as usize];

@@ -24,7 +24,13 @@ fn weak_hash(i: u32) -> u32 {
 }
 
 fn cfg(capacity: usize, policy: CapPolicy) -> TableConfig {
-    TableConfig { capacity, slots: 2, keys_per_entry: 2, policy, ..Default::default() }
+    TableConfig {
+        capacity,
+        slots: 2,
+        keys_per_entry: 2,
+        policy,
+        ..Default::default()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -74,7 +80,7 @@ proptest! {
                         if !aliased.contains_key(&a) {
                             let (k, s) = FlowKey::of(&tuple(a));
                             aliased.retain(|_, f| *f != i);
-                            t.add_alias(*id, k, s, weak_hash(a));
+                            t.add_alias(*id, 1, k, s, weak_hash(a));
                             aliased.insert(a, i);
                         }
                     }
@@ -121,7 +127,10 @@ fn batch_lookup_equals_single_lookups() {
         .collect();
     let mut out = Vec::new();
     t.lookup_batch(&reqs, 1, &mut out);
-    let single: Vec<_> = reqs.iter().map(|(k, s, h)| t.lookup(k, *s, *h, 1)).collect();
+    let single: Vec<_> = reqs
+        .iter()
+        .map(|(k, s, h)| t.lookup(k, *s, *h, 1))
+        .collect();
     assert_eq!(out, single);
     assert_eq!(out.iter().filter(|o| o.is_some()).count(), 500);
 }
@@ -134,7 +143,10 @@ fn refuse_policy_counts_and_keeps_existing() {
         t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
     }
     let (k, s) = FlowKey::of(&tuple(99));
-    assert_eq!(t.insert(k, s, 99, 0, |_, _, _| {}), Err(InsertError::TableFull));
+    assert_eq!(
+        t.insert(k, s, 99, 0, |_, _, _| {}),
+        Err(InsertError::TableFull)
+    );
     assert_eq!(t.stats().refused, 1);
     assert_eq!(t.len(), 10);
 }
@@ -177,12 +189,19 @@ fn syn_flood_evicts_only_unassured() {
         t.lookup(&k, s, i, 0).unwrap();
     }
     let (k, s) = FlowKey::of(&tuple(9));
-    assert_eq!(t.insert(k, s, 9, 0, |_, _, _| {}), Err(InsertError::TableFull));
+    assert_eq!(
+        t.insert(k, s, 9, 0, |_, _, _| {}),
+        Err(InsertError::TableFull)
+    );
 }
 
 #[test]
 fn per_slot_deadlines_expire_and_free() {
-    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { tick_ns: 1_000, wheel_slots: 16, ..cfg(100, CapPolicy::Refuse) });
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
+        tick_ns: 1_000,
+        wheel_slots: 16,
+        ..cfg(100, CapPolicy::Refuse)
+    });
     let (k, s) = FlowKey::of(&tuple(1));
     let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
     *t.slot_mut(id, 0) = Some(10);
@@ -211,7 +230,10 @@ fn per_slot_deadlines_expire_and_free() {
 
 #[test]
 fn stale_ids_do_not_fire_on_reused_entries() {
-    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { tick_ns: 1_000, ..cfg(10, CapPolicy::Refuse) });
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
+        tick_ns: 1_000,
+        ..cfg(10, CapPolicy::Refuse)
+    });
     let (k, s) = FlowKey::of(&tuple(1));
     let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
     *t.slot_mut(id, 0) = Some(1);

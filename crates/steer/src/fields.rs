@@ -10,11 +10,27 @@ use crate::toeplitz::MAX_INPUT_LEN;
 /// for protocols without ports (ICMP, fragments, others).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum HashFields {
+    /// The source address only (`ethtool rx-flow-hash … s`).
+    SrcIp,
+    /// The destination address only (`ethtool rx-flow-hash … d`).
+    DstIp,
     /// Source and destination addresses.
     Ip,
     /// Addresses and L4 ports (TCP/UDP); addresses only for other protocols.
     #[default]
     IpPorts,
+}
+
+impl HashFields {
+    /// A stable name, as used in configuration and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            HashFields::SrcIp => "src-ip",
+            HashFields::DstIp => "dst-ip",
+            HashFields::Ip => "ip",
+            HashFields::IpPorts => "ip-ports",
+        }
+    }
 }
 
 /// A hash input laid out as the RSS specification orders it: source address,
@@ -36,6 +52,24 @@ impl HashInput {
 /// UDP, as NICs do. A mixed-family tuple hashes as IPv6 with the IPv4 address mapped.
 pub fn hash_input(t: &FiveTuple, fields: HashFields) -> HashInput {
     let mut bytes = [0u8; MAX_INPUT_LEN];
+    let one = match fields {
+        HashFields::SrcIp => Some(t.src),
+        HashFields::DstIp => Some(t.dst),
+        _ => None,
+    };
+    if let Some(a) = one {
+        let n = match a {
+            IpAddr::V4(a) => {
+                bytes[..4].copy_from_slice(&a.octets());
+                4
+            }
+            IpAddr::V6(a) => {
+                bytes[..16].copy_from_slice(&a.octets());
+                16
+            }
+        };
+        return HashInput { bytes, len: n };
+    }
     let mut n = match (t.src, t.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             bytes[..4].copy_from_slice(&s.octets());

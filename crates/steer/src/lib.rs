@@ -10,11 +10,13 @@
 //! This crate is pure logic: no threads, no clocks, no I/O.
 
 mod fields;
+mod hasher;
 mod indirection;
 mod key;
 mod toeplitz;
 
 pub use fields::{hash_input, HashFields, HashInput};
+pub use hasher::RssHasher;
 pub use indirection::{IndirectionTable, TableSizeError, DEFAULT_SIZE, MAX_SIZE, MIN_SIZE};
 pub use key::RssKey;
 pub use toeplitz::{toeplitz_naive, Toeplitz, MAX_INPUT_LEN};

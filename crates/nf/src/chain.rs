@@ -1,0 +1,395 @@
+//! A chain of NFs on one core: the single flow lookup, then every NF in order.
+
+use state::{FlowKey, FlowTable, Lookup, TableConfig};
+use steer::{HashFields, RssHasher, RssKey};
+
+use crate::nflow::{steering_for, ChainError, SteerKey};
+use crate::{Ctx, DropCause, FlowState, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict};
+
+/// Per-core chain counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChainCounters {
+    /// Packets given to the chain.
+    pub packets: u64,
+    /// Packets forwarded.
+    pub forwarded: u64,
+    /// Packets dropped, by [`DropCause`] index.
+    pub drops: [u64; DropCause::ALL.len()],
+}
+
+impl ChainCounters {
+    /// Adds another core's counters.
+    pub fn add(&mut self, o: &ChainCounters) {
+        self.packets += o.packets;
+        self.forwarded += o.forwarded;
+        for (a, b) in self.drops.iter_mut().zip(o.drops) {
+            *a += b;
+        }
+    }
+
+    /// Drops of one cause.
+    pub fn dropped(&self, c: DropCause) -> u64 {
+        self.drops[c as usize]
+    }
+}
+
+/// A shard: its flow table and its NFs' shard-local state. Owned by one core at a
+/// time; moving a shard moves all of it.
+#[derive(Debug)]
+pub struct Shard {
+    /// Which shard.
+    pub info: ShardInfo,
+    /// The flow table.
+    pub table: FlowTable<Option<FlowState>>,
+    /// Shard-local state, one per NF.
+    pub locals: Vec<ShardLocal>,
+}
+
+/// NFs on one core, with the steering their state needs.
+pub struct Chain {
+    nfs: Vec<Box<dyn Nf>>,
+    steering: SteerKey,
+    hasher: RssHasher,
+    shards: usize,
+    buckets: usize,
+    table: TableConfig,
+    per_flow: bool,
+    counters: ChainCounters,
+    lookups: Vec<(FlowKey, state::Side, u32)>,
+    found: Vec<Option<Lookup>>,
+}
+
+/// Parameters of a chain other than its NFs.
+#[derive(Clone, Debug)]
+pub struct ChainOptions {
+    /// RSS key; `None` = the symmetric key when steering must be symmetric, else the
+    /// default key.
+    pub key: Option<RssKey>,
+    /// Indirection-table size (buckets).
+    pub buckets: usize,
+    /// Shards (a power of two ≤ buckets).
+    pub shards: usize,
+    /// Flow-table parameters per shard (`slots` and `keys_per_entry` are set by the chain).
+    pub table: TableConfig,
+}
+
+impl Default for ChainOptions {
+    fn default() -> Self {
+        ChainOptions {
+            key: None,
+            buckets: 128,
+            shards: 16,
+            table: TableConfig::default(),
+        }
+    }
+}
+
+impl Chain {
+    /// Builds a chain, computing its steering key; refuses NFs whose state the
+    /// steering would split, and a key that is not symmetric when it must be.
+    pub fn new(mut nfs: Vec<Box<dyn Nf>>, opts: ChainOptions) -> Result<Chain, ChainError> {
+        let decl: Vec<_> = nfs
+            .iter()
+            .map(|n| (n.name(), n.nflow(), n.state_kind(), n.needs_ports()))
+            .collect();
+        let steering = steering_for(&decl)?;
+        let key = opts.key.unwrap_or(if steering.symmetric {
+            RssKey::SYMMETRIC
+        } else {
+            RssKey::DEFAULT
+        });
+        let hasher = RssHasher::new(key, steering.fields);
+        if steering.symmetric && !is_symmetric(&hasher) {
+            return Err(ChainError {
+                nf: "steering".into(),
+                key: "bidirectional",
+                steering: steering.to_string(),
+                required_by: "the configured RSS key, which is not symmetric".into(),
+            });
+        }
+        let bucket_mask = (opts.buckets as u32).saturating_sub(1);
+        for nf in &mut nfs {
+            nf.bind(&hasher, bucket_mask);
+        }
+        let mut table = opts.table.clone();
+        table.slots = nfs.len().max(1);
+        table.keys_per_entry = if nfs.iter().any(|n| n.needs_alias()) {
+            2
+        } else {
+            1
+        };
+        let per_flow = nfs.iter().any(|n| n.state_kind() == StateKind::PerFlow);
+        Ok(Chain {
+            nfs,
+            steering,
+            hasher,
+            shards: opts.shards.max(1).next_power_of_two(),
+            buckets: opts.buckets,
+            table,
+            per_flow,
+            counters: ChainCounters::default(),
+            lookups: Vec::new(),
+            found: Vec::new(),
+        })
+    }
+
+    /// A fresh chain for another core: same configuration, own counters and
+    /// mergeable state.
+    pub fn instance(&self) -> Chain {
+        Chain {
+            nfs: self.nfs.iter().map(|n| n.instance()).collect(),
+            steering: self.steering,
+            hasher: self.hasher.clone(),
+            shards: self.shards,
+            buckets: self.buckets,
+            table: self.table.clone(),
+            per_flow: self.per_flow,
+            counters: ChainCounters::default(),
+            lookups: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// The steering key the NIC model must use.
+    pub fn steering(&self) -> SteerKey {
+        self.steering
+    }
+
+    /// The NIC model's hash function for this chain.
+    pub fn hasher(&self) -> &RssHasher {
+        &self.hasher
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards
+    }
+
+    /// The shard of a hash (shard j holds buckets j, j + S, j + 2S, …).
+    #[inline]
+    pub fn shard_of(&self, hash: u32) -> usize {
+        (hash as usize) & (self.shards - 1)
+    }
+
+    /// The NFs, in order.
+    pub fn nfs(&self) -> &[Box<dyn Nf>] {
+        &self.nfs
+    }
+
+    /// Counters of this core.
+    pub fn counters(&self) -> &ChainCounters {
+        &self.counters
+    }
+
+    /// Creates the shards (each with its flow table and NF shard-local state).
+    pub fn new_shards(&self) -> Vec<Shard> {
+        (0..self.shards)
+            .map(|i| {
+                let info = ShardInfo {
+                    index: i,
+                    count: self.shards,
+                    bucket_mask: (self.buckets as u32).saturating_sub(1),
+                };
+                Shard {
+                    info,
+                    table: FlowTable::new(self.table.clone()),
+                    locals: self.nfs.iter().map(|n| n.shard_local(&info)).collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Parses a frame into a packet with its RSS hash.
+    pub fn packet(&self, data: Vec<u8>, ts_ns: u64) -> Result<Packet, (Vec<u8>, wire::Malformed)> {
+        Packet::new(data, ts_ns, &self.hasher)
+    }
+
+    /// Runs the chain on one packet of `shard` (the shard must be the packet's).
+    pub fn process(&mut self, shard: &mut Shard, pkt: &mut Packet, now_ns: u64) -> Verdict {
+        let found = if self.per_flow {
+            let (key, side) = FlowKey::of(&pkt.info.tuple);
+            shard.table.lookup(&key, side, pkt.hash, now_ns)
+        } else {
+            None
+        };
+        self.run(shard, pkt, found, now_ns)
+    }
+
+    /// Runs the chain on a burst of packets of one shard, with one batched,
+    /// prefetching lookup for the burst.
+    pub fn process_burst(
+        &mut self,
+        shard: &mut Shard,
+        pkts: &mut [Packet],
+        now_ns: u64,
+        out: &mut Vec<Verdict>,
+    ) {
+        out.clear();
+        let mut found = core::mem::take(&mut self.found);
+        if self.per_flow {
+            self.lookups.clear();
+            for p in pkts.iter() {
+                let (k, s) = FlowKey::of(&p.info.tuple);
+                self.lookups.push((k, s, p.hash));
+            }
+            shard.table.lookup_batch(&self.lookups, now_ns, &mut found);
+        } else {
+            found.clear();
+            found.resize(pkts.len(), None);
+        }
+        for (i, p) in pkts.iter_mut().enumerate() {
+            // an earlier packet of the burst may have created or freed this flow
+            let f = match found[i] {
+                Some(l) if shard.table.is_current(&l) => Some(l),
+                _ if self.per_flow => {
+                    let (k, s) = FlowKey::of(&p.info.tuple);
+                    shard.table.lookup(&k, s, p.hash, now_ns)
+                }
+                _ => None,
+            };
+            out.push(self.run(shard, p, f, now_ns));
+        }
+        self.found = found;
+    }
+
+    fn run(
+        &mut self,
+        shard: &mut Shard,
+        pkt: &mut Packet,
+        found: Option<Lookup>,
+        now_ns: u64,
+    ) -> Verdict {
+        self.counters.packets += 1;
+        let verdict = self.run_nfs(shard, pkt, found, now_ns);
+        match verdict {
+            Verdict::Forward => self.counters.forwarded += 1,
+            Verdict::Drop(c) => self.counters.drops[c as usize] += 1,
+        }
+        verdict
+    }
+
+    fn run_nfs(
+        &mut self,
+        shard: &mut Shard,
+        pkt: &mut Packet,
+        found: Option<Lookup>,
+        now_ns: u64,
+    ) -> Verdict {
+        let Shard {
+            info,
+            table,
+            locals,
+        } = shard;
+        let id = if self.per_flow {
+            let l = match found {
+                Some(l) => l,
+                None => {
+                    let (key, side) = FlowKey::of(&pkt.info.tuple);
+                    let nfs = &mut self.nfs;
+                    let ins = table.insert(key, side, pkt.hash, now_ns, |_, nf, st| {
+                        if let Some(st) = st {
+                            nfs[nf].release(&mut locals[nf], st);
+                        }
+                    });
+                    match ins {
+                        Ok(id) => Lookup {
+                            id,
+                            dir: state::Dir::Original,
+                            gen: table.generation(id),
+                        },
+                        Err(_) => return Verdict::Drop(DropCause::TableFull),
+                    }
+                }
+            };
+            pkt.entry = Some(l.id);
+            pkt.dir = l.dir;
+            l.id
+        } else {
+            state::EntryId(u32::MAX)
+        };
+        let mut verdict = Verdict::Forward;
+        for (i, nf) in self.nfs.iter_mut().enumerate() {
+            let mut cx = Ctx {
+                table,
+                entry: id,
+                nf: i,
+                now_ns,
+                local: &mut locals[i],
+                hasher: &self.hasher,
+                shard: *info,
+            };
+            verdict = nf.process(&mut cx, pkt);
+            if verdict != Verdict::Forward {
+                break;
+            }
+        }
+        if self.per_flow {
+            table.release_if_empty(id);
+        }
+        verdict
+    }
+
+    /// Expires idle state of `shard` up to `now_ns`, handing it back to its NFs.
+    pub fn expire(&mut self, shard: &mut Shard, now_ns: u64) {
+        let Shard { table, locals, .. } = shard;
+        let nfs = &mut self.nfs;
+        table.expire(now_ns, |_, nf, st| {
+            if let Some(st) = st {
+                nfs[nf].release(&mut locals[nf], st);
+            }
+        });
+    }
+
+    /// Merges another core's chain (same configuration) into this one: NF
+    /// mergeable state, NF counters and chain counters.
+    pub fn merge_from(&mut self, other: &Chain) {
+        for (a, b) in self.nfs.iter_mut().zip(&other.nfs) {
+            a.merge_from(b.as_ref());
+        }
+        self.counters.add(&other.counters);
+    }
+
+    /// One line per NF: its NFLOW key and where its state lives; then the steering.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (i, n) in self.nfs.iter().enumerate() {
+            let kind = match n.state_kind() {
+                StateKind::Stateless => "stateless",
+                StateKind::PerFlow => "per-flow state in the owning shard",
+                StateKind::Mergeable => "mergeable per-core state, merged periodically",
+            };
+            s.push_str(&format!(
+                "{i}: {:<10} NFLOW key {:<22} {kind}\n",
+                n.name(),
+                n.nflow().name()
+            ));
+        }
+        s.push_str(&format!(
+            "steering: {} ({} buckets, {} shards)\n",
+            self.steering, self.buckets, self.shards
+        ));
+        s
+    }
+
+    /// The fields the NIC model hashes.
+    pub fn hash_fields(&self) -> HashFields {
+        self.steering.fields
+    }
+}
+
+fn is_symmetric(h: &RssHasher) -> bool {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    (0..64).all(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = wire::FiveTuple {
+            src: core::net::IpAddr::V4((x as u32).into()),
+            dst: core::net::IpAddr::V4(((x >> 32) as u32).into()),
+            src_port: (x >> 8) as u16,
+            dst_port: (x >> 24) as u16,
+            proto: wire::proto::TCP,
+        };
+        h.hash(&t) == h.hash(&t.reversed())
+    })
+}

@@ -1,0 +1,146 @@
+//! The NF trait and what an NF sees of flowshift while it processes a packet.
+
+use core::any::Any;
+
+use state::{EntryId, FlowKey, FlowTable, Side};
+use steer::RssHasher;
+
+use crate::{firewall, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
+
+/// The per-flow state an NF keeps in its slot of a flow entry. One variant per NF
+/// kind with per-flow state; kept inline in the entry (no allocation per flow).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    /// Firewall connection tracking.
+    Conn(firewall::Conn),
+    /// NAT mapping.
+    Nat(nat::NatMap),
+    /// Sequence check.
+    Seq(seqcheck::SeqState),
+}
+
+/// State an NF keeps per shard, outside flow entries: it moves with the shard.
+#[derive(Debug, Default)]
+pub enum ShardLocal {
+    /// Nothing.
+    #[default]
+    None,
+    /// The NAT's share of the external port pool (an MVT split per shard).
+    NatPool(nat::PortPool),
+    /// The monitor's exact per-source table (when steering is by source IP).
+    MonitorExact(monitor::PerSource),
+}
+
+/// Which shard a context belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// Shard index.
+    pub index: usize,
+    /// Number of shards (a power of two).
+    pub count: usize,
+    /// Indirection-table size − 1: the hash bits that select a bucket.
+    pub bucket_mask: u32,
+}
+
+/// An NF's view of flowshift for one packet: its slot in the packet's flow entry
+/// (Dyssect's `GetState / InsertState / DeleteState` with the NF's handle), its
+/// shard-local state, the time and the RSS hasher.
+pub struct Ctx<'a> {
+    pub(crate) table: &'a mut FlowTable<Option<FlowState>>,
+    /// The packet's flow entry.
+    pub entry: EntryId,
+    /// This NF's handle (its slot index).
+    pub nf: usize,
+    /// Current time, ns.
+    pub now_ns: u64,
+    /// This NF's shard-local state.
+    pub local: &'a mut ShardLocal,
+    /// The NIC model's hash function.
+    pub hasher: &'a RssHasher,
+    /// The shard.
+    pub shard: ShardInfo,
+}
+
+impl Ctx<'_> {
+    /// This NF's state for the packet's flow (`GetState`).
+    #[inline]
+    pub fn get(&mut self) -> Option<&mut FlowState> {
+        self.table.slot_mut(self.entry, self.nf).as_mut()
+    }
+
+    /// Stores state for the packet's flow (`InsertState`).
+    #[inline]
+    pub fn insert(&mut self, s: FlowState) {
+        *self.table.slot_mut(self.entry, self.nf) = Some(s);
+    }
+
+    /// Removes this NF's state (`DeleteState`); the entry is freed once every NF
+    /// has removed its own.
+    #[inline]
+    pub fn delete(&mut self) -> Option<FlowState> {
+        self.table.clear_slot(self.entry, self.nf)
+    }
+
+    /// Expire this NF's state `idle_ns` from now unless refreshed.
+    #[inline]
+    pub fn set_timeout(&mut self, idle_ns: u64) {
+        self.table
+            .set_deadline(self.entry, self.nf, self.now_ns.saturating_add(idle_ns));
+    }
+
+    /// Makes packets of a second key reach this entry, for as long as this NF
+    /// keeps its state (see [`FlowTable::add_alias`]).
+    pub fn add_alias(&mut self, key: FlowKey, side: Side, hash: u32) {
+        self.table.add_alias(self.entry, self.nf, key, side, hash);
+    }
+
+    /// True once the flow has seen both directions.
+    pub fn is_assured(&self) -> bool {
+        self.table.is_assured(self.entry)
+    }
+}
+
+/// A network function: logic only; flowshift owns the state.
+///
+/// One instance runs per core ([`instance`](Nf::instance)); per-flow state lives in
+/// flow-entry slots reached through [`Ctx`]; shard-local state moves with its
+/// shard; mergeable state lives in the instance and is merged with
+/// [`merge_from`](Nf::merge_from).
+pub trait Nf: Send + Any {
+    /// The NF's name in the chain (messages, counters).
+    fn name(&self) -> &str;
+    /// What a flow is for this NF.
+    fn nflow(&self) -> NflowKey;
+    /// Where its state lives.
+    fn state_kind(&self) -> StateKind;
+    /// True if the NF needs the L4 ports in the steering hash.
+    fn needs_ports(&self) -> bool {
+        false
+    }
+    /// True if the NF adds alias keys to flow entries.
+    fn needs_alias(&self) -> bool {
+        false
+    }
+    /// Called once the chain knows its steering: the NIC model's hasher and the
+    /// bucket mask (e.g. the NAT precomputes its port plan here).
+    fn bind(&mut self, _hasher: &RssHasher, _bucket_mask: u32) {}
+    /// The NF's state for a new shard.
+    fn shard_local(&self, _shard: &ShardInfo) -> ShardLocal {
+        ShardLocal::None
+    }
+    /// Processes one packet.
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict;
+    /// Takes back state that expired or was evicted (e.g. return a NAT port).
+    fn release(&mut self, _local: &mut ShardLocal, _state: FlowState) {}
+    /// Named counters of this instance (summed across cores by the reader).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// A fresh instance for another core, with the same configuration.
+    fn instance(&self) -> Box<dyn Nf>;
+    /// Merges another core's instance of the same NF into this one (mergeable
+    /// state and counters).
+    fn merge_from(&mut self, _other: &dyn Nf) {}
+    /// For `merge_from` implementations to downcast `other`.
+    fn as_any(&self) -> &dyn Any;
+}

@@ -1,0 +1,268 @@
+//! Connection tracking: a TCP state machine (handshake, established, FIN/RST
+//! teardown), UDP pseudo-connections and ICMP echo, with a timeout per state.
+
+use core::time::Duration;
+
+use serde::Deserialize;
+use state::Dir;
+use wire::{L4Info, TcpFlags};
+
+use crate::DropCause;
+
+/// TCP connection states.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TcpState {
+    /// SYN seen from the originator.
+    SynSent,
+    /// SYN-ACK seen from the responder.
+    SynRecv,
+    /// Handshake complete.
+    Established,
+    /// FIN seen from one side (`orig` / `reply`).
+    FinWait {
+        /// FIN from the originator.
+        orig: bool,
+        /// FIN from the responder.
+        reply: bool,
+    },
+    /// FIN seen from both sides.
+    TimeWait,
+    /// Reset.
+    Closed,
+}
+
+/// A tracked connection (the firewall's per-flow state).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Conn {
+    /// TCP.
+    Tcp(TcpState),
+    /// UDP pseudo-connection; `replied` once the responder answered.
+    Udp {
+        /// The responder has sent.
+        replied: bool,
+    },
+    /// ICMP echo.
+    Icmp,
+    /// Any other protocol, tracked by addresses.
+    Other {
+        /// The responder has sent.
+        replied: bool,
+    },
+}
+
+/// Idle timeouts per state (Linux conntrack's defaults where they exist).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// TCP SYN sent.
+    #[serde(with = "crate::config::duration")]
+    pub syn_sent: Duration,
+    /// TCP SYN-ACK seen.
+    #[serde(with = "crate::config::duration")]
+    pub syn_recv: Duration,
+    /// TCP established.
+    #[serde(with = "crate::config::duration")]
+    pub established: Duration,
+    /// TCP after one FIN.
+    #[serde(with = "crate::config::duration")]
+    pub fin_wait: Duration,
+    /// TCP after both FINs.
+    #[serde(with = "crate::config::duration")]
+    pub time_wait: Duration,
+    /// TCP after RST.
+    #[serde(with = "crate::config::duration")]
+    pub close: Duration,
+    /// UDP before a reply.
+    #[serde(with = "crate::config::duration")]
+    pub udp: Duration,
+    /// UDP after a reply.
+    #[serde(with = "crate::config::duration")]
+    pub udp_replied: Duration,
+    /// ICMP echo.
+    #[serde(with = "crate::config::duration")]
+    pub icmp: Duration,
+    /// Other protocols.
+    #[serde(with = "crate::config::duration")]
+    pub other: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        let s = Duration::from_secs;
+        Timeouts {
+            syn_sent: s(120),
+            syn_recv: s(60),
+            established: s(432_000),
+            fin_wait: s(120),
+            time_wait: s(120),
+            close: s(10),
+            udp: s(30),
+            udp_replied: s(180),
+            icmp: s(30),
+            other: s(600),
+        }
+    }
+}
+
+impl Conn {
+    /// The connection a first packet (original direction, admitted by the ACL)
+    /// opens; a TCP flow must start with SYN.
+    pub fn open(l4: L4Info) -> Result<Conn, DropCause> {
+        match l4 {
+            L4Info::Tcp { flags } if flags.is_syn_only() => Ok(Conn::Tcp(TcpState::SynSent)),
+            L4Info::Tcp { .. } => Err(DropCause::CtInvalid),
+            L4Info::Udp => Ok(Conn::Udp { replied: false }),
+            L4Info::IcmpEcho { request: true } => Ok(Conn::Icmp),
+            L4Info::IcmpEcho { request: false } | L4Info::Icmp { .. } => Err(DropCause::CtInvalid),
+            L4Info::Other => Ok(Conn::Other { replied: false }),
+        }
+    }
+
+    /// Moves the state machine for a packet in direction `dir`.
+    pub fn update(&mut self, dir: Dir, l4: L4Info) -> Result<(), DropCause> {
+        let reply = dir == Dir::Reply;
+        match self {
+            Conn::Tcp(st) => {
+                let flags = match l4 {
+                    L4Info::Tcp { flags } => flags,
+                    _ => return Err(DropCause::CtInvalid),
+                };
+                *st = tcp_next(*st, reply, flags)?;
+            }
+            Conn::Udp { replied } | Conn::Other { replied } => *replied |= reply,
+            Conn::Icmp => {
+                if !matches!(l4, L4Info::IcmpEcho { request } if request != reply) {
+                    return Err(DropCause::CtInvalid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The idle timeout in the current state.
+    pub fn timeout(&self, t: &Timeouts) -> Duration {
+        match self {
+            Conn::Tcp(TcpState::SynSent) => t.syn_sent,
+            Conn::Tcp(TcpState::SynRecv) => t.syn_recv,
+            Conn::Tcp(TcpState::Established) => t.established,
+            Conn::Tcp(TcpState::FinWait { .. }) => t.fin_wait,
+            Conn::Tcp(TcpState::TimeWait) => t.time_wait,
+            Conn::Tcp(TcpState::Closed) => t.close,
+            Conn::Udp { replied: false } => t.udp,
+            Conn::Udp { replied: true } => t.udp_replied,
+            Conn::Icmp => t.icmp,
+            Conn::Other { .. } => t.other,
+        }
+    }
+}
+
+fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCause> {
+    use TcpState::*;
+    if f.contains(TcpFlags::RST) {
+        return Ok(Closed);
+    }
+    let syn = f.contains(TcpFlags::SYN);
+    let ack = f.contains(TcpFlags::ACK);
+    let fin = f.contains(TcpFlags::FIN);
+    Ok(match st {
+        SynSent if !reply && syn && !ack => SynSent,
+        SynSent if reply && syn && ack => SynRecv,
+        SynSent => return Err(DropCause::CtInvalid),
+        SynRecv if reply && syn && ack => SynRecv,
+        SynRecv if !reply && ack && !syn => {
+            if fin {
+                FinWait {
+                    orig: true,
+                    reply: false,
+                }
+            } else {
+                Established
+            }
+        }
+        SynRecv => return Err(DropCause::CtInvalid),
+        Established | FinWait { .. } if syn => return Err(DropCause::CtInvalid),
+        Established if fin => FinWait {
+            orig: !reply,
+            reply,
+        },
+        Established => Established,
+        FinWait { orig, reply: r } if fin => {
+            let (o, r) = (orig || !reply, r || reply);
+            if o && r {
+                TimeWait
+            } else {
+                FinWait { orig: o, reply: r }
+            }
+        }
+        s @ FinWait { .. } => s,
+        // a new connection reusing the tuple
+        TimeWait | Closed if !reply && syn && !ack => SynSent,
+        s @ (TimeWait | Closed) => s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(f: TcpFlags) -> L4Info {
+        L4Info::Tcp { flags: f }
+    }
+    const S: TcpFlags = TcpFlags::SYN;
+    const A: TcpFlags = TcpFlags::ACK;
+    const F: TcpFlags = TcpFlags::FIN;
+
+    #[test]
+    fn handshake_data_teardown() {
+        let mut c = Conn::open(tcp(S)).unwrap();
+        let steps = [
+            (Dir::Reply, S | A, TcpState::SynRecv),
+            (Dir::Original, A, TcpState::Established),
+            (Dir::Reply, A, TcpState::Established),
+            (
+                Dir::Original,
+                F | A,
+                TcpState::FinWait {
+                    orig: true,
+                    reply: false,
+                },
+            ),
+            (Dir::Reply, F | A, TcpState::TimeWait),
+            (Dir::Original, A, TcpState::TimeWait),
+        ];
+        for (d, f, want) in steps {
+            c.update(d, tcp(f)).unwrap();
+            assert_eq!(c, Conn::Tcp(want));
+        }
+        // reuse after TIME_WAIT
+        c.update(Dir::Original, tcp(S)).unwrap();
+        assert_eq!(c, Conn::Tcp(TcpState::SynSent));
+    }
+
+    #[test]
+    fn invalid_sequences() {
+        assert_eq!(Conn::open(tcp(A)), Err(DropCause::CtInvalid));
+        let mut c = Conn::open(tcp(S)).unwrap();
+        assert_eq!(
+            c.update(Dir::Reply, tcp(A)),
+            Err(DropCause::CtInvalid),
+            "data before SYN-ACK"
+        );
+        c.update(Dir::Reply, tcp(TcpFlags::RST)).unwrap();
+        assert_eq!(c, Conn::Tcp(TcpState::Closed));
+        assert_eq!(
+            Conn::open(L4Info::IcmpEcho { request: false }),
+            Err(DropCause::CtInvalid)
+        );
+    }
+
+    #[test]
+    fn udp_and_timeouts() {
+        let t = Timeouts::default();
+        let mut c = Conn::open(L4Info::Udp).unwrap();
+        assert_eq!(c.timeout(&t), t.udp);
+        c.update(Dir::Reply, L4Info::Udp).unwrap();
+        assert_eq!(c, Conn::Udp { replied: true });
+        assert_eq!(c.timeout(&t), t.udp_replied);
+    }
+}

@@ -1,0 +1,142 @@
+//! The stateful firewall: a prioritised ACL decides which connections may open
+//! (evaluated once, on a connection's first packet, through the compiled
+//! [`Classifier`]); connection tracking admits the rest of a connection, and
+//! replies only for tracked connections.
+//!
+//! NFLOW key: bidirectional 5-tuple. State: a [`Conn`] in the flow entry's slot.
+
+pub mod acl;
+pub mod classifier;
+pub mod conntrack;
+
+use core::any::Any;
+use std::sync::Arc;
+
+pub use acl::{parse_rules, Action, Rule, RuleError};
+pub use classifier::Classifier;
+pub use conntrack::{Conn, TcpState, Timeouts};
+use state::Dir;
+
+use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
+
+/// Firewall counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FirewallCounters {
+    /// Connections admitted.
+    pub opened: u64,
+    /// Packets denied by a rule (or the default).
+    pub denied: u64,
+    /// Packets that do not fit their connection's state.
+    pub invalid: u64,
+    /// Replies without a tracked connection.
+    pub no_connection: u64,
+}
+
+/// The firewall NF.
+#[derive(Clone)]
+pub struct Firewall {
+    name: String,
+    classifier: Arc<Classifier>,
+    timeouts: Arc<Timeouts>,
+    counters: FirewallCounters,
+}
+
+impl Firewall {
+    /// A firewall over compiled rules.
+    pub fn new(name: impl Into<String>, classifier: Classifier, timeouts: Timeouts) -> Firewall {
+        Firewall {
+            name: name.into(),
+            classifier: Arc::new(classifier),
+            timeouts: Arc::new(timeouts),
+            counters: FirewallCounters::default(),
+        }
+    }
+
+    /// This core's counters.
+    pub fn stats(&self) -> &FirewallCounters {
+        &self.counters
+    }
+
+    fn drop(&mut self, c: DropCause) -> Verdict {
+        match c {
+            DropCause::Policy => self.counters.denied += 1,
+            DropCause::CtNoConnection => self.counters.no_connection += 1,
+            _ => self.counters.invalid += 1,
+        }
+        Verdict::Drop(c)
+    }
+}
+
+impl Nf for Firewall {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn nflow(&self) -> NflowKey {
+        NflowKey::BiFiveTuple
+    }
+
+    fn state_kind(&self) -> StateKind {
+        StateKind::PerFlow
+    }
+
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let l4 = pkt.info.l4;
+        let timeouts = &self.timeouts;
+        if let Some(FlowState::Conn(c)) = cx.get() {
+            return match c.update(pkt.dir, l4) {
+                Ok(()) => {
+                    let t = c.timeout(timeouts);
+                    cx.set_timeout(t.as_nanos() as u64);
+                    Verdict::Forward
+                }
+                Err(e) => self.drop(e),
+            };
+        }
+        if pkt.dir == Dir::Reply {
+            return self.drop(DropCause::CtNoConnection);
+        }
+        if self.classifier.classify(&acl::Fields::of(&pkt.info.tuple)) == Action::Deny {
+            return self.drop(DropCause::Policy);
+        }
+        match Conn::open(l4) {
+            Ok(c) => {
+                let t = c.timeout(&self.timeouts);
+                cx.insert(FlowState::Conn(c));
+                cx.set_timeout(t.as_nanos() as u64);
+                self.counters.opened += 1;
+                Verdict::Forward
+            }
+            Err(e) => self.drop(e),
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("opened", c.opened),
+            ("denied", c.denied),
+            ("invalid", c.invalid),
+            ("no_connection", c.no_connection),
+        ]
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        let mut f = self.clone();
+        f.counters = FirewallCounters::default();
+        Box::new(f)
+    }
+
+    fn merge_from(&mut self, other: &dyn Nf) {
+        if let Some(o) = other.as_any().downcast_ref::<Firewall>() {
+            self.counters.opened += o.counters.opened;
+            self.counters.denied += o.counters.denied;
+            self.counters.invalid += o.counters.invalid;
+            self.counters.no_connection += o.counters.no_connection;
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,36 @@
+//! Network functions and chains.
+//!
+//! An [`Nf`] is NF logic only; flowshift owns its state (FastClick's flow elements,
+//! Dyssect §II-A). Every NF declares its **NFLOW key** ([`NflowKey`]: what a flow is
+//! for it) and the kind of state it keeps ([`StateKind`]). Building a [`Chain`]
+//! computes the steering key the NIC model must hash so that no NF's state is split
+//! across shards, and refuses a chain where that is impossible — unless the NF keeps
+//! mergeable per-core state, merged periodically (GranularNF §4).
+//!
+//! Per packet: one flow-table lookup in the packet's shard, the entry reference in
+//! the packet's metadata ([`Packet::entry`]), then every NF in order, each reaching
+//! its slot through [`Ctx`] — no NF looks up again. A [`Verdict`] is forward, or a
+//! drop with a [`DropCause`] that is counted.
+//!
+//! The NFs: [`firewall`] (prioritised ACL compiled to a disjoint classifier, plus
+//! connection tracking), [`nat`] (NAPT whose external ports keep the reply in the
+//! forward flow's RSS bucket), [`monitor`] (per-source counters, count-min heavy
+//! hitters, HyperLogLog distinct destinations), [`seqcheck`] (reordering counter).
+
+mod chain;
+pub mod config;
+mod ctx;
+pub mod firewall;
+pub mod monitor;
+pub mod nat;
+mod nflow;
+mod packet;
+pub mod seqcheck;
+mod verdict;
+
+pub use chain::{Chain, ChainCounters, Shard};
+pub use config::{ChainConfig, ConfigError};
+pub use ctx::{Ctx, FlowState, Nf, ShardInfo, ShardLocal};
+pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};
+pub use packet::Packet;
+pub use verdict::{DropCause, Verdict};

@@ -1,0 +1,247 @@
+//! Traffic monitor: per-source packet and byte counters with a threshold action,
+//! heavy hitters with a count-min sketch, distinct destinations with HyperLogLog.
+//!
+//! NFLOW key: source IP — coarser than the 5-tuple the rest of a chain usually
+//! needs, so its state comes in two kinds:
+//! - `mergeable` (default): each core keeps its own counters, sketch and HLL and
+//!   they are merged periodically (GranularNF §4, delayed synchronisation); the
+//!   threshold is checked against this core's counts plus the other cores' counts
+//!   as of the last merge. Any steering works.
+//! - `exact`: per-source counters in the shard (an MVT keyed by source); only valid
+//!   when steering is by source IP, which the chain builder checks.
+
+use core::any::Any;
+use core::net::IpAddr;
+use std::collections::{HashMap, HashSet};
+
+use serde::Deserialize;
+use state::merge::{CountMin, Counters, Hll, Mergeable};
+
+use crate::{Ctx, DropCause, Nf, NflowKey, Packet, ShardLocal, StateKind, Verdict};
+
+/// Per-source counters.
+pub type PerSource = HashMap<IpAddr, Counters>;
+
+/// Where the monitor keeps per-source counters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MonitorMode {
+    /// Per core, merged periodically.
+    #[default]
+    Mergeable,
+    /// Per shard, exact; needs steering by source IP.
+    Exact,
+}
+
+/// What happens to a source over the threshold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ThresholdAction {
+    /// Count an alert (once per source).
+    #[default]
+    Alert,
+    /// Drop its packets (`monitor_threshold`).
+    Drop,
+}
+
+/// Monitor parameters.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// `mergeable` or `exact`.
+    pub state: MonitorMode,
+    /// Packets from one source above which the action applies (0 = never).
+    pub threshold_packets: u64,
+    /// `alert` or `drop`.
+    pub action: ThresholdAction,
+    /// Count-min columns.
+    pub cms_width: usize,
+    /// Count-min rows.
+    pub cms_depth: usize,
+    /// HyperLogLog register bits (4..=18).
+    pub hll_bits: usize,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            state: MonitorMode::Mergeable,
+            threshold_packets: 0,
+            action: ThresholdAction::Alert,
+            cms_width: 2048,
+            cms_depth: 4,
+            hll_bits: 12,
+        }
+    }
+}
+
+/// What the monitor knows, as merged from every core.
+#[derive(Clone, Debug)]
+pub struct MonitorReport {
+    /// Per-source counters (mergeable mode; empty in exact mode, see [`collect_exact`]).
+    pub sources: PerSource,
+    /// Heavy-hitter sketch.
+    pub heavy: CountMin<IpAddr>,
+    /// Distinct destinations.
+    pub destinations: Hll<IpAddr>,
+    /// Sources over the threshold (alerts raised).
+    pub alerts: u64,
+    /// Packets dropped by the threshold action.
+    pub dropped: u64,
+}
+
+/// The monitor NF.
+#[derive(Clone)]
+pub struct Monitor {
+    name: String,
+    cfg: MonitorConfig,
+    own: PerSource,
+    own_at_sync: PerSource,
+    global_at_sync: PerSource,
+    heavy: CountMin<IpAddr>,
+    destinations: Hll<IpAddr>,
+    alerted: HashSet<IpAddr>,
+    alerts: u64,
+    dropped: u64,
+}
+
+impl Monitor {
+    /// A monitor.
+    pub fn new(name: impl Into<String>, cfg: MonitorConfig) -> Monitor {
+        Monitor {
+            name: name.into(),
+            heavy: CountMin::new(cfg.cms_width, cfg.cms_depth),
+            destinations: Hll::new(cfg.hll_bits),
+            cfg,
+            own: PerSource::new(),
+            own_at_sync: PerSource::new(),
+            global_at_sync: PerSource::new(),
+            alerted: HashSet::new(),
+            alerts: 0,
+            dropped: 0,
+        }
+    }
+
+    /// This core's view (merge several with [`Nf::merge_from`] for the global one).
+    pub fn report(&self) -> MonitorReport {
+        MonitorReport {
+            sources: self.own.clone(),
+            heavy: self.heavy.clone(),
+            destinations: self.destinations.clone(),
+            alerts: self.alerts,
+            dropped: self.dropped,
+        }
+    }
+
+    /// Delayed synchronisation: gives this core the merged per-source counts of all
+    /// cores, so its threshold check sees the others' traffic as of now.
+    pub fn sync(&mut self, global: &PerSource) {
+        self.global_at_sync = global.clone();
+        self.own_at_sync = self.own.clone();
+    }
+
+    fn count(&self, src: &IpAddr, own: u64) -> u64 {
+        let g = self.global_at_sync.get(src).map_or(0, |c| c.packets);
+        let o = self.own_at_sync.get(src).map_or(0, |c| c.packets);
+        own + g.saturating_sub(o)
+    }
+}
+
+/// Sums the exact per-source tables of a set of shards (NF at chain index `nf`).
+pub fn collect_exact<'a>(
+    shards: impl IntoIterator<Item = &'a crate::Shard>,
+    nf: usize,
+) -> PerSource {
+    let mut all = PerSource::new();
+    for s in shards {
+        if let ShardLocal::MonitorExact(m) = &s.locals[nf] {
+            all.merge(m);
+        }
+    }
+    all
+}
+
+impl Nf for Monitor {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn nflow(&self) -> NflowKey {
+        NflowKey::SrcIp
+    }
+
+    fn state_kind(&self) -> StateKind {
+        match self.cfg.state {
+            MonitorMode::Mergeable => StateKind::Mergeable,
+            MonitorMode::Exact => StateKind::PerFlow,
+        }
+    }
+
+    fn shard_local(&self, _: &crate::ShardInfo) -> ShardLocal {
+        match self.cfg.state {
+            MonitorMode::Exact => ShardLocal::MonitorExact(PerSource::new()),
+            MonitorMode::Mergeable => ShardLocal::None,
+        }
+    }
+
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let src = pkt.info.tuple.src;
+        let bytes = pkt.data.len() as u64;
+        self.heavy.add(&src, 1);
+        self.destinations.add(&pkt.info.tuple.dst);
+        let total = match (&mut *cx.local, self.cfg.state) {
+            (ShardLocal::MonitorExact(m), MonitorMode::Exact) => {
+                let c = m.entry(src).or_default();
+                c.packets += 1;
+                c.bytes += bytes;
+                c.packets
+            }
+            _ => {
+                let c = self.own.entry(src).or_default();
+                c.packets += 1;
+                c.bytes += bytes;
+                let own = c.packets;
+                self.count(&src, own)
+            }
+        };
+        let t = self.cfg.threshold_packets;
+        if t > 0 && total > t {
+            if self.alerted.insert(src) {
+                self.alerts += 1;
+            }
+            if self.cfg.action == ThresholdAction::Drop {
+                self.dropped += 1;
+                return Verdict::Drop(DropCause::MonitorThreshold);
+            }
+        }
+        Verdict::Forward
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("sources", self.own.len() as u64),
+            ("alerts", self.alerts),
+            ("dropped", self.dropped),
+            ("distinct_destinations", self.destinations.count() as u64),
+        ]
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        Box::new(Monitor::new(self.name.clone(), self.cfg.clone()))
+    }
+
+    fn merge_from(&mut self, other: &dyn Nf) {
+        if let Some(o) = other.as_any().downcast_ref::<Monitor>() {
+            self.own.merge(&o.own);
+            self.heavy.merge(&o.heavy);
+            self.destinations.merge(&o.destinations);
+            self.alerts += o.alerts;
+            self.dropped += o.dropped;
+            self.alerted.extend(o.alerted.iter().copied());
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,441 @@
+//! NAPT (NAT44), both directions.
+//!
+//! Outbound connections from the internal prefix get an external address and port
+//! from the shard's [`PortPool`]; the port is chosen so that the reply tuple hashes
+//! to the **same RSS bucket** as the forward flow, so replies reach the core that
+//! holds the mapping with no handoff and no shared pool. The mapping lives in the
+//! flow entry's slot; the translated tuple is added as an alias key of the entry,
+//! so replies find it with the single lookup. Checksums are updated incrementally
+//! (IPv4 header, TCP, UDP — a zero UDP checksum stays zero — and ICMP for echo-id
+//! translation). Port exhaustion is a counted drop.
+//!
+//! ICMP echo is hashed on addresses only, so the port trick does not apply: the
+//! NAT picks an external address whose reply lands in the bucket, and drops
+//! (`nat_unsteerable`, counted) when the pool has none. IPv6 passes untranslated.
+//!
+//! NFLOW key: bidirectional 5-tuple; needs ports in the steering hash.
+
+mod pool;
+
+use core::any::Any;
+use core::net::{IpAddr, Ipv4Addr};
+use core::time::Duration;
+use std::sync::Arc;
+
+use ipnet::Ipv4Net;
+pub use pool::{PortClass, PortPlan, PortPool};
+use serde::Deserialize;
+use state::{Dir, FlowKey};
+use wire::{FiveTuple, IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
+
+use crate::{
+    Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
+};
+
+/// Per-protocol idle timeouts (RFC 4787 / RFC 5382 recommendations).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NatTimeouts {
+    /// TCP after the handshake (RFC 5382: at least 2 h 4 min).
+    #[serde(with = "crate::config::duration")]
+    pub tcp_established: Duration,
+    /// TCP while opening or closing (RFC 5382: 4 min).
+    #[serde(with = "crate::config::duration")]
+    pub tcp_transitory: Duration,
+    /// UDP (RFC 4787: at least 2 min; 5 min recommended).
+    #[serde(with = "crate::config::duration")]
+    pub udp: Duration,
+    /// ICMP echo.
+    #[serde(with = "crate::config::duration")]
+    pub icmp: Duration,
+}
+
+impl Default for NatTimeouts {
+    fn default() -> Self {
+        NatTimeouts {
+            tcp_established: Duration::from_secs(7440),
+            tcp_transitory: Duration::from_secs(240),
+            udp: Duration::from_secs(300),
+            icmp: Duration::from_secs(60),
+        }
+    }
+}
+
+/// TCP progress, for the timeout.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NatTcp {
+    /// No reply yet.
+    Opening,
+    /// Both directions seen.
+    Established,
+    /// FIN or RST seen.
+    Closing,
+}
+
+/// A mapping (the NAT's per-flow state).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct NatMap {
+    /// Internal address.
+    pub int_addr: Ipv4Addr,
+    /// Internal port (ICMP: echo id).
+    pub int_port: u16,
+    /// Index of the external address in the pool.
+    pub ext_idx: u16,
+    /// External port (ICMP: echo id).
+    pub ext_port: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// TCP progress.
+    pub tcp: NatTcp,
+}
+
+/// NAT counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatCounters {
+    /// Mappings created.
+    pub mappings: u64,
+    /// Mappings released (expired or evicted).
+    pub released: u64,
+    /// Packets translated outbound.
+    pub out: u64,
+    /// Packets translated inbound.
+    pub inbound: u64,
+    /// Packets passed untranslated (not internal → external, or IPv6).
+    pub passed: u64,
+}
+
+struct Shared {
+    internal: Ipv4Net,
+    external: Vec<Ipv4Addr>,
+    ports: (u16, u16),
+    timeouts: NatTimeouts,
+}
+
+/// The NAT NF.
+#[derive(Clone)]
+pub struct Nat {
+    name: String,
+    shared: Arc<Shared>,
+    plan: Option<Arc<PortPlan>>,
+    counters: NatCounters,
+}
+
+impl Nat {
+    /// A NAT translating `internal` to the addresses `external` (at least one),
+    /// with external ports `ports.0..=ports.1`.
+    pub fn new(
+        name: impl Into<String>,
+        internal: Ipv4Net,
+        external: Vec<Ipv4Addr>,
+        ports: (u16, u16),
+        timeouts: NatTimeouts,
+    ) -> Nat {
+        assert!(
+            !external.is_empty(),
+            "a NAT needs at least one external address"
+        );
+        Nat {
+            name: name.into(),
+            shared: Arc::new(Shared {
+                internal,
+                external,
+                ports,
+                timeouts,
+            }),
+            plan: None,
+            counters: NatCounters::default(),
+        }
+    }
+
+    fn plan(&self) -> &Arc<PortPlan> {
+        self.plan
+            .as_ref()
+            .expect("the chain binds the NAT before use")
+    }
+
+    /// This core's counters.
+    pub fn stats(&self) -> &NatCounters {
+        &self.counters
+    }
+
+    fn is_external(&self, a: Ipv4Addr) -> bool {
+        self.shared.external.contains(&a)
+    }
+
+    fn timeout(&self, m: &NatMap) -> Duration {
+        let t = &self.shared.timeouts;
+        match (m.proto, m.tcp) {
+            (wire::proto::TCP, NatTcp::Established) => t.tcp_established,
+            (wire::proto::TCP, _) => t.tcp_transitory,
+            (wire::proto::UDP, _) => t.udp,
+            _ => t.icmp,
+        }
+    }
+
+    /// Chooses an external address and port for a new outbound flow.
+    fn map(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        pkt: &Packet,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<NatMap, DropCause> {
+        let t = pkt.info.tuple;
+        let toeplitz = cx.hasher.toeplitz();
+        let mask = self.plan().mask();
+        let pool = match cx.local {
+            ShardLocal::NatPool(p) => p,
+            _ => unreachable!("a NAT shard always has its pool"),
+        };
+        let n = self.shared.external.len();
+        let start = (pkt.hash >> 16) as usize % n;
+        let icmp = matches!(pkt.info.l4, L4Info::IcmpEcho { .. });
+        let class = match t.proto {
+            wire::proto::TCP => Some(PortClass::Tcp),
+            wire::proto::UDP => Some(PortClass::Udp),
+            _ if icmp => None,
+            _ => return Err(DropCause::NatUnsupported),
+        };
+        let mut steerable = false;
+        for k in 0..n {
+            let e = (start + k) % n;
+            let ext = self.shared.external[e].octets();
+            // the reply's input: [server, external, server port, external port]
+            let partial = toeplitz.contribution(0, &dst.octets()) ^ toeplitz.contribution(4, &ext);
+            let port = match class {
+                Some(c) => {
+                    let partial = partial ^ toeplitz.contribution(8, &t.dst_port.to_be_bytes());
+                    let v = (pkt.hash ^ partial) & mask;
+                    pool.alloc(e, c, v)
+                }
+                None => {
+                    if (pkt.hash ^ partial) & mask != 0 {
+                        continue;
+                    }
+                    steerable = true;
+                    pool.alloc_icmp(e)
+                }
+            };
+            if let Some(p) = port {
+                return Ok(NatMap {
+                    int_addr: src,
+                    int_port: t.src_port,
+                    ext_idx: e as u16,
+                    ext_port: p,
+                    proto: t.proto,
+                    tcp: NatTcp::Opening,
+                });
+            }
+        }
+        Err(if icmp && !steerable {
+            DropCause::NatUnsteerable
+        } else {
+            DropCause::NatPortsExhausted
+        })
+    }
+}
+
+fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
+    let old = pkt.info.tuple;
+    let (old_addr, new_addr) = if outbound {
+        (old.src, IpAddr::V4(addr))
+    } else {
+        (old.dst, IpAddr::V4(addr))
+    };
+    {
+        let mut ip = Ipv4Packet::new_unchecked(pkt.l3_mut());
+        if outbound {
+            ip.rewrite_src_addr(addr);
+        } else {
+            ip.rewrite_dst_addr(addr);
+        }
+    }
+    match pkt.info.l4 {
+        L4Info::Tcp { .. } => {
+            let mut tcp = TcpPacket::new_unchecked(pkt.l4_mut());
+            tcp.update_checksum_for_addr(old_addr, new_addr);
+            if outbound {
+                tcp.rewrite_src_port(port);
+            } else {
+                tcp.rewrite_dst_port(port);
+            }
+        }
+        L4Info::Udp => {
+            let mut udp = UdpPacket::new_unchecked(pkt.l4_mut());
+            udp.update_checksum_for_addr(old_addr, new_addr);
+            if outbound {
+                udp.rewrite_src_port(port);
+            } else {
+                udp.rewrite_dst_port(port);
+            }
+        }
+        L4Info::IcmpEcho { .. } => IcmpPacket::new_unchecked(pkt.l4_mut()).rewrite_echo_id(port),
+        _ => {}
+    }
+    let t = &mut pkt.info.tuple;
+    let echo = matches!(pkt.info.l4, L4Info::IcmpEcho { .. });
+    if outbound {
+        t.src = new_addr;
+        t.src_port = port;
+        if echo {
+            t.dst_port = port;
+        }
+    } else {
+        t.dst = new_addr;
+        t.dst_port = port;
+        if echo {
+            t.src_port = port;
+        }
+    }
+}
+
+impl Nf for Nat {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn nflow(&self) -> NflowKey {
+        NflowKey::BiFiveTuple
+    }
+
+    fn state_kind(&self) -> StateKind {
+        StateKind::PerFlow
+    }
+
+    fn needs_ports(&self) -> bool {
+        true
+    }
+
+    fn needs_alias(&self) -> bool {
+        true
+    }
+
+    fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
+        let (lo, hi) = self.shared.ports;
+        self.plan = Some(Arc::new(PortPlan::new(
+            hasher.toeplitz(),
+            bucket_mask,
+            lo,
+            hi,
+        )));
+    }
+
+    fn shard_local(&self, shard: &ShardInfo) -> ShardLocal {
+        ShardLocal::NatPool(PortPool::new(
+            self.plan().clone(),
+            shard.index,
+            shard.count,
+            self.shared.external.len(),
+        ))
+    }
+
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let t = pkt.info.tuple;
+        if let Some(FlowState::Nat(m)) = cx.get() {
+            let m = *m;
+            let mut m2 = m;
+            if let L4Info::Tcp { flags } = pkt.info.l4 {
+                if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
+                    m2.tcp = NatTcp::Closing;
+                } else if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening {
+                    m2.tcp = NatTcp::Established;
+                }
+            }
+            if m2 != m {
+                cx.insert(FlowState::Nat(m2));
+            }
+            cx.set_timeout(self.timeout(&m2).as_nanos() as u64);
+            if pkt.dir == Dir::Original {
+                rewrite(
+                    pkt,
+                    true,
+                    self.shared.external[usize::from(m.ext_idx)],
+                    m.ext_port,
+                );
+                self.counters.out += 1;
+            } else {
+                rewrite(pkt, false, m.int_addr, m.int_port);
+                self.counters.inbound += 1;
+            }
+            return Verdict::Forward;
+        }
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
+            self.counters.passed += 1;
+            return Verdict::Forward;
+        };
+        if self.is_external(dst) {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        }
+        let internal = &self.shared.internal;
+        if pkt.dir == Dir::Reply || !internal.contains(&src) || internal.contains(&dst) {
+            self.counters.passed += 1;
+            return Verdict::Forward;
+        }
+        let m = match self.map(cx, pkt, src, dst) {
+            Ok(m) => m,
+            Err(c) => return Verdict::Drop(c),
+        };
+        let ext = self.shared.external[usize::from(m.ext_idx)];
+        rewrite(pkt, true, ext, m.ext_port);
+        // the translated tuple becomes a second key of this entry: replies to it
+        // find the mapping with the single lookup, in this same shard
+        let translated: FiveTuple = pkt.info.tuple;
+        let (key, side) = FlowKey::of(&translated);
+        let hash = cx.hasher.hash(&translated);
+        debug_assert_eq!(
+            hash & cx.shard.bucket_mask,
+            pkt.hash & cx.shard.bucket_mask,
+            "reply bucket"
+        );
+        cx.add_alias(key, side, hash);
+        cx.insert(FlowState::Nat(m));
+        cx.set_timeout(self.timeout(&m).as_nanos() as u64);
+        self.counters.mappings += 1;
+        self.counters.out += 1;
+        Verdict::Forward
+    }
+
+    fn release(&mut self, local: &mut ShardLocal, state: FlowState) {
+        if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
+            let e = usize::from(m.ext_idx);
+            match m.proto {
+                wire::proto::TCP => pool.free(e, PortClass::Tcp, m.ext_port),
+                wire::proto::UDP => pool.free(e, PortClass::Udp, m.ext_port),
+                _ => pool.free_icmp(e, m.ext_port),
+            }
+            self.counters.released += 1;
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("mappings", c.mappings),
+            ("released", c.released),
+            ("out", c.out),
+            ("in", c.inbound),
+            ("passed", c.passed),
+        ]
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        let mut n = self.clone();
+        n.counters = NatCounters::default();
+        Box::new(n)
+    }
+
+    fn merge_from(&mut self, other: &dyn Nf) {
+        if let Some(o) = other.as_any().downcast_ref::<Nat>() {
+            let (a, b) = (&mut self.counters, &o.counters);
+            a.mappings += b.mappings;
+            a.released += b.released;
+            a.out += b.out;
+            a.inbound += b.inbound;
+            a.passed += b.passed;
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

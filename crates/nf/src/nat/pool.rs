@@ -1,0 +1,192 @@
+//! The NAT's external ports as an MVT split per shard (NFLOW/MVT §V), arranged so
+//! that a new mapping can pick a port whose **reply tuple lands in the forward
+//! flow's RSS bucket**.
+//!
+//! The Toeplitz hash is linear over XOR. The reply of a translated IPv4 flow has the
+//! input `[server, external, server port, external port]`; everything but the
+//! external port is known when the mapping is made, so the bucket the reply needs
+//! fixes the low bits of the external port's contribution. [`PortPlan`] groups every
+//! port by those bits once; a shard's [`PortPool`] owns every S-th port of each
+//! group, so shards never share a port and never need a lock.
+
+use std::sync::Arc;
+
+use steer::Toeplitz;
+
+/// Byte offset of the destination port in an IPv4 RSS input.
+pub const V4_DPORT_OFFSET: usize = 10;
+
+/// Ports grouped by the low bits of their Toeplitz contribution (shared, read-only).
+#[derive(Debug)]
+pub struct PortPlan {
+    mask: u32,
+    by_value: Vec<Vec<u16>>,
+    value_of: Vec<u16>,
+    lo: u16,
+}
+
+impl PortPlan {
+    /// Groups ports `lo..=hi` by `contribution(dport position) & mask`.
+    pub fn new(t: &Toeplitz, mask: u32, lo: u16, hi: u16) -> PortPlan {
+        let mut by_value = vec![Vec::new(); mask as usize + 1];
+        let mut value_of = Vec::with_capacity(usize::from(hi - lo) + 1);
+        for p in lo..=hi {
+            let v = t.contribution(V4_DPORT_OFFSET, &p.to_be_bytes()) & mask;
+            by_value[v as usize].push(p);
+            value_of.push(v as u16);
+        }
+        PortPlan {
+            mask,
+            by_value,
+            value_of,
+            lo,
+        }
+    }
+
+    /// The bucket bits.
+    pub fn mask(&self) -> u32 {
+        self.mask
+    }
+
+    /// The group of a port.
+    pub fn value_of(&self, port: u16) -> u32 {
+        u32::from(self.value_of[usize::from(port - self.lo)])
+    }
+
+    /// The ports whose contribution has low bits `v`.
+    pub fn ports(&self, v: u32) -> &[u16] {
+        &self.by_value[v as usize]
+    }
+}
+
+/// Transport class of a port space (TCP and UDP ports are separate resources).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PortClass {
+    /// TCP ports.
+    Tcp = 0,
+    /// UDP ports.
+    Udp = 1,
+}
+
+/// One shard's share of the pool: every `shards`-th port of each group, per
+/// external address and class, handed out lazily (a cursor) and recycled (a stack).
+#[derive(Debug)]
+pub struct PortPool {
+    plan: Arc<PortPlan>,
+    shard: u32,
+    shards: u32,
+    groups: usize,
+    cursor: Vec<u32>,
+    free: Vec<Vec<u16>>,
+    icmp_cursor: Vec<u32>,
+    icmp_free: Vec<Vec<u16>>,
+    in_use: u64,
+}
+
+impl PortPool {
+    /// Shard `shard` of `shards`, for `addrs` external addresses.
+    pub fn new(plan: Arc<PortPlan>, shard: usize, shards: usize, addrs: usize) -> PortPool {
+        let groups = plan.mask as usize + 1;
+        PortPool {
+            cursor: vec![shard as u32; addrs * 2 * groups],
+            free: vec![Vec::new(); addrs * 2 * groups],
+            icmp_cursor: vec![shard as u32; addrs],
+            icmp_free: vec![Vec::new(); addrs],
+            plan,
+            shard: shard as u32,
+            shards: shards as u32,
+            groups,
+            in_use: 0,
+        }
+    }
+
+    fn slot(&self, addr: usize, class: PortClass, v: u32) -> usize {
+        (addr * 2 + class as usize) * self.groups + v as usize
+    }
+
+    /// A free port of group `v` for external address `addr`.
+    pub fn alloc(&mut self, addr: usize, class: PortClass, v: u32) -> Option<u16> {
+        let i = self.slot(addr, class, v);
+        let p = match self.free[i].pop() {
+            Some(p) => p,
+            None => {
+                let c = self.cursor[i] as usize;
+                let p = *self.plan.ports(v).get(c)?;
+                self.cursor[i] += self.shards;
+                p
+            }
+        };
+        self.in_use += 1;
+        Some(p)
+    }
+
+    /// Returns a port.
+    pub fn free(&mut self, addr: usize, class: PortClass, port: u16) {
+        let v = self.plan.value_of(port);
+        let i = self.slot(addr, class, v);
+        self.free[i].push(port);
+        self.in_use -= 1;
+    }
+
+    /// A free ICMP echo id for `addr` (ids ≡ shard mod shards; they do not enter the
+    /// hash, so any will do).
+    pub fn alloc_icmp(&mut self, addr: usize) -> Option<u16> {
+        let id = match self.icmp_free[addr].pop() {
+            Some(id) => id,
+            None => {
+                let c = self.icmp_cursor[addr];
+                if c > u32::from(u16::MAX) {
+                    return None;
+                }
+                self.icmp_cursor[addr] += self.shards;
+                c as u16
+            }
+        };
+        self.in_use += 1;
+        Some(id)
+    }
+
+    /// Returns an ICMP id.
+    pub fn free_icmp(&mut self, addr: usize, id: u16) {
+        self.icmp_free[addr].push(id);
+        self.in_use -= 1;
+    }
+
+    /// Ports and ids handed out and not yet returned.
+    pub fn in_use(&self) -> u64 {
+        self.in_use
+    }
+
+    /// The shard this pool belongs to.
+    pub fn shard(&self) -> u32 {
+        self.shard
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steer::RssKey;
+
+    #[test]
+    fn groups_cover_every_port_once_and_shards_are_disjoint() {
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let plan = Arc::new(PortPlan::new(&t, 127, 1024, 65535));
+        let total: usize = (0..128).map(|v| plan.ports(v).len()).sum();
+        assert_eq!(total, 65535 - 1024 + 1);
+        // the 7 low bits of a 16-bit field's contribution have full rank: even groups
+        assert!(
+            (0..128).all(|v| plan.ports(v).len() >= 500),
+            "groups are balanced"
+        );
+        let mut seen = std::collections::HashSet::new();
+        for s in 0..4 {
+            let mut pool = PortPool::new(plan.clone(), s, 4, 1);
+            while let Some(p) = pool.alloc(0, PortClass::Tcp, 5) {
+                assert_eq!(plan.value_of(p), 5);
+                assert!(seen.insert(p), "port {p} given to two shards");
+            }
+        }
+        assert_eq!(seen.len(), plan.ports(5).len());
+    }
+}

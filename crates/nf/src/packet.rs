@@ -1,0 +1,65 @@
+//! A packet on its way through a chain: its bytes and its metadata.
+
+use state::{Dir, EntryId};
+use steer::RssHasher;
+use wire::{Malformed, PacketInfo};
+
+/// A packet and the metadata the data path attaches to it.
+#[derive(Clone, Debug)]
+pub struct Packet {
+    /// The frame (no FCS).
+    pub data: Vec<u8>,
+    /// Offsets and 5-tuple from the single parse; NFs that rewrite headers keep
+    /// `info.tuple` up to date.
+    pub info: PacketInfo,
+    /// RSS hash of the steering fields, computed once by the NIC model.
+    pub hash: u32,
+    /// Arrival time (ns) at the NIC model.
+    pub ts_ns: u64,
+    /// The flow entry, set by the single lookup before the chain.
+    pub entry: Option<EntryId>,
+    /// Direction relative to the flow entry.
+    pub dir: Dir,
+}
+
+impl Packet {
+    /// Parses `data` and computes its RSS hash. A malformed frame comes back with
+    /// its cause, to be counted.
+    pub fn new(
+        data: Vec<u8>,
+        ts_ns: u64,
+        hasher: &RssHasher,
+    ) -> Result<Packet, (Vec<u8>, Malformed)> {
+        match wire::parse(&data) {
+            Ok(info) => {
+                let hash = hasher.hash(&info.tuple);
+                Ok(Packet {
+                    data,
+                    info,
+                    hash,
+                    ts_ns,
+                    entry: None,
+                    dir: Dir::Original,
+                })
+            }
+            Err(m) => Err((data, m)),
+        }
+    }
+
+    /// The L4 payload.
+    pub fn payload(&self) -> &[u8] {
+        self.info.payload(&self.data)
+    }
+
+    /// The IP packet (from the IP header to its end).
+    pub fn l3_mut(&mut self) -> &mut [u8] {
+        let (s, e) = (self.info.l3_offset as usize, self.info.l3_end as usize);
+        &mut self.data[s..e]
+    }
+
+    /// The L4 segment (from the L4 header to the end of the IP packet).
+    pub fn l4_mut(&mut self) -> &mut [u8] {
+        let (s, e) = (self.info.l4_offset as usize, self.info.l3_end as usize);
+        &mut self.data[s..e]
+    }
+}

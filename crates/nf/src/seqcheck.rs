@@ -1,0 +1,133 @@
+//! Sequence check: reads the per-connection sequence tag ([`wire::seqtag`]) that
+//! `flowshift gen` puts in every packet and counts packets whose sequence number is
+//! lower than the highest seen so far on their connection — reordering.
+//!
+//! NFLOW key: bidirectional 5-tuple (one counter for both directions, as the
+//! generator numbers them). Every runtime test runs it.
+
+use core::any::Any;
+use core::time::Duration;
+
+use serde::Deserialize;
+
+use crate::{Ctx, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
+
+/// The highest sequence number seen on a connection.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SeqState {
+    /// Highest tag seen.
+    pub last: u32,
+}
+
+/// Parameters.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SeqCheckConfig {
+    /// Idle time after which a connection's state is dropped.
+    #[serde(with = "crate::config::duration")]
+    pub idle: Duration,
+}
+
+impl Default for SeqCheckConfig {
+    fn default() -> Self {
+        SeqCheckConfig {
+            idle: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeqCounters {
+    /// Tagged packets checked.
+    pub checked: u64,
+    /// Packets with a lower tag than one already seen on their connection.
+    pub reordered: u64,
+    /// Packets without a tag.
+    pub untagged: u64,
+}
+
+/// The sequence-check NF.
+#[derive(Clone)]
+pub struct SeqCheck {
+    name: String,
+    idle_ns: u64,
+    counters: SeqCounters,
+}
+
+impl SeqCheck {
+    /// A sequence check.
+    pub fn new(name: impl Into<String>, cfg: &SeqCheckConfig) -> SeqCheck {
+        SeqCheck {
+            name: name.into(),
+            idle_ns: cfg.idle.as_nanos() as u64,
+            counters: SeqCounters::default(),
+        }
+    }
+
+    /// This core's counters.
+    pub fn stats(&self) -> &SeqCounters {
+        &self.counters
+    }
+}
+
+impl Nf for SeqCheck {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn nflow(&self) -> NflowKey {
+        NflowKey::BiFiveTuple
+    }
+
+    fn state_kind(&self) -> StateKind {
+        StateKind::PerFlow
+    }
+
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let Some(seq) = wire::seqtag::decode(pkt.payload()) else {
+            self.counters.untagged += 1;
+            return Verdict::Forward;
+        };
+        self.counters.checked += 1;
+        match cx.get() {
+            Some(FlowState::Seq(s)) => {
+                if seq < s.last {
+                    self.counters.reordered += 1;
+                } else {
+                    s.last = seq;
+                }
+            }
+            _ => cx.insert(FlowState::Seq(SeqState { last: seq })),
+        }
+        cx.set_timeout(self.idle_ns);
+        Verdict::Forward
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("checked", c.checked),
+            ("reordered", c.reordered),
+            ("untagged", c.untagged),
+        ]
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        let mut s = self.clone();
+        s.counters = SeqCounters::default();
+        Box::new(s)
+    }
+
+    fn merge_from(&mut self, other: &dyn Nf) {
+        if let Some(o) = other.as_any().downcast_ref::<SeqCheck>() {
+            self.counters.checked += o.counters.checked;
+            self.counters.reordered += o.counters.reordered;
+            self.counters.untagged += o.counters.untagged;
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,90 @@
+//! What an NF decides for a packet.
+
+use core::fmt;
+
+/// The outcome of an NF (and of a chain) for one packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Pass the packet on.
+    Forward,
+    /// Drop it; the cause is counted.
+    Drop(DropCause),
+}
+
+/// Why a packet was dropped. Each cause has its own counter.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropCause {
+    /// The flow table was full and the cap policy refused a new flow.
+    TableFull,
+    /// A firewall rule denied the connection.
+    Policy,
+    /// A packet that does not fit the tracked connection's state (e.g. TCP data
+    /// before the handshake, a new TCP flow without SYN).
+    CtInvalid,
+    /// A reply-direction packet with no tracked connection.
+    CtNoConnection,
+    /// An inbound packet to a NAT address with no mapping.
+    NatNoMapping,
+    /// No free external port (or ICMP id) in the shard's pool.
+    NatPortsExhausted,
+    /// No external address keeps this ICMP flow's reply in its RSS bucket.
+    NatUnsteerable,
+    /// A protocol the NAT cannot translate (not TCP, UDP or ICMP echo).
+    NatUnsupported,
+    /// The monitor's threshold action is `drop` and the source is over it.
+    MonitorThreshold,
+}
+
+impl DropCause {
+    /// Every cause (index = `self as usize`).
+    pub const ALL: [DropCause; 9] = [
+        DropCause::TableFull,
+        DropCause::Policy,
+        DropCause::CtInvalid,
+        DropCause::CtNoConnection,
+        DropCause::NatNoMapping,
+        DropCause::NatPortsExhausted,
+        DropCause::NatUnsteerable,
+        DropCause::NatUnsupported,
+        DropCause::MonitorThreshold,
+    ];
+
+    /// Stable snake_case name, as in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropCause::TableFull => "table_full",
+            DropCause::Policy => "policy",
+            DropCause::CtInvalid => "ct_invalid",
+            DropCause::CtNoConnection => "ct_no_connection",
+            DropCause::NatNoMapping => "nat_no_mapping",
+            DropCause::NatPortsExhausted => "nat_ports_exhausted",
+            DropCause::NatUnsteerable => "nat_unsteerable",
+            DropCause::NatUnsupported => "nat_unsupported",
+            DropCause::MonitorThreshold => "monitor_threshold",
+        }
+    }
+
+    /// Parses a name (golden tests).
+    pub fn from_name(s: &str) -> Option<DropCause> {
+        DropCause::ALL.iter().copied().find(|c| c.name() == s)
+    }
+}
+
+impl fmt::Display for DropCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for (i, c) in DropCause::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            assert_eq!(DropCause::from_name(c.name()), Some(*c));
+        }
+    }
+}

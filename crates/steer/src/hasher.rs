@@ -1,0 +1,73 @@
+//! The NIC's hash function as configured: a Toeplitz key plus the fields it covers.
+
+use wire::FiveTuple;
+
+use crate::{hash_input, HashFields, RssKey, Toeplitz};
+
+/// Computes the RSS hash of a packet's 5-tuple, as the NIC model does.
+#[derive(Clone, Debug)]
+pub struct RssHasher {
+    toeplitz: Toeplitz,
+    fields: HashFields,
+}
+
+impl RssHasher {
+    /// A hasher for `key` over `fields`.
+    pub fn new(key: RssKey, fields: HashFields) -> RssHasher {
+        RssHasher {
+            toeplitz: Toeplitz::new(key),
+            fields,
+        }
+    }
+
+    /// The fields hashed.
+    pub fn fields(&self) -> HashFields {
+        self.fields
+    }
+
+    /// The table-driven Toeplitz behind it.
+    pub fn toeplitz(&self) -> &Toeplitz {
+        &self.toeplitz
+    }
+
+    /// The RSS hash of `t`.
+    #[inline]
+    pub fn hash(&self, t: &FiveTuple) -> u32 {
+        if let (HashFields::IpPorts, core::net::IpAddr::V4(s), core::net::IpAddr::V4(d)) =
+            (self.fields, t.src, t.dst)
+        {
+            if matches!(t.proto, wire::proto::TCP | wire::proto::UDP) {
+                return self
+                    .toeplitz
+                    .hash_v4_ports(s.octets(), d.octets(), t.src_port, t.dst_port);
+            }
+        }
+        self.toeplitz.hash(hash_input(t, self.fields).as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{IpAddr, Ipv4Addr};
+
+    #[test]
+    fn fast_path_equals_generic() {
+        let h = RssHasher::new(RssKey::DEFAULT, HashFields::IpPorts);
+        let t = FiveTuple {
+            src: IpAddr::V4(Ipv4Addr::new(66, 9, 149, 187)),
+            dst: IpAddr::V4(Ipv4Addr::new(161, 142, 100, 80)),
+            src_port: 2794,
+            dst_port: 1766,
+            proto: 6,
+        };
+        assert_eq!(h.hash(&t), 0x51ccc178);
+        let ip = RssHasher::new(RssKey::DEFAULT, HashFields::Ip);
+        assert_eq!(ip.hash(&t), 0x323e8fc2);
+        let src = RssHasher::new(RssKey::SYMMETRIC, HashFields::SrcIp);
+        let mut other = t;
+        other.dst = IpAddr::V4(Ipv4Addr::new(1, 2, 3, 4));
+        other.src_port = 9;
+        assert_eq!(src.hash(&t), src.hash(&other));
+    }
+}
