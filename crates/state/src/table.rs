@@ -202,7 +202,18 @@ impl<S: Slot> FlowTable<S> {
     /// Finds the entry of `key` (sent from `side`) and touches it at `now_ns`.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, side: Side, hash: u32, now_ns: u64) -> Option<Lookup> {
-        let mut i = self.home(hash);
+        self.lookup_from(self.home(hash), key, side, hash, now_ns)
+    }
+
+    #[inline]
+    fn lookup_from(
+        &mut self,
+        mut i: usize,
+        key: &FlowKey,
+        side: Side,
+        hash: u32,
+        now_ns: u64,
+    ) -> Option<Lookup> {
         loop {
             let b = self.index[i];
             if b == EMPTY {
@@ -237,8 +248,10 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    /// Looks up a burst, prefetching index buckets, then entries, before comparing
-    /// keys, so the cache misses of the burst overlap. Same results as [`lookup`](Self::lookup).
+    /// Looks up a burst in two passes so the cache misses of the burst overlap:
+    /// first prefetch every request's home bucket, then probe each (its bucket is
+    /// in flight or cached by then) and finish it. Same results as
+    /// [`lookup`](Self::lookup), in order.
     pub fn lookup_batch(
         &mut self,
         reqs: &[(FlowKey, Side, u32)],
@@ -246,21 +259,22 @@ impl<S: Slot> FlowTable<S> {
         out: &mut Vec<Option<Lookup>>,
     ) {
         out.clear();
-        for (_, _, h) in reqs {
-            prefetch(&self.index[self.home(*h)]);
-        }
-        for (_, _, h) in reqs {
-            let b = self.index[self.home(*h)];
-            if b != EMPTY && (b >> 32) as u32 == *h {
-                let id = (b & ID_MASK) as usize;
-                prefetch(&self.meta[id]);
-                if let Some(s) = self.slots.get(id * self.cfg.slots) {
-                    prefetch(s);
+        let mut homes = [0usize; 64];
+        for chunk in reqs.chunks(homes.len()) {
+            for (h, (_, _, hash)) in homes.iter_mut().zip(chunk) {
+                *h = self.home(*hash);
+                prefetch(&self.index[*h]);
+            }
+            for (h, (_, _, hash)) in homes.iter().zip(chunk) {
+                // prefetch the entry of the first signature match while the rest resolve
+                let b = self.index[*h];
+                if b != EMPTY && (b >> 32) as u32 == *hash {
+                    prefetch(&self.meta[(b & ID_MASK) as usize]);
                 }
             }
-        }
-        for (k, s, h) in reqs {
-            out.push(self.lookup(k, *s, *h, now_ns));
+            for (h, (k, s, hash)) in homes.iter().zip(chunk) {
+                out.push(self.lookup_from(*h, k, *s, *hash, now_ns));
+            }
         }
     }
 

