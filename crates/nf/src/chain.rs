@@ -208,7 +208,7 @@ impl Chain {
     pub fn process(&mut self, shard: &mut Shard, pkt: &mut Packet, now_ns: u64) -> Verdict {
         let found = if self.per_flow {
             let (key, side) = FlowKey::of(&pkt.info.tuple);
-            shard.table.lookup(&key, side, pkt.hash, now_ns)
+            shard.table.lookup(&key, side, pkt.hash)
         } else {
             None
         };
@@ -232,7 +232,7 @@ impl Chain {
                 let (k, s) = FlowKey::of(&p.info.tuple);
                 self.lookups.push((k, s, p.hash));
             }
-            shard.table.lookup_batch(&self.lookups, now_ns, &mut found);
+            shard.table.lookup_batch(&self.lookups, &mut found);
         } else {
             found.clear();
             found.resize(pkts.len(), None);
@@ -243,7 +243,7 @@ impl Chain {
                 Some(l) if shard.table.is_current(&l) => Some(l),
                 _ if self.per_flow => {
                     let (k, s) = FlowKey::of(&p.info.tuple);
-                    shard.table.lookup(&k, s, p.hash, now_ns)
+                    shard.table.lookup(&k, s, p.hash)
                 }
                 _ => None,
             };
@@ -286,7 +286,7 @@ impl Chain {
                 None => {
                     let (key, side) = FlowKey::of(&pkt.info.tuple);
                     let nfs = &mut self.nfs;
-                    let ins = table.insert(key, side, pkt.hash, now_ns, |_, nf, st| {
+                    let ins = table.insert(key, side, pkt.hash, |_, nf, st| {
                         if let Some(st) = st {
                             nfs[nf].release(&mut locals[nf], st);
                         }

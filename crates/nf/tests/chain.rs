@@ -328,7 +328,7 @@ fn config_errors_name_the_field() {
         ("[[nf]]\nkind = \"router\"\n", "router"),
         ("[tabel]\n", "tabel"),
     ] {
-        let e = ChainConfig::from_toml(toml).err().expect(want);
+        let e = ChainConfig::from_toml(toml).expect_err(want);
         assert!(e.to_string().contains(want), "`{want}` not in: {e}");
     }
 }

@@ -48,7 +48,7 @@ fn bench(c: &mut Criterion) {
         let mut table: FlowTable<Option<[u64; 4]>> = FlowTable::new(cfg);
         let hits = reqs(n, 0, &t);
         for (k, s, h) in &hits {
-            table.insert(*k, *s, *h, 0, |_, _, _| {}).unwrap();
+            table.insert(*k, *s, *h, |_, _, _| {}).unwrap();
         }
         let misses = reqs(n, 0x5a5a, &t);
         // look up in a scrambled order so consecutive lookups do not share cache lines
@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| {
                         let mut found = 0;
                         for (k, side, h) in s {
-                            found += table.lookup(k, *side, *h, 1).is_some() as usize;
+                            found += table.lookup(k, *side, *h).is_some() as usize;
                         }
                         found
                     })
@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| {
                         let mut found = 0;
                         for chunk in s.chunks(BURST) {
-                            table.lookup_batch(chunk, 1, &mut out);
+                            table.lookup_batch(chunk, &mut out);
                             found += out.iter().filter(|o| o.is_some()).count();
                         }
                         found

@@ -1,6 +1,6 @@
 //! The per-shard flow table: an open-addressing index over the RSS hash (linear
 //! probing, backward-shift deletion, no tombstones), entries in a slab, one slot per
-//! NF stored flat (`slots[entry * n + nf]`), per-slot deadlines on a lazy timer
+//! NF stored flat (`slots[entry * n + nf]`, each beside its deadline), on a lazy timer
 //! wheel, and a capacity cap with an eviction policy.
 
 use std::collections::VecDeque;
@@ -106,12 +106,20 @@ const ALIAS_BIT: u64 = 1 << 31;
 const ID_MASK: u64 = ALIAS_BIT - 1;
 const NO_TICK: u64 = u64::MAX;
 
+/// A slot and its deadline (absolute ns, 0 = none), side by side.
+#[derive(Clone, Debug, Default)]
+struct Cell<S> {
+    state: S,
+    deadline: u64,
+}
+
+/// Entry metadata: exactly one cache line, so a lookup touches one line per entry.
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Meta {
     key: FlowKey,
     hash: u32,
     gen: u32,
-    last_seen_ns: u64,
     wheel_tick: u64,
     orig: Side,
     alias_side: Side,
@@ -126,8 +134,7 @@ pub struct FlowTable<S> {
     cfg: TableConfig,
     meta: Vec<Meta>,
     aliases: Vec<(FlowKey, u32)>,
-    slots: Vec<S>,
-    deadlines: Vec<u64>,
+    slots: Vec<Cell<S>>,
     index: Vec<u64>,
     shift: u32,
     mask: usize,
@@ -159,7 +166,6 @@ impl<S: Slot> FlowTable<S> {
             meta: Vec::new(),
             aliases: Vec::new(),
             slots: Vec::new(),
-            deadlines: Vec::new(),
             index: vec![EMPTY; size],
             shift: 64 - size.trailing_zeros(),
             mask: size - 1,
@@ -199,10 +205,11 @@ impl<S: Slot> FlowTable<S> {
         ((u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> self.shift) as usize
     }
 
-    /// Finds the entry of `key` (sent from `side`) and touches it at `now_ns`.
+    /// Finds the entry of `key` (sent from `side`); a reply-direction hit marks the
+    /// flow assured.
     #[inline]
-    pub fn lookup(&mut self, key: &FlowKey, side: Side, hash: u32, now_ns: u64) -> Option<Lookup> {
-        self.lookup_from(self.home(hash), key, side, hash, now_ns)
+    pub fn lookup(&mut self, key: &FlowKey, side: Side, hash: u32) -> Option<Lookup> {
+        self.lookup_from(self.home(hash), key, side, hash)
     }
 
     #[inline]
@@ -212,7 +219,6 @@ impl<S: Slot> FlowTable<S> {
         key: &FlowKey,
         side: Side,
         hash: u32,
-        now_ns: u64,
     ) -> Option<Lookup> {
         loop {
             let b = self.index[i];
@@ -233,7 +239,6 @@ impl<S: Slot> FlowTable<S> {
                         (false, true, _) | (true, _, false) => Dir::Original,
                         _ => Dir::Reply,
                     };
-                    m.last_seen_ns = now_ns;
                     if dir == Dir::Reply {
                         m.assured = true;
                     }
@@ -252,12 +257,7 @@ impl<S: Slot> FlowTable<S> {
     /// first prefetch every request's home bucket, then probe each (its bucket is
     /// in flight or cached by then) and finish it. Same results as
     /// [`lookup`](Self::lookup), in order.
-    pub fn lookup_batch(
-        &mut self,
-        reqs: &[(FlowKey, Side, u32)],
-        now_ns: u64,
-        out: &mut Vec<Option<Lookup>>,
-    ) {
+    pub fn lookup_batch(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
         out.clear();
         let mut homes = [0usize; 64];
         for chunk in reqs.chunks(homes.len()) {
@@ -269,11 +269,13 @@ impl<S: Slot> FlowTable<S> {
                 // prefetch the entry of the first signature match while the rest resolve
                 let b = self.index[*h];
                 if b != EMPTY && (b >> 32) as u32 == *hash {
-                    prefetch(&self.meta[(b & ID_MASK) as usize]);
+                    let id = (b & ID_MASK) as usize;
+                    prefetch(&self.meta[id]);
+                    prefetch(&self.slots[id * self.cfg.slots]);
                 }
             }
             for (h, (k, s, hash)) in homes.iter().zip(chunk) {
-                out.push(self.lookup_from(*h, k, *s, *hash, now_ns));
+                out.push(self.lookup_from(*h, k, *s, *hash));
             }
         }
     }
@@ -286,7 +288,6 @@ impl<S: Slot> FlowTable<S> {
         key: FlowKey,
         side: Side,
         hash: u32,
-        now_ns: u64,
         mut release: impl FnMut(EntryId, usize, S),
     ) -> Result<EntryId, InsertError> {
         if self.len >= self.cfg.capacity {
@@ -315,7 +316,6 @@ impl<S: Slot> FlowTable<S> {
                     key,
                     hash,
                     gen: 0,
-                    last_seen_ns: 0,
                     wheel_tick: NO_TICK,
                     orig: side,
                     alias_side: side,
@@ -327,15 +327,13 @@ impl<S: Slot> FlowTable<S> {
                 if self.cfg.keys_per_entry > 1 {
                     self.aliases.push((FlowKey::default(), 0));
                 }
-                self.slots.extend((0..n).map(|_| S::default()));
-                self.deadlines.extend((0..n).map(|_| 0));
+                self.slots.extend((0..n).map(|_| Cell::default()));
                 id
             }
         };
         let m = &mut self.meta[id as usize];
         m.key = key;
         m.hash = hash;
-        m.last_seen_ns = now_ns;
         m.wheel_tick = NO_TICK;
         m.orig = side;
         m.alias_side = side;
@@ -400,11 +398,11 @@ impl<S: Slot> FlowTable<S> {
     pub fn clear_slot(&mut self, id: EntryId, nf: usize) -> S {
         let i = id.0 as usize;
         let n = self.cfg.slots;
-        self.deadlines[i * n + nf] = 0;
+        self.slots[i * n + nf].deadline = 0;
         if self.meta[i].has_alias && usize::from(self.meta[i].alias_owner) == nf {
             self.drop_alias(id);
         }
-        core::mem::take(&mut self.slots[i * n + nf])
+        core::mem::take(&mut self.slots[i * n + nf].state)
     }
 
     fn index_insert(&mut self, packed: u64, hash: u32) {
@@ -461,9 +459,8 @@ impl<S: Slot> FlowTable<S> {
         }
         let n = self.cfg.slots;
         for s in &mut self.slots[i * n..(i + 1) * n] {
-            *s = S::default();
+            *s = Cell::default();
         }
-        self.deadlines[i * n..(i + 1) * n].fill(0);
         let m = &mut self.meta[i];
         m.live = false;
         m.has_alias = false;
@@ -477,7 +474,11 @@ impl<S: Slot> FlowTable<S> {
     pub fn release_if_empty(&mut self, id: EntryId) -> bool {
         let n = self.cfg.slots;
         let i = id.0 as usize;
-        if self.meta[i].live && self.slots[i * n..(i + 1) * n].iter().all(Slot::is_empty) {
+        if self.meta[i].live
+            && self.slots[i * n..(i + 1) * n]
+                .iter()
+                .all(|c| c.state.is_empty())
+        {
             self.remove(id);
             true
         } else {
@@ -489,7 +490,7 @@ impl<S: Slot> FlowTable<S> {
         let n = self.cfg.slots;
         let base = id.0 as usize * n;
         for nf in 0..n {
-            let s = core::mem::take(&mut self.slots[base + nf]);
+            let s = core::mem::take(&mut self.slots[base + nf].state);
             if !s.is_empty() {
                 release(id, nf, s);
             }
@@ -499,13 +500,13 @@ impl<S: Slot> FlowTable<S> {
     /// The slot of NF `nf` in entry `id`.
     #[inline]
     pub fn slot_mut(&mut self, id: EntryId, nf: usize) -> &mut S {
-        &mut self.slots[id.0 as usize * self.cfg.slots + nf]
+        &mut self.slots[id.0 as usize * self.cfg.slots + nf].state
     }
 
     /// The slot of NF `nf` in entry `id`, read-only.
     #[inline]
     pub fn slot(&self, id: EntryId, nf: usize) -> &S {
-        &self.slots[id.0 as usize * self.cfg.slots + nf]
+        &self.slots[id.0 as usize * self.cfg.slots + nf].state
     }
 
     /// True while the entry found by `l` is live and not reused since.
@@ -540,17 +541,12 @@ impl<S: Slot> FlowTable<S> {
         self.meta[id.0 as usize].assured
     }
 
-    /// Last time a packet of the flow was looked up.
-    pub fn last_seen(&self, id: EntryId) -> u64 {
-        self.meta[id.0 as usize].last_seen_ns
-    }
-
     /// Sets the idle deadline of NF `nf`'s slot (absolute, ns). Cheap when the
     /// deadline moves later (nothing but a store); an earlier one re-arms the wheel.
     #[inline]
     pub fn set_deadline(&mut self, id: EntryId, nf: usize, at_ns: u64) {
         let i = id.0 as usize;
-        self.deadlines[i * self.cfg.slots + nf] = at_ns;
+        self.slots[i * self.cfg.slots + nf].deadline = at_ns;
         let tick = self.wheel.tick_of(at_ns);
         let m = &self.meta[i];
         if m.wheel_tick == NO_TICK || tick < m.wheel_tick {
@@ -576,7 +572,7 @@ impl<S: Slot> FlowTable<S> {
             self.meta[i].wheel_tick = NO_TICK;
             let mut next = u64::MAX;
             for nf in 0..n {
-                let d = self.deadlines[i * n + nf];
+                let d = self.slots[i * n + nf].deadline;
                 if d == 0 {
                     continue;
                 }

@@ -62,8 +62,8 @@ proptest! {
                 Op::Insert(i) => {
                     if !model.contains_key(&i) && !aliased.contains_key(&(i + 10_000)) {
                         let (k, s) = FlowKey::of(&tuple(i));
-                        prop_assert!(t.lookup(&k, s, weak_hash(i), 0).is_none());
-                        let id = t.insert(k, s, weak_hash(i), 0, |_, _, _| {}).unwrap();
+                        prop_assert!(t.lookup(&k, s, weak_hash(i)).is_none());
+                        let id = t.insert(k, s, weak_hash(i), |_, _, _| {}).unwrap();
                         *t.slot_mut(id, 1) = Some(i);
                         model.insert(i, id);
                     }
@@ -87,7 +87,7 @@ proptest! {
                 }
                 Op::Lookup(i) => {
                     let (k, s) = FlowKey::of(&tuple(i));
-                    let got = t.lookup(&k, s, weak_hash(i), 0).map(|l| l.id);
+                    let got = t.lookup(&k, s, weak_hash(i)).map(|l| l.id);
                     prop_assert_eq!(got, model.get(&i).copied());
                     if let Some(id) = got {
                         prop_assert_eq!(*t.slot(id, 1), Some(i));
@@ -99,15 +99,15 @@ proptest! {
         // every key and alias still reachable, with the right direction
         for (i, id) in &model {
             let (k, s) = FlowKey::of(&tuple(*i));
-            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i), 0).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
             let (k, s) = FlowKey::of(&tuple(*i).reversed());
-            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i), 0).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
         }
         for (a, i) in &aliased {
             // the alias was added for packets sent from the alias tuple's source; the
             // reply of the translated flow comes from the other side
             let (k, s) = FlowKey::of(&tuple(*a).reversed());
-            prop_assert_eq!(t.lookup(&k, s, weak_hash(*a), 0).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
+            prop_assert_eq!(t.lookup(&k, s, weak_hash(*a)).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
         }
     }
 }
@@ -117,7 +117,7 @@ fn batch_lookup_equals_single_lookups() {
     let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(5000, CapPolicy::Refuse));
     for i in 0..3000 {
         let (k, s) = FlowKey::of(&tuple(i));
-        t.insert(k, s, weak_hash(i), 0, |_, _, _| {}).unwrap();
+        t.insert(k, s, weak_hash(i), |_, _, _| {}).unwrap();
     }
     let reqs: Vec<_> = (2500..3500)
         .map(|i| {
@@ -126,11 +126,8 @@ fn batch_lookup_equals_single_lookups() {
         })
         .collect();
     let mut out = Vec::new();
-    t.lookup_batch(&reqs, 1, &mut out);
-    let single: Vec<_> = reqs
-        .iter()
-        .map(|(k, s, h)| t.lookup(k, *s, *h, 1))
-        .collect();
+    t.lookup_batch(&reqs, &mut out);
+    let single: Vec<_> = reqs.iter().map(|(k, s, h)| t.lookup(k, *s, *h)).collect();
     assert_eq!(out, single);
     assert_eq!(out.iter().filter(|o| o.is_some()).count(), 500);
 }
@@ -140,11 +137,11 @@ fn refuse_policy_counts_and_keeps_existing() {
     let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(10, CapPolicy::Refuse));
     for i in 0..10 {
         let (k, s) = FlowKey::of(&tuple(i));
-        t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+        t.insert(k, s, i, |_, _, _| {}).unwrap();
     }
     let (k, s) = FlowKey::of(&tuple(99));
     assert_eq!(
-        t.insert(k, s, 99, 0, |_, _, _| {}),
+        t.insert(k, s, 99, |_, _, _| {}),
         Err(InsertError::TableFull)
     );
     assert_eq!(t.stats().refused, 1);
@@ -157,17 +154,17 @@ fn syn_flood_evicts_only_unassured() {
     // 40 established flows: both directions seen
     for i in 0..40 {
         let (k, s) = FlowKey::of(&tuple(i));
-        let id = t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+        let id = t.insert(k, s, i, |_, _, _| {}).unwrap();
         *t.slot_mut(id, 0) = Some(i);
         let (k, s) = FlowKey::of(&tuple(i).reversed());
-        assert_eq!(t.lookup(&k, s, i, 1).unwrap().dir, Dir::Reply);
+        assert_eq!(t.lookup(&k, s, i).unwrap().dir, Dir::Reply);
         assert!(t.is_assured(id));
     }
     // a flood of 10 000 one-way flows
     let mut released = 0;
     for i in 1000..11_000 {
         let (k, s) = FlowKey::of(&tuple(i));
-        let id = t.insert(k, s, i, 2, |_, _, st| {
+        let id = t.insert(k, s, i, |_, _, st| {
             assert!(st.unwrap() >= 1000, "an established flow was evicted");
             released += 1;
         });
@@ -178,21 +175,18 @@ fn syn_flood_evicts_only_unassured() {
     assert_eq!(released, 9_940);
     for i in 0..40 {
         let (k, s) = FlowKey::of(&tuple(i));
-        assert!(t.lookup(&k, s, i, 3).is_some(), "established flow {i} kept");
+        assert!(t.lookup(&k, s, i).is_some(), "established flow {i} kept");
     }
     // with only assured flows left, new flows are refused
     let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(2, CapPolicy::EvictUnassured));
     for i in 0..2 {
         let (k, s) = FlowKey::of(&tuple(i));
-        t.insert(k, s, i, 0, |_, _, _| {}).unwrap();
+        t.insert(k, s, i, |_, _, _| {}).unwrap();
         let (k, s) = FlowKey::of(&tuple(i).reversed());
-        t.lookup(&k, s, i, 0).unwrap();
+        t.lookup(&k, s, i).unwrap();
     }
     let (k, s) = FlowKey::of(&tuple(9));
-    assert_eq!(
-        t.insert(k, s, 9, 0, |_, _, _| {}),
-        Err(InsertError::TableFull)
-    );
+    assert_eq!(t.insert(k, s, 9, |_, _, _| {}), Err(InsertError::TableFull));
 }
 
 #[test]
@@ -203,7 +197,7 @@ fn per_slot_deadlines_expire_and_free() {
         ..cfg(100, CapPolicy::Refuse)
     });
     let (k, s) = FlowKey::of(&tuple(1));
-    let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
+    let id = t.insert(k, s, 1, |_, _, _| {}).unwrap();
     *t.slot_mut(id, 0) = Some(10);
     *t.slot_mut(id, 1) = Some(11);
     t.set_deadline(id, 0, 5_000);
@@ -225,7 +219,7 @@ fn per_slot_deadlines_expire_and_free() {
     assert!(!t.is_live(id), "freed when every slot is empty");
     assert_eq!(t.len(), 0);
     let (k, s) = FlowKey::of(&tuple(1));
-    assert!(t.lookup(&k, s, 1, 0).is_none());
+    assert!(t.lookup(&k, s, 1).is_none());
 }
 
 #[test]
@@ -235,12 +229,12 @@ fn stale_ids_do_not_fire_on_reused_entries() {
         ..cfg(10, CapPolicy::Refuse)
     });
     let (k, s) = FlowKey::of(&tuple(1));
-    let id = t.insert(k, s, 1, 0, |_, _, _| {}).unwrap();
+    let id = t.insert(k, s, 1, |_, _, _| {}).unwrap();
     *t.slot_mut(id, 0) = Some(1);
     t.set_deadline(id, 0, 5_000);
     t.remove(id);
     let (k2, s2) = FlowKey::of(&tuple(2));
-    let id2 = t.insert(k2, s2, 2, 0, |_, _, _| {}).unwrap();
+    let id2 = t.insert(k2, s2, 2, |_, _, _| {}).unwrap();
     assert_eq!(id, id2, "slot reused");
     *t.slot_mut(id2, 0) = Some(2);
     t.set_deadline(id2, 0, 100_000);

@@ -185,7 +185,10 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, RuleError> {
     Ok(rules)
 }
 
-fn endpoint(s: &str) -> Result<((u128, u128), (u32, u32)), String> {
+/// An address range and a port range.
+type Endpoint = ((u128, u128), (u32, u32));
+
+fn endpoint(s: &str) -> Result<Endpoint, String> {
     let (addr, ports) = if let Some(rest) = s.strip_prefix('[') {
         let (a, tail) = rest
             .split_once(']')
