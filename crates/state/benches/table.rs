@@ -89,6 +89,53 @@ fn bench(c: &mut Criterion) {
         }
     }
     g.finish();
+
+    // the index keyed by the RSS hash (asymmetric default key: full entropy) vs by a
+    // software hash of the key (what symmetric steering needs), 1 M flows
+    let mut g = c.benchmark_group("flow_table_index_1M");
+    let n = 1_000_000u32;
+    let per = 4096usize;
+    g.throughput(Throughput::Elements(per as u64));
+    for (name, key, index) in [
+        (
+            "rss_hash_default_key",
+            RssKey::DEFAULT,
+            state::IndexHash::Rss,
+        ),
+        (
+            "key_mix_symmetric_key",
+            RssKey::SYMMETRIC,
+            state::IndexHash::Key,
+        ),
+        (
+            "rss_hash_symmetric_key",
+            RssKey::SYMMETRIC,
+            state::IndexHash::Rss,
+        ),
+    ] {
+        let t = Toeplitz::new(key);
+        let cfg = TableConfig {
+            capacity: n as usize,
+            slots: 3,
+            index,
+            ..Default::default()
+        };
+        let mut table: FlowTable<Option<[u64; 4]>> = FlowTable::new(cfg);
+        let hits = reqs(n, 0, &t);
+        for (k, s, h) in &hits {
+            table.insert(*k, *s, *h, |_, _, _| {}).unwrap();
+        }
+        let sample: Vec<_> = (0..per).map(|i| hits[(i * 7_919) % n as usize]).collect();
+        g.bench_function(format!("hit/single/{name}"), |b| {
+            b.iter(|| {
+                sample
+                    .iter()
+                    .filter(|(k, s, h)| table.lookup(k, *s, *h).is_some())
+                    .count()
+            })
+        });
+    }
+    g.finish();
 }
 
 criterion_group!(benches, bench);

@@ -77,6 +77,24 @@ impl FlowKey {
         }
     }
 
+    /// A software hash of the key (multiply-xor over its five 64-bit words), for
+    /// indexing when the RSS hash lacks entropy.
+    #[inline]
+    pub fn mix(&self) -> u32 {
+        let w = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let (a, b) = (&self.lo_addr, &self.hi_addr);
+        let tail = u64::from(self.lo_port)
+            | u64::from(self.hi_port) << 16
+            | u64::from(self.proto) << 32
+            | u64::from(self.v6) << 40;
+        let mut h = 0x243f_6a88_85a3_08d3u64;
+        for x in [w(&a[..8]), w(&a[8..]), w(&b[..8]), w(&b[8..]), tail] {
+            h = (h ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+        }
+        (h >> 32) as u32
+    }
+
     /// IP protocol of the flow.
     pub fn proto(&self) -> u8 {
         self.proto

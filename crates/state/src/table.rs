@@ -36,6 +36,19 @@ pub enum CapPolicy {
     EvictUnassured,
 }
 
+/// What the index is keyed by.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum IndexHash {
+    /// The RSS hash the NIC model computed (no hashing in software). Right when the
+    /// RSS hash has full entropy (an asymmetric key).
+    Rss,
+    /// A software hash of the flow key. Needed with a symmetric RSS key, whose hash
+    /// carries only 16 bits of entropy (see `steer`'s tests): 1 M flows would share
+    /// 65 536 values and probe sequences would grow long.
+    #[default]
+    Key,
+}
+
 /// Table parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableConfig {
@@ -51,6 +64,8 @@ pub struct TableConfig {
     pub tick_ns: u64,
     /// Timer wheel slots.
     pub wheel_slots: usize,
+    /// What the index is keyed by.
+    pub index: IndexHash,
 }
 
 impl Default for TableConfig {
@@ -62,6 +77,7 @@ impl Default for TableConfig {
             policy: CapPolicy::Refuse,
             tick_ns: 10_000_000,
             wheel_slots: 4096,
+            index: IndexHash::Key,
         }
     }
 }
@@ -198,6 +214,15 @@ impl<S: Slot> FlowTable<S> {
         &self.stats
     }
 
+    /// The index hash of a key whose RSS hash is `rss`.
+    #[inline]
+    fn ih(&self, key: &FlowKey, rss: u32) -> u32 {
+        match self.cfg.index {
+            IndexHash::Rss => rss,
+            IndexHash::Key => key.mix(),
+        }
+    }
+
     #[inline]
     fn home(&self, hash: u32) -> usize {
         // Fibonacci hashing: the shard's flows share the low hash bits, so spread
@@ -208,7 +233,8 @@ impl<S: Slot> FlowTable<S> {
     /// Finds the entry of `key` (sent from `side`); a reply-direction hit marks the
     /// flow assured.
     #[inline]
-    pub fn lookup(&mut self, key: &FlowKey, side: Side, hash: u32) -> Option<Lookup> {
+    pub fn lookup(&mut self, key: &FlowKey, side: Side, rss_hash: u32) -> Option<Lookup> {
+        let hash = self.ih(key, rss_hash);
         self.lookup_from(self.home(hash), key, side, hash)
     }
 
@@ -259,23 +285,24 @@ impl<S: Slot> FlowTable<S> {
     /// [`lookup`](Self::lookup), in order.
     pub fn lookup_batch(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
         out.clear();
-        let mut homes = [0usize; 64];
+        let mut homes = [(0usize, 0u32); 64];
         for chunk in reqs.chunks(homes.len()) {
-            for (h, (_, _, hash)) in homes.iter_mut().zip(chunk) {
-                *h = self.home(*hash);
-                prefetch(&self.index[*h]);
+            for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
+                let ih = self.ih(k, *rss);
+                *h = (self.home(ih), ih);
+                prefetch(&self.index[h.0]);
             }
-            for (h, (_, _, hash)) in homes.iter().zip(chunk) {
+            for (h, ih) in homes.iter().take(chunk.len()) {
                 // prefetch the entry of the first signature match while the rest resolve
                 let b = self.index[*h];
-                if b != EMPTY && (b >> 32) as u32 == *hash {
+                if b != EMPTY && (b >> 32) as u32 == *ih {
                     let id = (b & ID_MASK) as usize;
                     prefetch(&self.meta[id]);
                     prefetch(&self.slots[id * self.cfg.slots]);
                 }
             }
-            for (h, (k, s, hash)) in homes.iter().zip(chunk) {
-                out.push(self.lookup_from(*h, k, *s, *hash));
+            for ((h, ih), (k, s, _)) in homes.iter().zip(chunk) {
+                out.push(self.lookup_from(*h, k, *s, *ih));
             }
         }
     }
@@ -341,7 +368,8 @@ impl<S: Slot> FlowTable<S> {
         m.live = true;
         m.has_alias = false;
         let gen = m.gen;
-        self.index_insert(pack(hash, id, false), hash);
+        let ih = self.ih(&key, hash);
+        self.index_insert(pack(ih, id, false), ih);
         self.unassured.push_back((id, gen));
         self.len += 1;
         self.stats.inserted += 1;
@@ -373,6 +401,7 @@ impl<S: Slot> FlowTable<S> {
         let i = id.0 as usize;
         self.drop_alias(id);
         self.aliases[i] = (key, hash);
+        let ih = self.ih(&key, hash);
         let m = &mut self.meta[i];
         m.has_alias = true;
         m.alias_owner = owner as u16;
@@ -381,14 +410,15 @@ impl<S: Slot> FlowTable<S> {
             Side::Lo => Side::Hi,
             Side::Hi => Side::Lo,
         };
-        self.index_insert(pack(hash, id.0, true), hash);
+        self.index_insert(pack(ih, id.0, true), ih);
     }
 
     fn drop_alias(&mut self, id: EntryId) {
         let i = id.0 as usize;
         if self.meta[i].has_alias {
-            let (_, h) = self.aliases[i];
-            self.index_remove(pack(h, id.0, true), h);
+            let (k, h) = self.aliases[i];
+            let ih = self.ih(&k, h);
+            self.index_remove(pack(ih, id.0, true), ih);
             self.meta[i].has_alias = false;
         }
     }
@@ -451,12 +481,9 @@ impl<S: Slot> FlowTable<S> {
         if !self.meta[i].live {
             return;
         }
-        let (hash, has_alias) = (self.meta[i].hash, self.meta[i].has_alias);
-        self.index_remove(pack(hash, id.0, false), hash);
-        if has_alias {
-            let (_, h) = self.aliases[i];
-            self.index_remove(pack(h, id.0, true), h);
-        }
+        let ih = self.ih(&self.meta[i].key, self.meta[i].hash);
+        self.index_remove(pack(ih, id.0, false), ih);
+        self.drop_alias(id);
         let n = self.cfg.slots;
         for s in &mut self.slots[i * n..(i + 1) * n] {
             *s = Cell::default();

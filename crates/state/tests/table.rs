@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use proptest::prelude::*;
-use state::{CapPolicy, Dir, EntryId, FlowKey, FlowTable, InsertError, TableConfig};
+use state::{CapPolicy, Dir, EntryId, FlowKey, FlowTable, IndexHash, InsertError, TableConfig};
 use wire::FiveTuple;
 
 fn tuple(i: u32) -> FiveTuple {
