@@ -26,6 +26,6 @@ mod wheel;
 
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
-    CapPolicy, EntryId, FlowTable, InsertError, Lookup, Slot, TableConfig, TableStats,
+    CapPolicy, EntryId, FlowTable, IndexHash, InsertError, Lookup, Slot, TableConfig, TableStats,
 };
 pub use wheel::TimerWheel;

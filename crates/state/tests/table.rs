@@ -23,12 +23,15 @@ fn weak_hash(i: u32) -> u32 {
     (i % 97) << 8 | (i % 3)
 }
 
+/// The index is keyed by the given (weak) hash, so probing and deletion are
+/// exercised under heavy collisions.
 fn cfg(capacity: usize, policy: CapPolicy) -> TableConfig {
     TableConfig {
         capacity,
         slots: 2,
         keys_per_entry: 2,
         policy,
+        index: IndexHash::Rss,
         ..Default::default()
     }
 }
