@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chain;
 mod gen;
 mod stats;
 
@@ -24,6 +25,15 @@ enum Command {
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// Check chain configurations.
+    #[command(subcommand)]
+    Chain(ChainCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ChainCommand {
+    /// Validate a chain config; print each NF's NFLOW key, its state and the steering.
+    Check(chain::CheckArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -37,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(a) => gen::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
+        Command::Chain(ChainCommand::Check(a)) => chain::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

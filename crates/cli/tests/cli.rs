@@ -181,3 +181,41 @@ fn spec_file_then_flags() {
     assert!(out.contains("wrote 800 packets"), "{out}");
     assert!(out.contains("20 flows"), "{out}");
 }
+
+#[test]
+fn chain_check_describes_or_names_the_problem() {
+    let out = ok(&flowshift(&["chain", "check"]));
+    assert!(
+        out.contains("firewall") && out.contains("nat") && out.contains("seqcheck"),
+        "{out}"
+    );
+    assert!(out.contains("steering: symmetric ip-ports"), "{out}");
+    let bad = tmp("bad-chain.toml");
+    std::fs::write(
+        &bad,
+        "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.1\"]\n\
+         [[nf]]\nkind = \"monitor\"\nstate = \"exact\"\n",
+    )
+    .unwrap();
+    let o = flowshift(&["chain", "check", "--config", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("monitor") && err.contains("mergeable"),
+        "{err}"
+    );
+    let acl = tmp("acl.txt");
+    std::fs::write(&acl, "allow tcp any -> any\nallow tcp any -> any:http\n").unwrap();
+    let fw = tmp("fw.toml");
+    std::fs::write(
+        &fw,
+        "[[nf]]\nkind = \"firewall\"\nrules_file = \"acl.txt\"\n",
+    )
+    .unwrap();
+    let o = flowshift(&["chain", "check", "--config", fw.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("nf[0].rules_file") && err.contains("line 2"),
+        "{err}"
+    );
+}
