@@ -57,6 +57,8 @@ pub struct Chain {
     counters: ChainCounters,
     lookups: Vec<(FlowKey, state::Side, u32)>,
     found: Vec<Option<Lookup>>,
+    order: Vec<(usize, usize)>,
+    res: Vec<Option<Lookup>>,
 }
 
 /// Parameters of a chain other than its NFs.
@@ -130,6 +132,8 @@ impl Chain {
             counters: ChainCounters::default(),
             lookups: Vec::new(),
             found: Vec::new(),
+            order: Vec::new(),
+            res: Vec::new(),
         })
     }
 
@@ -147,6 +151,8 @@ impl Chain {
             counters: ChainCounters::default(),
             lookups: Vec::new(),
             found: Vec::new(),
+            order: Vec::new(),
+            res: Vec::new(),
         }
     }
 
@@ -215,35 +221,61 @@ impl Chain {
         self.run(shard, pkt, found, now_ns)
     }
 
-    /// Runs the chain on a burst of packets of one shard, with one batched,
-    /// prefetching lookup for the burst.
+    /// Runs the chain on a burst (as a worker polls it from its queue: packets of
+    /// any of the core's shards, in arrival order). The burst's lookups are done
+    /// first, shard by shard with prefetching, so their cache misses overlap; then
+    /// every packet runs the NFs in order. `shards[s]` must hold shard `s` for
+    /// every packet's shard (the core owns it).
     pub fn process_burst(
         &mut self,
-        shard: &mut Shard,
+        shards: &mut [Option<Shard>],
         pkts: &mut [Packet],
         now_ns: u64,
         out: &mut Vec<Verdict>,
     ) {
         out.clear();
         let mut found = core::mem::take(&mut self.found);
+        found.clear();
+        found.resize(pkts.len(), None);
         if self.per_flow {
-            self.lookups.clear();
-            for p in pkts.iter() {
-                let (k, s) = FlowKey::of(&p.info.tuple);
-                self.lookups.push((k, s, p.hash));
+            // one prefetching pass over the burst: lookups grouped by shard
+            let mut order = core::mem::take(&mut self.order);
+            order.clear();
+            order.extend(
+                pkts.iter()
+                    .enumerate()
+                    .map(|(i, p)| (self.shard_of(p.hash), i)),
+            );
+            order.sort_unstable();
+            let mut res = core::mem::take(&mut self.res);
+            for run in order.chunk_by(|a, b| a.0 == b.0) {
+                let shard = shards[run[0].0]
+                    .as_mut()
+                    .expect("the core owns the packet's shard");
+                self.lookups.clear();
+                for &(_, i) in run {
+                    let (k, s) = FlowKey::of(&pkts[i].info.tuple);
+                    self.lookups.push((k, s, pkts[i].hash));
+                }
+                shard.table.lookup_batch(&self.lookups, &mut res);
+                for (&(_, i), r) in run.iter().zip(&res) {
+                    found[i] = *r;
+                }
             }
-            shard.table.lookup_batch(&self.lookups, &mut found);
-        } else {
-            found.clear();
-            found.resize(pkts.len(), None);
+            self.order = order;
+            self.res = res;
         }
         for (i, p) in pkts.iter_mut().enumerate() {
+            let s = self.shard_of(p.hash);
+            let shard = shards[s]
+                .as_mut()
+                .expect("the core owns the packet's shard");
             // an earlier packet of the burst may have created or freed this flow
             let f = match found[i] {
                 Some(l) if shard.table.is_current(&l) => Some(l),
                 _ if self.per_flow => {
-                    let (k, s) = FlowKey::of(&p.info.tuple);
-                    shard.table.lookup(&k, s, p.hash)
+                    let (k, side) = FlowKey::of(&p.info.tuple);
+                    shard.table.lookup(&k, side, p.hash)
                 }
                 _ => None,
             };

@@ -378,3 +378,63 @@ fn translated_trace_passes_tshark() {
     let seq = c.nfs()[2].counters();
     assert_eq!(seq[1], ("reordered", 0));
 }
+
+#[test]
+fn bursts_equal_one_packet_at_a_time() {
+    // a firewall that denies a quarter of the flows, so entries are created and
+    // freed inside bursts, plus NAT and seqcheck
+    let toml = r#"
+        [steering]
+        shards = 8
+        [[nf]]
+        kind = "firewall"
+        rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.0/24"]
+        [[nf]]
+        kind = "seqcheck"
+    "#;
+    let spec = TraceSpec {
+        flows: 2_000,
+        packets: 30_000,
+        active_flows: 300,
+        ..Default::default()
+    };
+    let pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
+    let (mut one, mut s1) = chain(toml);
+    let (mut burst, s2) = chain(toml);
+    let mut s2: Vec<Option<nf::Shard>> = s2.into_iter().map(Some).collect();
+    let mut singles = Vec::new();
+    for p in &pkts {
+        let (v, pk) = run(&mut one, &mut s1, p.frame.clone(), p.ts_ns);
+        singles.push((v, pk.data));
+    }
+    let mut parsed: Vec<nf::Packet> = pkts
+        .iter()
+        .map(|p| burst.packet(p.frame.clone(), p.ts_ns).unwrap())
+        .collect();
+    let mut out = Vec::new();
+    let mut bursts = Vec::new();
+    for chunk in parsed.chunks_mut(32) {
+        let now = chunk[0].ts_ns;
+        burst.process_burst(&mut s2, chunk, now, &mut out);
+        bursts.extend(
+            out.iter()
+                .copied()
+                .zip(chunk.iter().map(|p| p.data.clone())),
+        );
+    }
+    assert_eq!(singles.len(), bursts.len());
+    for (i, (a, b)) in singles.iter().zip(&bursts).enumerate() {
+        assert_eq!(a, b, "packet {i}");
+    }
+    assert_eq!(one.counters(), burst.counters());
+    assert!(
+        one.counters().dropped(DropCause::Policy) > 1_000,
+        "{:?}",
+        one.counters()
+    );
+    assert!(one.counters().forwarded > 15_000);
+}

@@ -39,6 +39,7 @@ fn reqs(n: u32, salt: u32, t: &Toeplitz) -> Vec<(FlowKey, Side, u32)> {
 fn bench(c: &mut Criterion) {
     let t = Toeplitz::new(RssKey::SYMMETRIC);
     let mut g = c.benchmark_group("flow_table_lookup");
+    g.sample_size(20);
     for n in [10_000u32, 100_000, 1_000_000] {
         let cfg = TableConfig {
             capacity: n as usize,
@@ -54,7 +55,9 @@ fn bench(c: &mut Criterion) {
         // look up in a scrambled order so consecutive lookups do not share cache lines
         let order: Vec<usize> = (0..n as usize).map(|i| (i * 7_919) % n as usize).collect();
         const BURST: usize = 32;
-        let per = 4096usize;
+        // every flow once per iteration, in a scrambled order: at 1 M flows the
+        // working set is far beyond the caches, as in a real run
+        let per = n as usize;
         g.throughput(Throughput::Elements(per as u64));
         for (what, set) in [("hit", &hits), ("miss", &misses)] {
             let sample: Vec<_> = order.iter().take(per).map(|&i| set[i]).collect();
@@ -93,8 +96,9 @@ fn bench(c: &mut Criterion) {
     // the index keyed by the RSS hash (asymmetric default key: full entropy) vs by a
     // software hash of the key (what symmetric steering needs), 1 M flows
     let mut g = c.benchmark_group("flow_table_index_1M");
+    g.sample_size(20);
     let n = 1_000_000u32;
-    let per = 4096usize;
+    let per = n as usize;
     g.throughput(Throughput::Elements(per as u64));
     for (name, key, index) in [
         (
