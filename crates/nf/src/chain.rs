@@ -56,9 +56,6 @@ pub struct Chain {
     per_flow: bool,
     counters: ChainCounters,
     lookups: Vec<(FlowKey, state::Side, u32)>,
-    found: Vec<Option<Lookup>>,
-    order: Vec<(usize, usize)>,
-    res: Vec<Option<Lookup>>,
 }
 
 /// Parameters of a chain other than its NFs.
@@ -131,9 +128,6 @@ impl Chain {
             per_flow,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
-            found: Vec::new(),
-            order: Vec::new(),
-            res: Vec::new(),
         })
     }
 
@@ -150,9 +144,6 @@ impl Chain {
             per_flow: self.per_flow,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
-            found: Vec::new(),
-            order: Vec::new(),
-            res: Vec::new(),
         }
     }
 
@@ -234,54 +225,38 @@ impl Chain {
         out: &mut Vec<Verdict>,
     ) {
         out.clear();
-        let mut found = core::mem::take(&mut self.found);
-        found.clear();
-        found.resize(pkts.len(), None);
+        self.lookups.clear();
         if self.per_flow {
-            // one prefetching pass over the burst: lookups grouped by shard
-            let mut order = core::mem::take(&mut self.order);
-            order.clear();
-            order.extend(
-                pkts.iter()
-                    .enumerate()
-                    .map(|(i, p)| (self.shard_of(p.hash), i)),
-            );
-            order.sort_unstable();
-            let mut res = core::mem::take(&mut self.res);
-            for run in order.chunk_by(|a, b| a.0 == b.0) {
-                let shard = shards[run[0].0]
-                    .as_mut()
+            // pipelined lookups: every index bucket of the burst in flight first,
+            // then every entry, then the probes
+            for p in pkts.iter() {
+                let (k, s) = FlowKey::of(&p.info.tuple);
+                self.lookups.push((k, s, p.hash));
+                let shard = shards[self.shard_of(p.hash)]
+                    .as_ref()
                     .expect("the core owns the packet's shard");
-                self.lookups.clear();
-                for &(_, i) in run {
-                    let (k, s) = FlowKey::of(&pkts[i].info.tuple);
-                    self.lookups.push((k, s, pkts[i].hash));
-                }
-                shard.table.lookup_batch(&self.lookups, &mut res);
-                for (&(_, i), r) in run.iter().zip(&res) {
-                    found[i] = *r;
-                }
+                shard.table.prefetch_index(&k, p.hash);
             }
-            self.order = order;
-            self.res = res;
+            for (k, _, h) in &self.lookups {
+                let shard = shards[self.shard_of(*h)]
+                    .as_ref()
+                    .expect("the core owns the packet's shard");
+                shard.table.prefetch_entry(k, *h);
+            }
         }
         for (i, p) in pkts.iter_mut().enumerate() {
-            let s = self.shard_of(p.hash);
-            let shard = shards[s]
+            let shard = shards[self.shard_of(p.hash)]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            // an earlier packet of the burst may have created or freed this flow
-            let f = match found[i] {
-                Some(l) if shard.table.is_current(&l) => Some(l),
-                _ if self.per_flow => {
-                    let (k, side) = FlowKey::of(&p.info.tuple);
-                    shard.table.lookup(&k, side, p.hash)
-                }
-                _ => None,
+            let found = if self.per_flow {
+                let (k, side, h) = self.lookups[i];
+                shard.table.lookup(&k, side, h).map(|l| (l, k, side))
+            } else {
+                None
             };
-            out.push(self.run(shard, p, f, now_ns));
+            let key = self.lookups.get(i).map(|(k, s, _)| (*k, *s));
+            out.push(self.run_keyed(shard, p, found.map(|f| f.0), key, now_ns));
         }
-        self.found = found;
     }
 
     fn run(
@@ -291,8 +266,20 @@ impl Chain {
         found: Option<Lookup>,
         now_ns: u64,
     ) -> Verdict {
+        self.run_keyed(shard, pkt, found, None, now_ns)
+    }
+
+    /// `key`: the packet's flow key when already computed.
+    fn run_keyed(
+        &mut self,
+        shard: &mut Shard,
+        pkt: &mut Packet,
+        found: Option<Lookup>,
+        key: Option<(FlowKey, state::Side)>,
+        now_ns: u64,
+    ) -> Verdict {
         self.counters.packets += 1;
-        let verdict = self.run_nfs(shard, pkt, found, now_ns);
+        let verdict = self.run_nfs(shard, pkt, found, key, now_ns);
         match verdict {
             Verdict::Forward => self.counters.forwarded += 1,
             Verdict::Drop(c) => self.counters.drops[c as usize] += 1,
@@ -305,6 +292,7 @@ impl Chain {
         shard: &mut Shard,
         pkt: &mut Packet,
         found: Option<Lookup>,
+        key: Option<(FlowKey, state::Side)>,
         now_ns: u64,
     ) -> Verdict {
         let Shard {
@@ -316,7 +304,7 @@ impl Chain {
             let l = match found {
                 Some(l) => l,
                 None => {
-                    let (key, side) = FlowKey::of(&pkt.info.tuple);
+                    let (key, side) = key.unwrap_or_else(|| FlowKey::of(&pkt.info.tuple));
                     let nfs = &mut self.nfs;
                     let ins = table.insert(key, side, pkt.hash, |_, nf, st| {
                         if let Some(st) = st {

@@ -39,10 +39,12 @@ pub struct FlowKey {
     _pad: [u8; 2],
 }
 
-fn addr16(a: IpAddr) -> [u8; 16] {
+/// The address as a 128-bit integer (IPv4 as IPv4-mapped IPv6).
+#[inline(always)]
+fn bits(a: IpAddr) -> u128 {
     match a {
-        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-        IpAddr::V6(a) => a.octets(),
+        IpAddr::V4(a) => 0xffff_0000_0000 | u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
     }
 }
 
@@ -50,31 +52,23 @@ impl FlowKey {
     /// The key of a tuple and which side sent it.
     #[inline]
     pub fn of(t: &FiveTuple) -> (FlowKey, Side) {
-        let (s, d) = (addr16(t.src), addr16(t.dst));
+        let (s, d) = (bits(t.src), bits(t.dst));
         let v6 = t.src.is_ipv6();
-        if (s, t.src_port) <= (d, t.dst_port) {
-            let k = FlowKey {
-                lo_addr: s,
-                hi_addr: d,
-                lo_port: t.src_port,
-                hi_port: t.dst_port,
-                proto: t.proto,
-                v6,
-                _pad: [0; 2],
-            };
-            (k, Side::Lo)
+        let (lo, hi, lp, hp, side) = if (s, t.src_port) <= (d, t.dst_port) {
+            (s, d, t.src_port, t.dst_port, Side::Lo)
         } else {
-            let k = FlowKey {
-                lo_addr: d,
-                hi_addr: s,
-                lo_port: t.dst_port,
-                hi_port: t.src_port,
-                proto: t.proto,
-                v6,
-                _pad: [0; 2],
-            };
-            (k, Side::Hi)
-        }
+            (d, s, t.dst_port, t.src_port, Side::Hi)
+        };
+        let k = FlowKey {
+            lo_addr: lo.to_be_bytes(),
+            hi_addr: hi.to_be_bytes(),
+            lo_port: lp,
+            hi_port: hp,
+            proto: t.proto,
+            v6,
+            _pad: [0; 2],
+        };
+        (k, side)
     }
 
     /// A software hash of the key (multiply-xor over its five 64-bit words), for

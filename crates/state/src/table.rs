@@ -279,6 +279,26 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
+    /// Prefetches the index bucket `key` starts probing at (first stage of a
+    /// pipelined lookup over a burst).
+    #[inline]
+    pub fn prefetch_index(&self, key: &FlowKey, rss_hash: u32) {
+        prefetch(&self.index[self.home(self.ih(key, rss_hash))]);
+    }
+
+    /// Reads `key`'s first index bucket (prefetched earlier) and prefetches the
+    /// entry it points to when the signature matches (second stage).
+    #[inline]
+    pub fn prefetch_entry(&self, key: &FlowKey, rss_hash: u32) {
+        let ih = self.ih(key, rss_hash);
+        let b = self.index[self.home(ih)];
+        if b != EMPTY && (b >> 32) as u32 == ih {
+            let id = (b & ID_MASK) as usize;
+            prefetch(&self.meta[id]);
+            prefetch(&self.slots[id * self.cfg.slots]);
+        }
+    }
+
     /// Looks up a burst in two passes so the cache misses of the burst overlap:
     /// first prefetch every request's home bucket, then probe each (its bucket is
     /// in flight or cached by then) and finish it. Same results as

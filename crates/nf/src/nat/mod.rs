@@ -107,6 +107,8 @@ pub struct NatCounters {
 struct Shared {
     internal: Ipv4Net,
     external: Vec<Ipv4Addr>,
+    /// `external`, sorted, for membership tests.
+    sorted: Vec<Ipv4Addr>,
     ports: (u16, u16),
     timeouts: NatTimeouts,
 }
@@ -134,11 +136,14 @@ impl Nat {
             !external.is_empty(),
             "a NAT needs at least one external address"
         );
+        let mut sorted = external.clone();
+        sorted.sort_unstable();
         Nat {
             name: name.into(),
             shared: Arc::new(Shared {
                 internal,
                 external,
+                sorted,
                 ports,
                 timeouts,
             }),
@@ -159,7 +164,7 @@ impl Nat {
     }
 
     fn is_external(&self, a: Ipv4Addr) -> bool {
-        self.shared.external.contains(&a)
+        self.shared.sorted.binary_search(&a).is_ok()
     }
 
     fn timeout(&self, m: &NatMap) -> Duration {
