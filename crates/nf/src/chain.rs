@@ -157,6 +157,11 @@ impl Chain {
         &self.hasher
     }
 
+    /// Number of indirection-table buckets.
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+
     /// Number of shards.
     pub fn shard_count(&self) -> usize {
         self.shards

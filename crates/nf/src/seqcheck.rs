@@ -4,6 +4,10 @@
 //!
 //! NFLOW key: bidirectional 5-tuple (one counter for both directions, as the
 //! generator numbers them). Every runtime test runs it.
+//!
+//! A tag of 0 on a flow already seen starts a new incarnation of the flow (a looped
+//! replay restarts every connection at 0); it is counted as a restart, not as a
+//! reordering.
 
 use core::any::Any;
 use core::time::Duration;
@@ -45,6 +49,8 @@ pub struct SeqCounters {
     pub reordered: u64,
     /// Packets without a tag.
     pub untagged: u64,
+    /// Tag 0 on a flow already seen (a new incarnation).
+    pub restarts: u64,
 }
 
 /// The sequence-check NF.
@@ -92,7 +98,10 @@ impl Nf for SeqCheck {
         self.counters.checked += 1;
         match cx.get() {
             Some(FlowState::Seq(s)) => {
-                if seq < s.last {
+                if seq == 0 {
+                    self.counters.restarts += 1;
+                    s.last = 0;
+                } else if seq < s.last {
                     self.counters.reordered += 1;
                 } else {
                     s.last = seq;
@@ -124,6 +133,7 @@ impl Nf for SeqCheck {
             self.counters.checked += o.counters.checked;
             self.counters.reordered += o.counters.reordered;
             self.counters.untagged += o.counters.untagged;
+            self.counters.restarts += o.counters.restarts;
         }
     }
 

@@ -1,0 +1,67 @@
+//! What a run does.
+
+use core::time::Duration;
+
+use trace::Pace;
+
+/// Which balancer the controller asks for moves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BalancerKind {
+    /// RSS as initialised: never moves anything.
+    Static,
+    /// Scripted, for testing: every period moves a random shard to a random other
+    /// worker.
+    Random,
+}
+
+impl BalancerKind {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BalancerKind::Static => "static",
+            BalancerKind::Random => "random",
+        }
+    }
+}
+
+/// Run parameters.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Worker threads (working cores).
+    pub workers: usize,
+    /// Descriptors per NIC queue (ring size).
+    pub ring_size: usize,
+    /// Packets per poll.
+    pub burst: usize,
+    /// Replay pace.
+    pub pace: Pace,
+    /// Times the trace is played.
+    pub loops: u32,
+    /// Balancer.
+    pub balancer: BalancerKind,
+    /// Controller period (ε).
+    pub period: Duration,
+    /// Keep forwarded packets for an output pcap.
+    pub keep_output: bool,
+    /// Seed of the scripted balancer.
+    pub seed: u64,
+    /// Pin worker threads to cores.
+    pub pin: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workers: 2,
+            ring_size: 1024,
+            burst: 32,
+            pace: Pace::Max,
+            loops: 1,
+            balancer: BalancerKind::Static,
+            period: Duration::from_millis(100),
+            keep_output: false,
+            seed: 1,
+            pin: true,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The NIC model on its own thread: replay, hash, steer, enqueue.
+
+use std::sync::Arc;
+
+use nf::Packet;
+use rtrb::Producer;
+use steer::RssHasher;
+use trace::{Pace, Schedule, Trace};
+use wire::Malformed;
+
+use crate::shared::Shared;
+
+/// What the feeder counted.
+#[derive(Debug, Default)]
+pub(crate) struct FeederStats {
+    /// Packets offered (the trace times its loops).
+    pub offered: u64,
+    /// Tail drops on a full ring (timed pace only).
+    pub ring_full: u64,
+    /// Unparsable packets, by cause.
+    pub malformed: [u64; Malformed::ALL.len()],
+    /// Bytes offered (wire, FCS included).
+    pub bytes: u64,
+    /// First to last offer, ns.
+    pub duration_ns: u64,
+}
+
+pub(crate) fn feed(
+    trace: &Trace,
+    schedule: Schedule,
+    hasher: &RssHasher,
+    shared: &Arc<Shared>,
+    mut queues: Vec<Producer<Packet>>,
+    burst: usize,
+) -> FeederStats {
+    let mut st = FeederStats::default();
+    let total = schedule.packets(trace);
+    let mut n = 0u64;
+    let t0 = shared.now_ns();
+    while n < total {
+        let v = shared.version();
+        for _ in 0..burst {
+            let Some((i, at)) = schedule.release(trace, n) else {
+                break;
+            };
+            n += 1;
+            if let Pace::Timed { .. } = schedule.pace {
+                while shared.now_ns().saturating_sub(t0) < at {
+                    std::hint::spin_loop();
+                }
+            }
+            st.offered += 1;
+            st.bytes += u64::from(trace.orig_len(i)) + u64::from(trace::FCS_LEN);
+            let now = shared.now_ns();
+            let mut p = match Packet::new(trace.frame(i).to_vec(), now, hasher) {
+                Ok(p) => p,
+                Err((_, m)) => {
+                    st.malformed[m as usize] += 1;
+                    continue;
+                }
+            };
+            let q = usize::from(shared.table.queue_of(p.hash));
+            loop {
+                match queues[q].push(p) {
+                    Ok(()) => break,
+                    Err(rtrb::PushError::Full(back)) => {
+                        if let Pace::Timed { .. } = schedule.pace {
+                            st.ring_full += 1;
+                            break;
+                        }
+                        p = back;
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        // every packet steered with a table of version ≤ v is in its ring now
+        shared.ack_version(v);
+    }
+    st.duration_ns = shared.now_ns() - t0;
+    shared.finish_feeding();
+    st
+}

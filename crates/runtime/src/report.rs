@@ -1,0 +1,78 @@
+//! The results of a run, in the schema of DESIGN.md (`--json FILE`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Drops by cause (every cause listed, zeros included, so sums are easy to check).
+pub type Drops = BTreeMap<String, u64>;
+
+/// Latency percentiles, ns.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// One core.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PerCore {
+    /// Core index.
+    pub core: usize,
+    /// `working` (offloading cores come later).
+    pub role: &'static str,
+    /// Busy share of the core's time.
+    pub load: f64,
+    /// Packets the core ran the chain on.
+    pub packets: u64,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunReport {
+    /// Schema version.
+    pub schema: u32,
+    /// `run`.
+    pub mode: &'static str,
+    /// Balancer name.
+    pub balancer: &'static str,
+    /// `{"working": N, "offloading": 0}`.
+    pub cores: BTreeMap<&'static str, usize>,
+    /// Packets offered by the NIC model.
+    pub packets_in: u64,
+    /// Packets forwarded by the chain.
+    pub packets_out: u64,
+    /// Drops by cause: `packets_in == packets_out + sum(drops)`.
+    pub drops: Drops,
+    /// The `malformed` drops by parse cause (only causes seen).
+    pub malformed: Drops,
+    /// Packets whose sequence tag was lower than one already seen on their flow.
+    pub reordered: u64,
+    /// Flow entries: created, expired (slots), largest live count per shard summed.
+    pub flows: BTreeMap<&'static str, u64>,
+    /// Offered and achieved rates.
+    pub throughput: BTreeMap<&'static str, f64>,
+    /// Latency from NIC-model arrival to chain done.
+    pub latency_ns: BTreeMap<&'static str, Latency>,
+    /// Shard moves, offload changes, entries moved.
+    pub migrations: BTreeMap<&'static str, u64>,
+    /// Controller rounds and plan / move times.
+    pub controller: BTreeMap<&'static str, f64>,
+    /// Per core.
+    pub per_core: Vec<PerCore>,
+    /// Load imbalance across cores.
+    pub imbalance: BTreeMap<&'static str, f64>,
+}
+
+impl RunReport {
+    /// Sum of all drops.
+    pub fn dropped(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}

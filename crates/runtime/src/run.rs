@@ -1,0 +1,273 @@
+//! One run: build the rings, channels and table, start the threads, collect the
+//! results into a [`RunReport`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread;
+
+use balance::CoreId;
+use hdrhistogram::Histogram;
+use nf::{Chain, DropCause, Packet, Shard};
+use rtrb::RingBuffer;
+use steer::IndirectionTable;
+use trace::{Schedule, Trace};
+use wire::Malformed;
+
+use crate::controller::Controller;
+use crate::feeder::feed;
+use crate::report::{Latency, PerCore, RunReport};
+use crate::shared::Shared;
+use crate::worker::{Worker, WorkerResult};
+use crate::RunConfig;
+
+/// A run that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The report plus what tests and `--output` need.
+pub struct RunOutcome {
+    /// The report.
+    pub report: RunReport,
+    /// Forwarded packets (when kept), in arrival order per core.
+    pub output: Vec<(u64, Vec<u8>)>,
+    /// Every shard, as the workers returned them.
+    pub shards: Vec<Shard>,
+    /// Packets still held when the run ended (must be 0).
+    pub held: u64,
+}
+
+/// Runs `chain` (as a template: each worker gets its own instance) on `trace`.
+pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
+    let w = cfg.workers;
+    if w == 0 || w > usize::from(u16::MAX) {
+        return Err(RunError::Config(format!(
+            "workers = {w}: must be at least 1"
+        )));
+    }
+    if cfg.ring_size < 2 || cfg.burst == 0 {
+        return Err(RunError::Config(
+            "ring_size must be ≥ 2 and burst ≥ 1".into(),
+        ));
+    }
+    if trace.is_empty() {
+        return Err(RunError::Config("the trace has no packet".into()));
+    }
+    let shards_n = chain.shard_count();
+    let table =
+        IndirectionTable::new(chain.buckets(), 1).map_err(|e| RunError::Config(e.to_string()))?;
+    let owner: Vec<CoreId> = (0..shards_n).map(|s| (s % w) as CoreId).collect();
+    for b in 0..table.len() {
+        table.set(b, owner[b % shards_n]);
+    }
+    let shared = Arc::new(Shared::new(table));
+    let (mut producers, mut consumers) = (Vec::new(), Vec::new());
+    for _ in 0..w {
+        let (p, c) = RingBuffer::<Packet>::new(cfg.ring_size);
+        producers.push(p);
+        consumers.push(c);
+    }
+    let (inbox_tx, inbox_rx): (Vec<_>, Vec<_>) =
+        (0..w).map(|_| crossbeam_channel::unbounded()).unzip();
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+    let mut per_worker: Vec<Vec<Option<Shard>>> = (0..w)
+        .map(|_| (0..shards_n).map(|_| None).collect())
+        .collect();
+    for (s, shard) in chain.new_shards().into_iter().enumerate() {
+        per_worker[s % w][s] = Some(shard);
+    }
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let schedule = Schedule {
+        pace: cfg.pace,
+        loops: cfg.loops.max(1),
+    };
+    let hasher = chain.hasher().clone();
+
+    let (feeder, ctl, results) = thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for (i, (shards, (ring, inbox))) in per_worker
+            .into_iter()
+            .zip(consumers.into_iter().zip(inbox_rx))
+            .enumerate()
+        {
+            let worker = Worker {
+                chain: chain.instance(),
+                shards,
+                ring,
+                inbox,
+                peers: inbox_tx.clone(),
+                controller: ctl_tx.clone(),
+                shared: shared.clone(),
+                burst: cfg.burst,
+                keep_output: cfg.keep_output,
+            };
+            let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
+            handles.push(sc.spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                worker.run()
+            }));
+        }
+        let controller = Controller {
+            shared: shared.clone(),
+            workers: inbox_tx.clone(),
+            inbox: ctl_rx,
+            owner: owner.clone(),
+            shards: shards_n,
+            balancer: cfg.balancer,
+            period: cfg.period,
+            seed: cfg.seed,
+        };
+        let ctl = sc.spawn(move || controller.run());
+        let feeder = feed(
+            trace,
+            schedule,
+            &hasher,
+            &shared,
+            std::mem::take(&mut producers),
+            cfg.burst,
+        );
+        let ctl = ctl.join().expect("controller thread");
+        let results: Vec<WorkerResult> = handles
+            .into_iter()
+            .map(|h| h.join().expect("worker thread"))
+            .collect();
+        (feeder, ctl, results)
+    });
+    let elapsed_ns = shared.now_ns().max(1);
+
+    // merge
+    let mut results = results;
+    let held: u64 = results.iter().map(|r| r.held).sum();
+    let per_core: Vec<PerCore> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| PerCore {
+            core: i,
+            role: "working",
+            load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
+            packets: r.chain.counters().packets,
+        })
+        .collect();
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let mut output = Vec::new();
+    let mut shards = Vec::new();
+    for r in &mut results {
+        latency.add(&r.latency).expect("same bounds");
+        output.append(&mut r.output);
+        shards.append(&mut r.shards);
+    }
+    let mut it = results.into_iter();
+    let mut total = it.next().expect("at least one worker").chain;
+    for r in it {
+        total.merge_from(&r.chain);
+    }
+    let c = total.counters().clone();
+    let mut drops = BTreeMap::new();
+    drops.insert("ring_full".to_string(), feeder.ring_full);
+    drops.insert("malformed".to_string(), feeder.malformed.iter().sum());
+    for cause in DropCause::ALL {
+        drops.insert(cause.name().to_string(), c.dropped(cause));
+    }
+    let counter = |name: &str| -> u64 {
+        total
+            .nfs()
+            .iter()
+            .flat_map(|n| n.counters())
+            .filter(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let (created, expired, active_max) = shards.iter().fold((0, 0, 0), |a, s| {
+        let t = s.table.stats();
+        (a.0 + t.inserted, a.1 + t.expired_slots, a.2 + t.max_len)
+    });
+    let q = |v: f64| latency.value_at_quantile(v);
+    let pct = |v: &[u64], q: f64| -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * q) as usize] as f64 / 1e3
+    };
+    let loads: Vec<f64> = per_core.iter().map(|p| p.load).collect();
+    let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+    let (lmax, lmin) = loads
+        .iter()
+        .fold((f64::MIN, f64::MAX), |a, l| (a.0.max(*l), a.1.min(*l)));
+    let secs = elapsed_ns as f64 / 1e9;
+    let out_bytes = if feeder.offered > 0 {
+        feeder.bytes as f64 * c.forwarded as f64 / feeder.offered as f64
+    } else {
+        0.0
+    };
+    let report = RunReport {
+        schema: 1,
+        mode: "run",
+        balancer: cfg.balancer.name(),
+        cores: BTreeMap::from([("working", w), ("offloading", 0)]),
+        packets_in: feeder.offered,
+        packets_out: c.forwarded,
+        drops,
+        malformed: Malformed::ALL
+            .iter()
+            .filter(|m| feeder.malformed[**m as usize] > 0)
+            .map(|m| (m.name().to_string(), feeder.malformed[*m as usize]))
+            .collect(),
+        reordered: counter("reordered"),
+        flows: BTreeMap::from([
+            ("created", created),
+            ("expired", expired),
+            ("active_max", active_max),
+        ]),
+        throughput: BTreeMap::from([
+            (
+                "offered_mpps",
+                feeder.offered as f64 / (feeder.duration_ns.max(1) as f64 / 1e9) / 1e6,
+            ),
+            ("mpps", c.forwarded as f64 / secs / 1e6),
+            ("gbps", out_bytes * 8.0 / secs / 1e9),
+        ]),
+        latency_ns: BTreeMap::from([(
+            "all",
+            Latency {
+                p50: q(0.5),
+                p99: q(0.99),
+                p999: q(0.999),
+                max: latency.max(),
+            },
+        )]),
+        migrations: BTreeMap::from([
+            ("shard_moves", ctl.shard_moves),
+            ("offload_changes", 0),
+            ("entries_moved", ctl.entries_moved),
+        ]),
+        controller: BTreeMap::from([
+            ("rounds", ctl.rounds as f64),
+            ("plan_us_p50", pct(&ctl.plan_ns, 0.5)),
+            ("plan_us_max", pct(&ctl.plan_ns, 1.0)),
+            ("move_us_p50", pct(&ctl.move_ns, 0.5)),
+            ("move_us_max", pct(&ctl.move_ns, 1.0)),
+        ]),
+        per_core,
+        imbalance: BTreeMap::from([
+            ("max_over_min", if lmin > 0.0 { lmax / lmin } else { 0.0 }),
+            (
+                "squared",
+                loads.iter().map(|l| (l - mean) * (l - mean)).sum(),
+            ),
+        ]),
+    };
+    Ok(RunOutcome {
+        report,
+        output,
+        shards,
+        held,
+    })
+}

@@ -1,0 +1,86 @@
+//! What the feeder, the workers and the controller share: the indirection table and
+//! a few atomics. Each ordering names the operation it pairs with.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use balance::Version;
+use steer::IndirectionTable;
+
+pub(crate) struct Shared {
+    pub table: IndirectionTable,
+    /// Table version, bumped by the controller after rewriting entries.
+    version: AtomicU64,
+    /// The last version the feeder steered a whole burst with (`u64::MAX` once it
+    /// has finished: no packet can be steered by any table any more).
+    feeder_seen: AtomicU64,
+    feeder_done: AtomicBool,
+    stop: AtomicBool,
+    pub start: Instant,
+}
+
+impl Shared {
+    pub fn new(table: IndirectionTable) -> Shared {
+        Shared {
+            table,
+            version: AtomicU64::new(0),
+            feeder_seen: AtomicU64::new(0),
+            feeder_done: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            start: Instant::now(),
+        }
+    }
+
+    /// ns since the run started: the runtime's clock for arrival stamps and NF time.
+    pub fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Controller: publish a table version after rewriting its entries.
+    /// `Release` pairs with the `Acquire` in [`version`](Self::version): a feeder that
+    /// sees `v` also sees the entries written before.
+    pub fn publish_version(&self, v: Version) {
+        self.version.store(v, Ordering::Release);
+    }
+
+    /// Feeder: the table version to steer the next burst with (see `publish_version`).
+    pub fn version(&self) -> Version {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Feeder: every packet steered with a table older than `v` has been pushed.
+    /// `Release` pairs with the `Acquire` in [`feeder_seen`](Self::feeder_seen): the
+    /// controller that sees `v` (and the worker it then signals) sees those pushes.
+    pub fn ack_version(&self, v: Version) {
+        self.feeder_seen.store(v, Ordering::Release);
+    }
+
+    /// Controller: the last version the feeder acknowledged.
+    pub fn feeder_seen(&self) -> Version {
+        self.feeder_seen.load(Ordering::Acquire)
+    }
+
+    /// Feeder: all packets pushed. `Release` pairs with the `Acquire` in
+    /// [`feeder_done`](Self::feeder_done).
+    pub fn finish_feeding(&self) {
+        self.feeder_seen.store(u64::MAX, Ordering::Release);
+        self.feeder_done.store(true, Ordering::Release);
+    }
+
+    /// Controller: has the feeder finished?
+    pub fn feeder_done(&self) -> bool {
+        self.feeder_done.load(Ordering::Acquire)
+    }
+
+    /// Controller: no packet and no move will come any more. `Release` pairs with
+    /// the `Acquire` in [`stopping`](Self::stopping): a worker that sees it sees the
+    /// feeder's last pushes and the controller's last messages.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Worker: drain and exit?
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,174 @@
+//! The runtime's invariants, on every change: per flow, packets leave in arrival
+//! order (the sequence check counts 0 reordered); every packet offered is forwarded
+//! or counted as dropped (in = out + drops, exactly); after any number of shard
+//! moves every shard is on exactly one worker and every flow entry exists once.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use nf::ChainConfig;
+use runtime::{run, BalancerKind, RunConfig, RunOutcome};
+use trace::{Generator, Pace, SizeDist, Trace, TraceSpec};
+
+fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
+    let spec = TraceSpec {
+        flows,
+        packets,
+        alpha,
+        active_flows: flows / 4,
+        sizes: SizeDist::Fixed(64),
+        ..Default::default()
+    };
+    Trace::from_generated(Generator::new(&spec).unwrap())
+}
+
+fn check(o: &RunOutcome, shards: usize) {
+    let r = &o.report;
+    assert_eq!(
+        r.packets_in,
+        r.packets_out + r.dropped(),
+        "in = out + drops: {:?}",
+        r.drops
+    );
+    assert_eq!(r.reordered, 0, "no flow reordered");
+    assert_eq!(o.held, 0, "no packet left held");
+    let mut ids: Vec<usize> = o.shards.iter().map(|s| s.info.index).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (0..shards).collect::<Vec<_>>(),
+        "every shard exactly once"
+    );
+    let mut keys = HashSet::new();
+    let mut entries = 0;
+    for s in &o.shards {
+        for e in s.table.entries() {
+            assert!(keys.insert(*s.table.key(e)), "a flow entry exists twice");
+            entries += 1;
+        }
+    }
+    assert_eq!(keys.len(), entries);
+}
+
+#[test]
+fn static_run_forwards_everything_in_order() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(2_000, 40_000, 1.1);
+    let o = run(
+        &chain,
+        &t,
+        &RunConfig {
+            workers: 2,
+            pin: false,
+            keep_output: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check(&o, chain.shard_count());
+    assert_eq!(o.report.packets_in, 40_000);
+    assert_eq!(
+        o.report.packets_out, 40_000,
+        "the default chain forwards the whole generated trace"
+    );
+    assert_eq!(o.output.len(), 40_000);
+    assert_eq!(o.report.migrations["shard_moves"], 0);
+    assert!(
+        o.report.per_core.iter().all(|c| c.packets > 0),
+        "both workers worked"
+    );
+}
+
+#[test]
+fn random_moves_keep_every_invariant() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(3_000, 30_000, 1.1);
+    let cfg = RunConfig {
+        workers: 3,
+        balancer: BalancerKind::Random,
+        period: Duration::from_micros(200),
+        loops: 20,
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    assert_eq!(o.report.packets_in, 600_000);
+    assert!(
+        o.report.migrations["shard_moves"] > 50,
+        "{:?}",
+        o.report.migrations
+    );
+    assert!(o.report.migrations["entries_moved"] > 0);
+}
+
+#[test]
+fn timed_replay_accounts_for_every_packet() {
+    let chain = ChainConfig::from_toml("[[nf]]\nkind = \"seqcheck\"\n")
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap();
+    let t = trace(500, 20_000, 1.1);
+    // 8-descriptor rings and a replay 1000× faster than the trace: some drops
+    let cfg = RunConfig {
+        workers: 2,
+        ring_size: 8,
+        pace: Pace::Timed { speed: 1000.0 },
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    assert_eq!(o.report.packets_in, 20_000);
+    assert_eq!(o.report.packets_out + o.report.drops["ring_full"], 20_000);
+}
+
+#[test]
+#[ignore = "prints a report; run with --ignored --nocapture"]
+fn print_report() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(3_000, 30_000, 1.1);
+    let cfg = RunConfig {
+        workers: 3,
+        balancer: BalancerKind::Random,
+        period: Duration::from_micros(200),
+        loops: 20,
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    println!("{}", serde_json::to_string_pretty(&o.report).unwrap());
+}
+
+/// The stress run of the issue: ≥ 10⁴ random shard moves at a 1 ms period, 3
+/// workers on whatever cores there are, a skewed trace replayed at a fixed rate for
+/// ≈ 15 s so the number of moves does not depend on the machine's speed.
+#[test]
+fn stress_ten_thousand_moves() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(4_000, 30_000, 1.2);
+    // 30 000 packets per lap at 0.5 Mpps = 60 ms per lap; 250 laps = 15 s
+    let speed = (t.duration_ns() as f64 / 1e9) / 0.06;
+    let cfg = RunConfig {
+        workers: 3,
+        balancer: BalancerKind::Random,
+        period: Duration::from_millis(1),
+        pace: Pace::Timed { speed },
+        loops: 250,
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    let moves = o.report.migrations["shard_moves"];
+    assert!(moves >= 10_000, "{moves} moves");
+    assert_eq!(o.report.packets_in, 7_500_000);
+    eprintln!(
+        "stress: {moves} moves, {} entries moved, {} forwarded, {} ring drops, move p50 {} µs",
+        o.report.migrations["entries_moved"],
+        o.report.packets_out,
+        o.report.drops["ring_full"],
+        o.report.controller["move_us_p50"]
+    );
+}
