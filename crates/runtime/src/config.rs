@@ -37,6 +37,8 @@ pub struct RunConfig {
     pub pace: Pace,
     /// Times the trace is played.
     pub loops: u32,
+    /// Loop the trace until this much time has passed (overrides `loops`).
+    pub duration: Option<Duration>,
     /// Balancer.
     pub balancer: BalancerKind,
     /// Controller period (ε).
@@ -57,6 +59,7 @@ impl Default for RunConfig {
             burst: 32,
             pace: Pace::Max,
             loops: 1,
+            duration: None,
             balancer: BalancerKind::Static,
             period: Duration::from_millis(100),
             keep_output: false,

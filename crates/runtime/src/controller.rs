@@ -68,13 +68,18 @@ impl Controller {
             }
             let now = Instant::now();
             if !done && now >= next {
-                next = now + self.period;
+                // rounds on a fixed grid: a late round is caught up, not skipped
+                next += self.period;
                 st.rounds += 1;
                 let t = Instant::now();
                 let plan: Vec<(ShardId, CoreId)> = match self.balancer {
                     BalancerKind::Static => Vec::new(),
-                    BalancerKind::Random if workers > 1 => {
-                        let s = rng.gen_range(0..self.shards) as ShardId;
+                    BalancerKind::Random if workers > 1 && mover.in_flight() < self.shards => {
+                        // a random shard among those not already moving
+                        let movable: Vec<ShardId> = (0..self.shards as ShardId)
+                            .filter(|s| !mover.is_moving(*s))
+                            .collect();
+                        let s = movable[rng.gen_range(0..movable.len())];
                         let mut to = rng.gen_range(0..workers - 1) as CoreId;
                         if to >= self.owner[usize::from(s)] {
                             to += 1;

@@ -32,12 +32,16 @@ pub(crate) fn feed(
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
     burst: usize,
+    duration_ns: Option<u64>,
 ) -> FeederStats {
     let mut st = FeederStats::default();
     let total = schedule.packets(trace);
     let mut n = 0u64;
     let t0 = shared.now_ns();
     while n < total {
+        if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d) {
+            break;
+        }
         let v = shared.version();
         for _ in 0..burst {
             let Some((i, at)) = schedule.release(trace, n) else {

@@ -80,9 +80,15 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         per_worker[s % w][s] = Some(shard);
     }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
+    // with a duration, loop (practically) forever and let the feeder stop on time
+    let loops = if cfg.duration.is_some() {
+        u32::MAX
+    } else {
+        cfg.loops.max(1)
+    };
     let schedule = Schedule {
         pace: cfg.pace,
-        loops: cfg.loops.max(1),
+        loops,
     };
     let hasher = chain.hasher().clone();
 
@@ -123,13 +129,10 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             seed: cfg.seed,
         };
         let ctl = sc.spawn(move || controller.run());
+        let duration = cfg.duration.map(|d| d.as_nanos() as u64);
+        let queues = std::mem::take(&mut producers);
         let feeder = feed(
-            trace,
-            schedule,
-            &hasher,
-            &shared,
-            std::mem::take(&mut producers),
-            cfg.burst,
+            trace, schedule, &hasher, &shared, queues, cfg.burst, duration,
         );
         let ctl = ctl.join().expect("controller thread");
         let results: Vec<WorkerResult> = handles

@@ -142,20 +142,17 @@ fn print_report() {
 }
 
 /// The stress run of the issue: ≥ 10⁴ random shard moves at a 1 ms period, 3
-/// workers on whatever cores there are, a skewed trace replayed at a fixed rate for
-/// ≈ 15 s so the number of moves does not depend on the machine's speed.
+/// workers on whatever cores there are, a skewed trace looped for 14 s at full
+/// speed (the feeder waits on full rings, so nothing is dropped).
 #[test]
 fn stress_ten_thousand_moves() {
     let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
     let t = trace(4_000, 30_000, 1.2);
-    // 30 000 packets per lap at 0.5 Mpps = 60 ms per lap; 250 laps = 15 s
-    let speed = (t.duration_ns() as f64 / 1e9) / 0.06;
     let cfg = RunConfig {
         workers: 3,
         balancer: BalancerKind::Random,
         period: Duration::from_millis(1),
-        pace: Pace::Timed { speed },
-        loops: 250,
+        duration: Some(Duration::from_secs(14)),
         pin: false,
         ..Default::default()
     };
@@ -163,12 +160,12 @@ fn stress_ten_thousand_moves() {
     check(&o, chain.shard_count());
     let moves = o.report.migrations["shard_moves"];
     assert!(moves >= 10_000, "{moves} moves");
-    assert_eq!(o.report.packets_in, 7_500_000);
+    assert_eq!(o.report.dropped(), 0);
     eprintln!(
-        "stress: {moves} moves, {} entries moved, {} forwarded, {} ring drops, move p50 {} µs",
+        "stress: {moves} moves, {} entries moved, {} packets, move p50 {} µs, max {} µs",
         o.report.migrations["entries_moved"],
         o.report.packets_out,
-        o.report.drops["ring_full"],
-        o.report.controller["move_us_p50"]
+        o.report.controller["move_us_p50"],
+        o.report.controller["move_us_max"]
     );
 }
