@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod chain;
 mod gen;
+mod run;
 mod stats;
 
 /// flowshift — stateful network functions on many cores, with load moved between
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a chain on worker threads over a trace, moving load between cores.
+    Run(run::RunArgs),
     /// Generate a synthetic trace (pcap, nanosecond timestamps) from a spec.
     Gen(gen::GenArgs),
     /// Inspect traces.
@@ -45,6 +48,7 @@ enum TraceCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(a) => run::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),

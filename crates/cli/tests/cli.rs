@@ -219,3 +219,83 @@ fn chain_check_describes_or_names_the_problem() {
         "{err}"
     );
 }
+
+#[test]
+fn run_writes_a_consistent_report_and_a_valid_pcap() {
+    let input = tmp("run-in.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        input.to_str().unwrap(),
+        "--flows",
+        "500",
+        "--packets",
+        "20000",
+        "--sizes",
+        "imix",
+    ]));
+    let (json, output) = (tmp("run.json"), tmp("run-out.pcap"));
+    let out = ok(&flowshift(&[
+        "run",
+        "--input",
+        input.to_str().unwrap(),
+        "--workers",
+        "3",
+        "--balancer",
+        "random",
+        "--period",
+        "1ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]));
+    assert!(out.contains("reordered   0"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["schema"], 1);
+    assert_eq!(r["mode"], "run");
+    assert_eq!(r["packets_in"], 20000);
+    let drops: u64 = r["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(r["packets_out"].as_u64().unwrap() + drops, 20000);
+    assert_eq!(r["reordered"], 0);
+    assert_eq!(r["per_core"].as_array().unwrap().len(), 3);
+    for k in [
+        "throughput",
+        "latency_ns",
+        "migrations",
+        "controller",
+        "imbalance",
+        "flows",
+        "cores",
+    ] {
+        assert!(r[k].is_object(), "{k} in the schema");
+    }
+    // the FW+NAT output passes tshark with checksum validation
+    let t = trace::tshark::validate(&output).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.packets, r["packets_out"].as_u64().unwrap());
+    assert_eq!(t.bad_checksums, 0, "{:?}", t.samples);
+    assert_eq!(t.errors, 0, "{:?}", t.samples);
+}
+
+#[test]
+fn run_rejects_what_it_cannot_do() {
+    let o = flowshift(&["run", "--offloaders", "1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("offloading"));
+    let o = flowshift(&["run", "--balancer", "magic"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`balancer` = `magic`"));
+    let cfg = tmp("run-bad.toml");
+    std::fs::write(&cfg, "[run]\nworkerz = 2\n[[nf]]\nkind = \"seqcheck\"\n").unwrap();
+    let o = flowshift(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("workerz"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

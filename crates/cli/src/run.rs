@@ -1,0 +1,236 @@
+//! `flowshift run`: a chain on worker threads over a trace, with live load moved by
+//! the configured balancer; prints a report and optionally writes it as JSON.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use nf::ChainConfig;
+use runtime::{BalancerKind, RunConfig, RunReport};
+use serde::Deserialize;
+use trace::{Generator, Pace, Trace, TraceSpec};
+
+/// Options of `flowshift run`. Flags override the config file's `[run]` table.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// TOML file: the chain (`[[nf]]`, `[steering]`, `[table]`) and a `[run]` table.
+    /// Without it: firewall → NAT → sequence check.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// pcap to replay; without it, a trace is generated with `flowshift gen`'s defaults.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Working cores [default: 2].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Offloading cores [default: 0] (flow offloading is not implemented yet: must be 0).
+    #[arg(long)]
+    pub offloaders: Option<usize>,
+    /// Balancer: static or random [default: static].
+    #[arg(long)]
+    pub balancer: Option<String>,
+    /// Controller period, e.g. 100ms [default: 100ms].
+    #[arg(long)]
+    pub period: Option<String>,
+    /// Replay speed factor on the trace's own timing; without it, as fast as the
+    /// workers take packets.
+    #[arg(long)]
+    pub speed: Option<f64>,
+    /// Times to play the trace [default: 1].
+    #[arg(long)]
+    pub loops: Option<u32>,
+    /// Loop the trace for this long, e.g. 10s (overrides --loops).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Write the forwarded packets to this pcap.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Write the report as JSON (DESIGN.md's results schema).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The `[run]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunSection {
+    workers: Option<usize>,
+    offloaders: Option<usize>,
+    ring_size: Option<usize>,
+    burst: Option<usize>,
+    balancer: Option<String>,
+    period: Option<String>,
+    speed: Option<f64>,
+    loops: Option<u32>,
+    duration: Option<String>,
+    seed: Option<u64>,
+}
+
+fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
+    humantime::parse_duration(s)
+        .with_context(|| format!("`{field}` = `{s}`: write e.g. \"100ms\" or \"10s\""))
+}
+
+fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
+    let Some(path) = config else {
+        return Ok((
+            ChainConfig::default_chain(),
+            RunSection::default(),
+            PathBuf::from("."),
+        ));
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).with_context(|| path.display().to_string())?;
+    let run: RunSection = match table.remove("run") {
+        Some(v) => v
+            .try_into()
+            .with_context(|| format!("{}: [run]", path.display()))?,
+        None => RunSection::default(),
+    };
+    let chain: ChainConfig = toml::Value::Table(table)
+        .try_into()
+        .with_context(|| path.display().to_string())?;
+    Ok((
+        chain,
+        run,
+        path.parent().map(Path::to_path_buf).unwrap_or_default(),
+    ))
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let (chain_cfg, sec, base) = load(a.config.as_deref())?;
+    let chain = chain_cfg.build(&base)?;
+    let offloaders = a.offloaders.or(sec.offloaders).unwrap_or(0);
+    if offloaders > 0 {
+        bail!("`offloaders` = {offloaders}: flow offloading to offloading cores is not implemented yet; use 0");
+    }
+    let balancer = match a.balancer.as_deref().or(sec.balancer.as_deref()).unwrap_or("static") {
+        "static" => BalancerKind::Static,
+        "random" => BalancerKind::Random,
+        other => bail!("`balancer` = `{other}`: expected `static` or `random` (rsspp, dyssect and sprayer come next)"),
+    };
+    let mut cfg = RunConfig {
+        balancer,
+        ..RunConfig::default()
+    };
+    if let Some(w) = a.workers.or(sec.workers) {
+        cfg.workers = w;
+    }
+    if let Some(r) = sec.ring_size {
+        cfg.ring_size = r;
+    }
+    if let Some(b) = sec.burst {
+        cfg.burst = b;
+    }
+    if let Some(p) = a.period.as_deref().or(sec.period.as_deref()) {
+        cfg.period = duration("period", p)?;
+    }
+    if let Some(s) = a.speed.or(sec.speed) {
+        if !(s.is_finite() && s > 0.0) {
+            bail!("`speed` = {s}: must be a positive factor");
+        }
+        cfg.pace = Pace::Timed { speed: s };
+    }
+    if let Some(l) = a.loops.or(sec.loops) {
+        cfg.loops = l;
+    }
+    if let Some(d) = a.duration.as_deref().or(sec.duration.as_deref()) {
+        cfg.duration = Some(duration("duration", d)?);
+    }
+    if let Some(s) = sec.seed {
+        cfg.seed = s;
+    }
+    cfg.keep_output = a.output.is_some();
+    let trace = match &a.input {
+        Some(p) => trace::read_pcap(p)?,
+        None => {
+            eprintln!(
+                "flowshift: no --input: generating the default trace (flowshift gen's defaults)"
+            );
+            Trace::from_generated(Generator::new(&TraceSpec::default())?)
+        }
+    };
+    eprintln!(
+        "flowshift: {} packets, {} workers, balancer {}, chain:\n{}",
+        trace.len(),
+        cfg.workers,
+        balancer.name(),
+        chain.describe()
+    );
+    let out = runtime::run(&chain, &trace, &cfg)?;
+    if out.held != 0 {
+        bail!(
+            "{} packets were still held when the run ended: a migration did not complete",
+            out.held
+        );
+    }
+    print_report(&out.report);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&out.report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.output {
+        let n = trace::write_pcap(p, out.output.iter().map(|(t, f)| (*t, &f[..])))
+            .with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("flowshift: wrote {n} packets to {}", p.display());
+    }
+    Ok(())
+}
+
+fn print_report(r: &RunReport) {
+    println!(
+        "packets     in {}  out {}  dropped {}",
+        r.packets_in,
+        r.packets_out,
+        r.dropped()
+    );
+    let drops: Vec<String> = r
+        .drops
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if !drops.is_empty() {
+        println!("drops       {}", drops.join(", "));
+    }
+    println!("reordered   {}", r.reordered);
+    println!(
+        "throughput  offered {:.3} Mpps, achieved {:.3} Mpps, {:.3} Gbps",
+        r.throughput["offered_mpps"], r.throughput["mpps"], r.throughput["gbps"]
+    );
+    let l = &r.latency_ns["all"];
+    println!(
+        "latency     p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
+        l.p50 as f64 / 1e3,
+        l.p99 as f64 / 1e3,
+        l.p999 as f64 / 1e3,
+        l.max as f64 / 1e3
+    );
+    println!(
+        "flows       created {}, expired {}",
+        r.flows["created"], r.flows["expired"]
+    );
+    println!(
+        "migrations  {} shard moves, {} flow entries moved (move p50 {:.0} µs, max {:.0} µs)",
+        r.migrations["shard_moves"],
+        r.migrations["entries_moved"],
+        r.controller["move_us_p50"],
+        r.controller["move_us_max"]
+    );
+    for c in &r.per_core {
+        println!(
+            "core {}      {:<8} load {:>5.1} %  {} packets",
+            c.core,
+            c.role,
+            100.0 * c.load,
+            c.packets
+        );
+    }
+    println!(
+        "imbalance   max/min load {:.3}",
+        r.imbalance["max_over_min"]
+    );
+}
