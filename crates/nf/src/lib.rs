@@ -28,7 +28,7 @@ mod packet;
 pub mod seqcheck;
 mod verdict;
 
-pub use chain::{Chain, ChainCounters, Shard};
+pub use chain::{Chain, ChainCounters, ChainOptions, Shard};
 pub use config::{ChainConfig, ConfigError};
 pub use ctx::{Ctx, FlowState, Nf, ShardInfo, ShardLocal};
 pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};

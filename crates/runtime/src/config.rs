@@ -5,21 +5,35 @@ use core::time::Duration;
 use trace::Pace;
 
 /// Which balancer the controller asks for moves.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum BalancerKind {
     /// RSS as initialised: never moves anything.
     Static,
-    /// Scripted, for testing: every period moves a random shard to a random other
-    /// worker.
+    /// For testing: every period moves a random shard (not already moving) to a
+    /// random other worker.
     Random,
+    /// For testing: move `shard` to `to` once `at` has passed, for each entry.
+    Script(Vec<ScriptedMove>),
+}
+
+/// One move of a [`BalancerKind::Script`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScriptedMove {
+    /// When (since the run started).
+    pub at: Duration,
+    /// Which shard.
+    pub shard: u16,
+    /// To which worker.
+    pub to: u16,
 }
 
 impl BalancerKind {
     /// The name used in reports and on the command line.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             BalancerKind::Static => "static",
             BalancerKind::Random => "random",
+            BalancerKind::Script(_) => "script",
         }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) struct ControllerStats {
     pub rounds: u64,
     pub shard_moves: u64,
     pub entries_moved: u64,
+    pub packets_held: u64,
     pub plan_ns: Vec<u64>,
     pub move_ns: Vec<u64>,
 }
@@ -43,15 +44,22 @@ impl Controller {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut started: Vec<Option<Instant>> = vec![None; self.shards];
         let mut next = Instant::now() + self.period;
+        let mut script_done = std::collections::HashSet::new();
         let buckets = self.shared.table.len();
         let workers = self.workers.len();
         loop {
-            while let Ok(ToController::Arrived { shard, entries }) = self.inbox.try_recv() {
+            while let Ok(ToController::Arrived {
+                shard,
+                entries,
+                held,
+            }) = self.inbox.try_recv()
+            {
                 assert!(
                     mover.on_arrived(shard),
                     "shard {shard} arrived but was not moving"
                 );
                 st.entries_moved += entries;
+                st.packets_held += held;
                 if let Some(t) = started[usize::from(shard)].take() {
                     st.move_ns.push(t.elapsed().as_nanos() as u64);
                 }
@@ -72,7 +80,19 @@ impl Controller {
                 next += self.period;
                 st.rounds += 1;
                 let t = Instant::now();
-                let plan: Vec<(ShardId, CoreId)> = match self.balancer {
+                let since = self.shared.start.elapsed();
+                let plan: Vec<(ShardId, CoreId)> = match &self.balancer {
+                    BalancerKind::Script(moves) => {
+                        let due: Vec<(ShardId, CoreId)> = moves
+                            .iter()
+                            .filter(|m| m.at <= since && !script_done.contains(&(m.at, m.shard)))
+                            .map(|m| (m.shard, m.to))
+                            .collect();
+                        for m in moves.iter().filter(|m| m.at <= since) {
+                            script_done.insert((m.at, m.shard));
+                        }
+                        due
+                    }
                     BalancerKind::Static => Vec::new(),
                     BalancerKind::Random if workers > 1 && mover.in_flight() < self.shards => {
                         // a random shard among those not already moving

@@ -22,6 +22,6 @@ mod run;
 mod shared;
 mod worker;
 
-pub use config::{BalancerKind, RunConfig};
+pub use config::{BalancerKind, RunConfig, ScriptedMove};
 pub use report::{Drops, Latency, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

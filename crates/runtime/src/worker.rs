@@ -23,8 +23,13 @@ pub(crate) enum ToWorker {
 
 /// Messages to the controller.
 pub(crate) enum ToController {
-    /// `shard` arrived at its new owner; `entries` flow entries came with it.
-    Arrived { shard: ShardId, entries: u64 },
+    /// `shard` arrived at its new owner; `entries` flow entries came with it and
+    /// `held` packets had been held for it, now processed.
+    Arrived {
+        shard: ShardId,
+        entries: u64,
+        held: u64,
+    },
 }
 
 /// What a worker hands back at the end.
@@ -81,6 +86,7 @@ impl Worker {
                         let entries = state.table.len() as u64;
                         self.shards[usize::from(shard)] = Some(*state);
                         let mut held: Vec<Packet> = moves.on_shard(shard).into();
+                        let held_n = held.len() as u64;
                         for chunk in held.chunks_mut(self.burst.max(1)) {
                             let now = self.shared.now_ns();
                             self.chain
@@ -95,9 +101,11 @@ impl Worker {
                             );
                         }
                         // the controller may have stopped waiting only after this arrives
-                        let _ = self
-                            .controller
-                            .send(ToController::Arrived { shard, entries });
+                        let _ = self.controller.send(ToController::Arrived {
+                            shard,
+                            entries,
+                            held: held_n,
+                        });
                     }
                 }
             }
