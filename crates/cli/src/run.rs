@@ -157,7 +157,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         "flowshift: {} packets, {} workers, balancer {}, chain:\n{}",
         trace.len(),
         cfg.workers,
-        balancer.name(),
+        cfg.balancer.name(),
         chain.describe()
     );
     let out = runtime::run(&chain, &trace, &cfg)?;
@@ -214,9 +214,10 @@ fn print_report(r: &RunReport) {
         r.flows["created"], r.flows["expired"]
     );
     println!(
-        "migrations  {} shard moves, {} flow entries moved (move p50 {:.0} µs, max {:.0} µs)",
+        "migrations  {} shard moves, {} flow entries moved, {} packets held then drained (move p50 {:.0} µs, max {:.0} µs)",
         r.migrations["shard_moves"],
         r.migrations["entries_moved"],
+        r.migrations["packets_held"],
         r.controller["move_us_p50"],
         r.controller["move_us_max"]
     );
