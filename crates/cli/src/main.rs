@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod chain;
 mod gen;
 mod run;
@@ -25,6 +26,8 @@ enum Command {
     Run(run::RunArgs),
     /// Generate a synthetic trace (pcap, nanosecond timestamps) from a spec.
     Gen(gen::GenArgs),
+    /// Runtime capacity: empty chain vs firewall → NAT, 1…N workers, one run.
+    Bench(bench::BenchArgs),
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Gen(a) => gen::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
     };

@@ -299,3 +299,25 @@ fn run_rejects_what_it_cannot_do() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn bench_prints_every_variant() {
+    let json = tmp("bench.json");
+    let out = ok(&flowshift(&[
+        "bench",
+        "--flows",
+        "500",
+        "--packets",
+        "20000",
+        "--max-workers",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("fw+nat") && out.contains("empty"), "{out}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
+}
