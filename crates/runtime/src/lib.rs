@@ -20,7 +20,11 @@ mod feeder;
 mod report;
 mod run;
 mod shared;
+mod sync;
 mod worker;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 pub use config::{BalancerKind, RunConfig, ScriptedMove};
 pub use report::{Drops, Latency, PerCore, RunReport};

@@ -1,11 +1,13 @@
 //! What the feeder, the workers and the controller share: the indirection table and
 //! a few atomics. Each ordering names the operation it pairs with.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use balance::Version;
 use steer::IndirectionTable;
+
+use crate::sync::{AtomicBool, AtomicU64};
 
 pub(crate) struct Shared {
     pub table: IndirectionTable,

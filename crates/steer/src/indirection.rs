@@ -1,7 +1,9 @@
 //! The RSS indirection table (RETA): bucket → queue, rewritable while readers steer.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU16, Ordering};
+use core::sync::atomic::Ordering;
+
+use crate::sync::AtomicU16;
 
 /// Allowed table sizes.
 pub const MIN_SIZE: usize = 64;

@@ -13,6 +13,7 @@ mod fields;
 mod hasher;
 mod indirection;
 mod key;
+mod sync;
 mod toeplitz;
 
 pub use fields::{hash_input, HashFields, HashInput};
