@@ -6,7 +6,10 @@
 //! threaded runtime, the simulator and the model-checking tests drive this same
 //! code.
 
+pub mod balancers;
 pub mod migrate;
+
+pub use balancers::{Balancer, Plan, Snapshot};
 
 /// A shard: a set of RSS buckets with one flow table (shard j holds buckets j,
 /// j + S, j + 2S, …).

@@ -144,6 +144,26 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         cfg.seed = s;
     }
     cfg.keep_output = a.output.is_some();
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // live per-core load, once per controller period
+        cfg.progress = Some(runtime::Progress(std::sync::Arc::new(
+            |s: &balance::Snapshot| {
+                let loads: Vec<String> = s
+                    .core_load
+                    .iter()
+                    .map(|l| format!("{:5.1}%", 100.0 * l))
+                    .collect();
+                let pkts: u64 = s.core_packets.iter().sum();
+                eprint!(
+                    "\r{:8.2} s  core load {}  {:.2} Mpps  moving {}   ",
+                    s.now_ns as f64 / 1e9,
+                    loads.join(" "),
+                    pkts as f64 / (s.period_ns.max(1) as f64 / 1e3),
+                    s.moving.len()
+                );
+            },
+        )));
+    }
     let trace = match &a.input {
         Some(p) => trace::read_pcap(p)?,
         None => {
@@ -161,6 +181,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         chain.describe()
     );
     let out = runtime::run(&chain, &trace, &cfg)?;
+    if cfg.progress.is_some() {
+        eprintln!();
+    }
     if out.held != 0 {
         bail!(
             "{} packets were still held when the run ended: a migration did not complete",

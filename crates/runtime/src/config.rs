@@ -28,6 +28,24 @@ pub struct ScriptedMove {
 }
 
 impl BalancerKind {
+    /// The balancer itself (pure: snapshot in, plan out).
+    pub fn make(&self, seed: u64) -> Box<dyn balance::Balancer> {
+        match self {
+            BalancerKind::Static => Box::new(balance::balancers::Static),
+            BalancerKind::Random => Box::new(balance::balancers::RandomMoves::new(seed)),
+            BalancerKind::Script(moves) => Box::new(balance::balancers::Scripted::new(
+                moves
+                    .iter()
+                    .map(|m| balance::balancers::ScriptedMove {
+                        at_ns: m.at.as_nanos() as u64,
+                        shard: m.shard,
+                        to: m.to,
+                    })
+                    .collect(),
+            )),
+        }
+    }
+
     /// The name used in reports and on the command line.
     pub fn name(&self) -> &'static str {
         match self {
@@ -63,6 +81,18 @@ pub struct RunConfig {
     pub seed: u64,
     /// Pin worker threads to cores.
     pub pin: bool,
+    /// Called by the controller every period with the snapshot it built.
+    pub progress: Option<Progress>,
+}
+
+/// A progress callback (every period, with the controller's snapshot).
+#[derive(Clone)]
+pub struct Progress(pub std::sync::Arc<dyn Fn(&balance::Snapshot) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 impl Default for RunConfig {
@@ -79,6 +109,7 @@ impl Default for RunConfig {
             keep_output: false,
             seed: 1,
             pin: true,
+            progress: None,
         }
     }
 }

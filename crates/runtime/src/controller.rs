@@ -1,19 +1,19 @@
-//! The controller thread: every period, ask the balancer for moves; drive moves
-//! through the pure [`Mover`]; stop the run once the feeder is done and no move is
-//! under way.
+//! The controller thread: every period (ε) it reads the workers' counters into a
+//! [`Snapshot`], asks the [`Balancer`] for a plan, and carries the plan's shard moves
+//! out through the pure [`Mover`]; it stops the run once the feeder is done and no
+//! move is under way.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use balance::migrate::{Command, Mover};
-use balance::{CoreId, ShardId};
+use balance::{Balancer, CoreId, ShardId, Snapshot};
 use crossbeam_channel::{Receiver, Sender};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use crate::shared::Shared;
+use crate::stats::{Totals, WorkerStats};
 use crate::worker::{ToController, ToWorker};
-use crate::BalancerKind;
+use crate::Progress;
 
 /// What the controller counted.
 #[derive(Debug, Default)]
@@ -24,29 +24,31 @@ pub(crate) struct ControllerStats {
     pub packets_held: u64,
     pub plan_ns: Vec<u64>,
     pub move_ns: Vec<u64>,
+    /// Per period: (time ns, load of each core).
+    pub load_over_time: Vec<(u64, Vec<f64>)>,
 }
 
 pub(crate) struct Controller {
     pub shared: Arc<Shared>,
     pub workers: Vec<Sender<ToWorker>>,
+    pub stats: Vec<Arc<WorkerStats>>,
     pub inbox: Receiver<ToController>,
     pub owner: Vec<CoreId>,
     pub shards: usize,
-    pub balancer: BalancerKind,
+    pub balancer: Box<dyn Balancer>,
     pub period: Duration,
-    pub seed: u64,
+    pub progress: Option<Progress>,
 }
 
 impl Controller {
     pub fn run(mut self) -> ControllerStats {
         let mut st = ControllerStats::default();
         let mut mover = Mover::new(0);
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut started: Vec<Option<Instant>> = vec![None; self.shards];
         let mut next = Instant::now() + self.period;
-        let mut script_done = std::collections::HashSet::new();
+        let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
+        let mut prev_t = self.shared.now_ns();
         let buckets = self.shared.table.len();
-        let workers = self.workers.len();
         loop {
             while let Ok(ToController::Arrived {
                 shard,
@@ -74,42 +76,23 @@ impl Controller {
                 self.shared.stop();
                 break;
             }
-            let now = Instant::now();
-            if !done && now >= next {
+            if !done && Instant::now() >= next {
                 // rounds on a fixed grid: a late round is caught up, not skipped
                 next += self.period;
                 st.rounds += 1;
+                let now = self.shared.now_ns();
+                let totals: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
+                let snap = self.snapshot(&mover, &totals, &prev, now, now - prev_t, buckets);
+                prev = totals;
+                prev_t = now;
+                st.load_over_time.push((now, snap.core_load.clone()));
+                if let Some(p) = &self.progress {
+                    (p.0)(&snap);
+                }
                 let t = Instant::now();
-                let since = self.shared.start.elapsed();
-                let plan: Vec<(ShardId, CoreId)> = match &self.balancer {
-                    BalancerKind::Script(moves) => {
-                        let due: Vec<(ShardId, CoreId)> = moves
-                            .iter()
-                            .filter(|m| m.at <= since && !script_done.contains(&(m.at, m.shard)))
-                            .map(|m| (m.shard, m.to))
-                            .collect();
-                        for m in moves.iter().filter(|m| m.at <= since) {
-                            script_done.insert((m.at, m.shard));
-                        }
-                        due
-                    }
-                    BalancerKind::Static => Vec::new(),
-                    BalancerKind::Random if workers > 1 && mover.in_flight() < self.shards => {
-                        // a random shard among those not already moving
-                        let movable: Vec<ShardId> = (0..self.shards as ShardId)
-                            .filter(|s| !mover.is_moving(*s))
-                            .collect();
-                        let s = movable[rng.gen_range(0..movable.len())];
-                        let mut to = rng.gen_range(0..workers - 1) as CoreId;
-                        if to >= self.owner[usize::from(s)] {
-                            to += 1;
-                        }
-                        vec![(s, to)]
-                    }
-                    BalancerKind::Random => Vec::new(),
-                };
+                let plan = self.balancer.plan(&snap);
                 st.plan_ns.push(t.elapsed().as_nanos() as u64);
-                for (s, to) in plan {
+                for (s, to) in plan.moves {
                     let from = self.owner[usize::from(s)];
                     if let Ok(Command::Rewrite { shard, to, version }) = mover.begin(s, from, to) {
                         // every bucket of the shard, then the version (Release)
@@ -126,5 +109,41 @@ impl Controller {
             std::thread::yield_now();
         }
         st
+    }
+
+    fn snapshot(
+        &self,
+        mover: &Mover,
+        now: &[Totals],
+        prev: &[Totals],
+        now_ns: u64,
+        period_ns: u64,
+        buckets: usize,
+    ) -> Snapshot {
+        let mut bucket_packets = vec![0u64; buckets];
+        let mut core_load = Vec::new();
+        let mut core_packets = Vec::new();
+        for (n, p) in now.iter().zip(prev) {
+            for (b, (x, y)) in n.buckets.iter().zip(&p.buckets).enumerate() {
+                bucket_packets[b] += x.saturating_sub(*y);
+            }
+            let busy = n.busy_ns.saturating_sub(p.busy_ns);
+            let idle = n.idle_ns.saturating_sub(p.idle_ns);
+            core_load.push(busy as f64 / (busy + idle).max(1) as f64);
+            core_packets.push(n.packets.saturating_sub(p.packets));
+        }
+        Snapshot {
+            now_ns,
+            period_ns,
+            shards: self.shards,
+            workers: self.workers.len(),
+            owner: self.owner.clone(),
+            moving: (0..self.shards as ShardId)
+                .filter(|s| mover.is_moving(*s))
+                .collect(),
+            bucket_packets,
+            core_load,
+            core_packets,
+        }
     }
 }

@@ -20,12 +20,13 @@ mod feeder;
 mod report;
 mod run;
 mod shared;
+mod stats;
 mod sync;
 mod worker;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use config::{BalancerKind, RunConfig, ScriptedMove};
+pub use config::{BalancerKind, Progress, RunConfig, ScriptedMove};
 pub use report::{Drops, Latency, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

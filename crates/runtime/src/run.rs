@@ -17,6 +17,7 @@ use crate::controller::Controller;
 use crate::feeder::feed;
 use crate::report::{Latency, PerCore, RunReport};
 use crate::shared::Shared;
+use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
 use crate::RunConfig;
 
@@ -38,6 +39,8 @@ pub struct RunOutcome {
     pub shards: Vec<Shard>,
     /// Packets still held when the run ended (must be 0).
     pub held: u64,
+    /// Per controller period: (ns since start, busy share of each core).
+    pub load_over_time: Vec<(u64, Vec<f64>)>,
 }
 
 /// Runs `chain` (as a template: each worker gets its own instance) on `trace`.
@@ -80,6 +83,9 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         per_worker[s % w][s] = Some(shard);
     }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let stats: Vec<Arc<WorkerStats>> = (0..w)
+        .map(|_| Arc::new(WorkerStats::new(chain.buckets())))
+        .collect();
     // with a duration, loop (practically) forever and let the feeder stop on time
     let loops = if cfg.duration.is_some() {
         u32::MAX
@@ -109,6 +115,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 shared: shared.clone(),
                 burst: cfg.burst,
                 keep_output: cfg.keep_output,
+                stats: stats[i].clone(),
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             handles.push(sc.spawn(move || {
@@ -124,9 +131,10 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             inbox: ctl_rx,
             owner: owner.clone(),
             shards: shards_n,
-            balancer: cfg.balancer.clone(),
+            balancer: cfg.balancer.make(cfg.seed),
             period: cfg.period,
-            seed: cfg.seed,
+            stats: stats.clone(),
+            progress: cfg.progress.clone(),
         };
         let ctl = sc.spawn(move || controller.run());
         let duration = cfg.duration.map(|d| d.as_nanos() as u64);
@@ -273,5 +281,6 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         output,
         shards,
         held,
+        load_over_time: ctl.load_over_time,
     })
 }

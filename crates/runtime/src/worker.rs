@@ -12,6 +12,7 @@ use nf::{Chain, Packet, Shard, Verdict};
 use rtrb::Consumer;
 
 use crate::shared::Shared;
+use crate::stats::WorkerStats;
 
 /// Messages to a worker.
 pub(crate) enum ToWorker {
@@ -53,6 +54,7 @@ pub(crate) struct Worker {
     pub shared: Arc<Shared>,
     pub burst: usize,
     pub keep_output: bool,
+    pub stats: Arc<WorkerStats>,
 }
 
 impl Worker {
@@ -72,6 +74,9 @@ impl Worker {
         let mut output = Vec::new();
         let (mut busy_ns, mut idle_ns) = (0u64, 0u64);
         let mut last = Instant::now();
+        let mask = self.shared.table.len() - 1;
+        let mut bucket_totals = vec![0u64; mask + 1];
+        let mut packets = 0u64;
         loop {
             // control messages first: a hand-over's held packets go before new ones
             while let Ok(msg) = self.inbox.try_recv() {
@@ -117,12 +122,16 @@ impl Worker {
                 let now = Instant::now();
                 idle_ns += now.duration_since(last).as_nanos() as u64;
                 last = now;
+                self.stats.publish(busy_ns, idle_ns, packets);
                 std::thread::yield_now();
                 continue;
             }
             batch.clear();
             for _ in 0..n {
                 let p = self.ring.pop().expect("slots() said so");
+                let b = p.hash as usize & mask;
+                bucket_totals[b] += 1;
+                self.stats.publish_bucket(b, bucket_totals[b]);
                 let s = self.chain.shard_of(p.hash) as ShardId;
                 if let Received::Process(p) = moves.on_packet(s, p) {
                     batch.push(p);
@@ -147,6 +156,8 @@ impl Worker {
             let t = Instant::now();
             busy_ns += t.duration_since(last).as_nanos() as u64;
             last = t;
+            packets += n as u64;
+            self.stats.publish(busy_ns, idle_ns, packets);
         }
         WorkerResult {
             shards: self.shards.iter_mut().filter_map(Option::take).collect(),

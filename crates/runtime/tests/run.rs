@@ -219,3 +219,42 @@ fn a_scripted_move_holds_then_drains() {
     );
     assert!(l.max < 10_000_000_000, "latency spike bounded");
 }
+
+/// The controller's snapshots: per-bucket packet counts and per-core counts agree
+/// (up to one burst per core of publication skew) and loads are fractions.
+#[test]
+fn snapshots_count_what_the_workers_process() {
+    use std::sync::{Arc, Mutex};
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(2_000, 30_000, 1.1);
+    let snaps: Arc<Mutex<Vec<balance::Snapshot>>> = Arc::default();
+    let sink = snaps.clone();
+    let cfg = RunConfig {
+        workers: 2,
+        period: Duration::from_millis(2),
+        duration: Some(Duration::from_millis(300)),
+        progress: Some(runtime::Progress(Arc::new(move |s: &balance::Snapshot| {
+            sink.lock().unwrap().push(s.clone())
+        }))),
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    let snaps = snaps.lock().unwrap();
+    assert!(snaps.len() > 20, "{} snapshots", snaps.len());
+    let mut total = 0;
+    for s in snaps.iter() {
+        assert_eq!(s.bucket_packets.len(), chain.buckets());
+        assert_eq!(
+            s.shard_packets().iter().sum::<u64>(),
+            s.bucket_packets.iter().sum::<u64>()
+        );
+        let (b, c): (u64, u64) = (s.bucket_packets.iter().sum(), s.core_packets.iter().sum());
+        assert!(b.abs_diff(c) <= 2 * 32, "buckets {b} vs cores {c}");
+        assert!(s.core_load.iter().all(|l| (0.0..=1.0).contains(l)));
+        total += b;
+    }
+    assert!(total > 0 && total <= o.report.packets_in);
+    assert_eq!(o.load_over_time.len(), snaps.len());
+}

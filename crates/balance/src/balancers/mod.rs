@@ -1,0 +1,89 @@
+//! Balancers: a [`Snapshot`] of the last period in, a [`Plan`] out. Pure: no
+//! threads, no clock (the time is in the snapshot), randomness only from a seed.
+
+mod random;
+mod scripted;
+
+pub use random::RandomMoves;
+pub use scripted::{Scripted, ScriptedMove};
+
+use crate::{CoreId, ShardId};
+
+/// What the controller saw over the last period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Time since the run started, ns.
+    pub now_ns: u64,
+    /// Length of the period the counts cover, ns.
+    pub period_ns: u64,
+    /// Number of shards; bucket `b` belongs to shard `b % shards`.
+    pub shards: usize,
+    /// Number of working cores.
+    pub workers: usize,
+    /// Owner of each shard (the core the table steers it to).
+    pub owner: Vec<CoreId>,
+    /// Shards that are moving now (their owner is the destination).
+    pub moving: Vec<ShardId>,
+    /// Packets per indirection-table bucket over the period.
+    pub bucket_packets: Vec<u64>,
+    /// Busy share of each core over the period (0..=1).
+    pub core_load: Vec<f64>,
+    /// Packets each core processed over the period.
+    pub core_packets: Vec<u64>,
+}
+
+impl Snapshot {
+    /// Packets per shard over the period.
+    pub fn shard_packets(&self) -> Vec<u64> {
+        let mut v = vec![0; self.shards];
+        for (b, n) in self.bucket_packets.iter().enumerate() {
+            v[b % self.shards.max(1)] += n;
+        }
+        v
+    }
+}
+
+/// What a balancer wants done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Shard moves: (shard, new owner).
+    pub moves: Vec<(ShardId, CoreId)>,
+}
+
+/// A load balancer.
+pub trait Balancer: Send {
+    /// Its name in reports.
+    fn name(&self) -> &'static str;
+    /// The plan for this period.
+    fn plan(&mut self, snap: &Snapshot) -> Plan;
+}
+
+/// RSS as initialised: never moves anything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Static;
+
+impl Balancer for Static {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+
+    fn plan(&mut self, _: &Snapshot) -> Plan {
+        Plan::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_packets_fold_buckets() {
+        let s = Snapshot {
+            shards: 2,
+            bucket_packets: vec![1, 2, 3, 4],
+            ..Default::default()
+        };
+        assert_eq!(s.shard_packets(), [4, 6]);
+        assert_eq!(Static.plan(&s), Plan::default());
+    }
+}

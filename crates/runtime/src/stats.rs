@@ -1,0 +1,61 @@
+//! Per-worker counters the controller reads every period: packets per bucket
+//! (RSS++ §4), busy and idle time (core load), packets processed.
+//!
+//! Each counter has one writer (its worker), which stores its running total; the
+//! controller reads totals and takes differences between periods — the effect of
+//! RSS++'s epoch reset without the controller ever writing to a worker's counters.
+//! All accesses are `Relaxed`: these are statistics, nothing else is published
+//! through them, and a reading one burst stale is fine.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::sync::AtomicU64;
+
+pub(crate) struct WorkerStats {
+    buckets: Box<[AtomicU64]>,
+    busy_ns: AtomicU64,
+    idle_ns: AtomicU64,
+    packets: AtomicU64,
+}
+
+/// A worker's running totals, as the controller read them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Totals {
+    pub buckets: Vec<u64>,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    pub packets: u64,
+}
+
+impl WorkerStats {
+    pub fn new(buckets: usize) -> WorkerStats {
+        WorkerStats {
+            buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            busy_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            packets: AtomicU64::new(0),
+        }
+    }
+
+    /// Worker: publish its running totals.
+    pub fn publish_bucket(&self, bucket: usize, total: u64) {
+        self.buckets[bucket].store(total, Relaxed);
+    }
+
+    /// Worker: publish time and packet totals.
+    pub fn publish(&self, busy_ns: u64, idle_ns: u64, packets: u64) {
+        self.busy_ns.store(busy_ns, Relaxed);
+        self.idle_ns.store(idle_ns, Relaxed);
+        self.packets.store(packets, Relaxed);
+    }
+
+    /// Controller: read every total.
+    pub fn read(&self) -> Totals {
+        Totals {
+            buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
+            busy_ns: self.busy_ns.load(Relaxed),
+            idle_ns: self.idle_ns.load(Relaxed),
+            packets: self.packets.load(Relaxed),
+        }
+    }
+}
