@@ -17,6 +17,8 @@
 //! forward flow's RSS bucket), [`monitor`] (per-source counters, count-min heavy
 //! hitters, HyperLogLog distinct destinations), [`seqcheck`] (reordering counter).
 
+#[macro_use]
+mod counters;
 mod chain;
 pub mod config;
 mod ctx;

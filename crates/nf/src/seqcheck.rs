@@ -5,9 +5,9 @@
 //! NFLOW key: bidirectional 5-tuple (one counter for both directions, as the
 //! generator numbers them). Every runtime test runs it.
 //!
-//! A tag of 0 on a flow already seen starts a new incarnation of the flow (a looped
-//! replay restarts every connection at 0); it is counted as a restart, not as a
-//! reordering.
+//! A looped replay writes its lap into the tag ([`wire::seqtag::relap`]): a packet
+//! of another lap than the flow's last starts a new incarnation of the flow (counted
+//! as a restart); within a lap, a lower sequence number is a reordering.
 
 use core::any::Any;
 use core::time::Duration;
@@ -40,17 +40,18 @@ impl Default for SeqCheckConfig {
     }
 }
 
-/// Counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SeqCounters {
-    /// Tagged packets checked.
-    pub checked: u64,
-    /// Packets with a lower tag than one already seen on their connection.
-    pub reordered: u64,
-    /// Packets without a tag.
-    pub untagged: u64,
-    /// Tag 0 on a flow already seen (a new incarnation).
-    pub restarts: u64,
+counters! {
+    /// Counters.
+    SeqCounters {
+        /// Tagged packets checked.
+        checked,
+        /// Packets with a lower tag than one already seen on their connection.
+        reordered,
+        /// Packets without a tag.
+        untagged,
+        /// A packet of a new lap on a flow already seen (a new incarnation).
+        restarts,
+    }
 }
 
 /// The sequence-check NF.
@@ -98,9 +99,9 @@ impl Nf for SeqCheck {
         self.counters.checked += 1;
         match cx.get() {
             Some(FlowState::Seq(s)) => {
-                if seq == 0 {
+                if wire::seqtag::lap(seq) != wire::seqtag::lap(s.last) {
                     self.counters.restarts += 1;
-                    s.last = 0;
+                    s.last = seq;
                 } else if seq < s.last {
                     self.counters.reordered += 1;
                 } else {
@@ -114,12 +115,7 @@ impl Nf for SeqCheck {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.counters;
-        vec![
-            ("checked", c.checked),
-            ("reordered", c.reordered),
-            ("untagged", c.untagged),
-        ]
+        self.counters.list()
     }
 
     fn instance(&self) -> Box<dyn Nf> {
@@ -130,10 +126,7 @@ impl Nf for SeqCheck {
 
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<SeqCheck>() {
-            self.counters.checked += o.counters.checked;
-            self.counters.reordered += o.counters.reordered;
-            self.counters.untagged += o.counters.untagged;
-            self.counters.restarts += o.counters.restarts;
+            self.counters.add(&o.counters);
         }
     }
 

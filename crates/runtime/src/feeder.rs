@@ -63,6 +63,12 @@ pub(crate) fn feed(
                     continue;
                 }
             };
+            // a looped replay marks its lap in the sequence tag (see wire::seqtag)
+            let lap = n.saturating_sub(1) / trace.len() as u64;
+            if lap > 0 {
+                let info = p.info;
+                wire::seqtag::relap(&mut p.data, &info, lap as u8);
+            }
             let q = usize::from(shared.table.queue_of(p.hash));
             loop {
                 match queues[q].push(p) {

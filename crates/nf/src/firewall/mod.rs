@@ -19,17 +19,18 @@ use state::Dir;
 
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
-/// Firewall counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FirewallCounters {
-    /// Connections admitted.
-    pub opened: u64,
-    /// Packets denied by a rule (or the default).
-    pub denied: u64,
-    /// Packets that do not fit their connection's state.
-    pub invalid: u64,
-    /// Replies without a tracked connection.
-    pub no_connection: u64,
+counters! {
+    /// Firewall counters.
+    FirewallCounters {
+        /// Connections admitted.
+        opened,
+        /// Packets denied by a rule (or the default).
+        denied,
+        /// Packets that do not fit their connection's state.
+        invalid,
+        /// Replies without a tracked connection.
+        no_connection,
+    }
 }
 
 /// The firewall NF.
@@ -112,13 +113,7 @@ impl Nf for Firewall {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.counters;
-        vec![
-            ("opened", c.opened),
-            ("denied", c.denied),
-            ("invalid", c.invalid),
-            ("no_connection", c.no_connection),
-        ]
+        self.counters.list()
     }
 
     fn instance(&self) -> Box<dyn Nf> {
@@ -129,10 +124,7 @@ impl Nf for Firewall {
 
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Firewall>() {
-            self.counters.opened += o.counters.opened;
-            self.counters.denied += o.counters.denied;
-            self.counters.invalid += o.counters.invalid;
-            self.counters.no_connection += o.counters.no_connection;
+            self.counters.add(&o.counters);
         }
     }
 

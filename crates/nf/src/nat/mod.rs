@@ -89,19 +89,20 @@ pub struct NatMap {
     pub tcp: NatTcp,
 }
 
-/// NAT counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NatCounters {
-    /// Mappings created.
-    pub mappings: u64,
-    /// Mappings released (expired or evicted).
-    pub released: u64,
-    /// Packets translated outbound.
-    pub out: u64,
-    /// Packets translated inbound.
-    pub inbound: u64,
-    /// Packets passed untranslated (not internal → external, or IPv6).
-    pub passed: u64,
+counters! {
+    /// NAT counters.
+    NatCounters {
+        /// Mappings created.
+        mappings,
+        /// Mappings released (expired or evicted).
+        released,
+        /// Packets translated outbound.
+        out,
+        /// Packets translated inbound.
+        inbound,
+        /// Packets passed untranslated (not internal → external, or IPv6).
+        passed,
+    }
 }
 
 struct Shared {
@@ -413,14 +414,7 @@ impl Nf for Nat {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.counters;
-        vec![
-            ("mappings", c.mappings),
-            ("released", c.released),
-            ("out", c.out),
-            ("in", c.inbound),
-            ("passed", c.passed),
-        ]
+        self.counters.list()
     }
 
     fn instance(&self) -> Box<dyn Nf> {
@@ -431,12 +425,7 @@ impl Nf for Nat {
 
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Nat>() {
-            let (a, b) = (&mut self.counters, &o.counters);
-            a.mappings += b.mappings;
-            a.released += b.released;
-            a.out += b.out;
-            a.inbound += b.inbound;
-            a.passed += b.passed;
+            self.counters.add(&o.counters);
         }
     }
 

@@ -1,0 +1,26 @@
+//! Named NF counters: one definition gives the struct, the listing by name that
+//! reports read, and the field-by-field sum that merges cores — so a counter can
+//! never be added to one and forgotten in the others.
+
+/// Defines a counters struct of `u64` fields with `list()` and `add()`.
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fm])* pub $field: u64,)*
+        }
+
+        impl $name {
+            /// Every counter with its name, in declaration order.
+            pub fn list(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($field), self.$field)),*]
+            }
+
+            /// Adds another core's counters.
+            pub fn add(&mut self, o: &Self) {
+                $(self.$field += o.$field;)*
+            }
+        }
+    };
+}
