@@ -48,7 +48,7 @@ pub fn relap(frame: &mut [u8], info: &crate::PacketInfo, lap: u8) -> bool {
     let new = (old & SEQ_MASK) | (u32::from(lap) << 24);
     frame[off + 2..off + 6].copy_from_slice(&new.to_be_bytes());
     let (l4, end) = (info.l4_offset as usize, info.l3_end as usize);
-    let aligned = (off + 2 - l4) % 2 == 0;
+    let aligned = (off + 2 - l4).is_multiple_of(2);
     let (src, dst) = (info.tuple.src, info.tuple.dst);
     match info.l4 {
         L4Info::Tcp { .. } => {
