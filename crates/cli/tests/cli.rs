@@ -15,6 +15,19 @@ fn tmp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
 
+/// tshark accepts the file: no malformed packet, no bad checksum, no warning.
+fn tshark_ok(p: &std::path::Path) {
+    let r = trace::tshark::validate(p).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.packets > 0);
+    assert_eq!(
+        (r.bad_checksums, r.errors, r.warnings),
+        (0, 0, 0),
+        "{}: {:?}",
+        p.display(),
+        r.samples
+    );
+}
+
 fn ok(o: &Output) -> String {
     assert!(
         o.status.success(),
@@ -44,6 +57,8 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
         v.extend_from_slice(&args);
         ok(&flowshift(&v));
     }
+    tshark_ok(&a);
+    tshark_ok(&c);
     let (a, b, c) = (
         std::fs::read(a).unwrap(),
         std::fs::read(b).unwrap(),
@@ -76,6 +91,7 @@ fn stats_json_reports_what_gen_made() {
         "fixed:64",
     ]));
     assert!(out.contains("wrote 60000 packets"), "{out}");
+    tshark_ok(&p);
     let s: serde_json::Value = serde_json::from_str(&ok(&flowshift(&[
         "trace",
         "stats",
@@ -180,6 +196,7 @@ fn spec_file_then_flags() {
     ]));
     assert!(out.contains("wrote 800 packets"), "{out}");
     assert!(out.contains("20 flows"), "{out}");
+    tshark_ok(&p);
 }
 
 #[test]
@@ -234,6 +251,7 @@ fn run_writes_a_consistent_report_and_a_valid_pcap() {
         "--sizes",
         "imix",
     ]));
+    tshark_ok(&input);
     let (json, output) = (tmp("run.json"), tmp("run-out.pcap"));
     let out = ok(&flowshift(&[
         "run",

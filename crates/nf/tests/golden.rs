@@ -190,6 +190,15 @@ fn run_file(path: &Path) {
             outputs.push((now, p.data));
         }
     }
+    // the input pcap itself is valid (as built, before any NF touched it)
+    let in_path = tmp.join(format!("golden-{name}-in.pcap"));
+    let r = trace::tshark::validate(&in_path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (r.packets, r.bad_checksums, r.errors),
+        (lines.len() as u64, 0, 0),
+        "{name} input: {:?}",
+        r.samples
+    );
     let out_path = tmp.join(format!("golden-{name}-out.pcap"));
     trace::write_pcap(&out_path, outputs.iter().map(|(t, f)| (*t, &f[..]))).unwrap();
     let r = trace::tshark::validate(&out_path).unwrap_or_else(|e| panic!("{e}"));
