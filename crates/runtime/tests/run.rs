@@ -201,11 +201,24 @@ fn a_scripted_move_holds_then_drains() {
         pin: false,
         ..Default::default()
     };
-    let o = run(&chain, &t, &cfg).unwrap();
-    check(&o, chain.shard_count());
+    // whether the new owner receives packets before the hand-over depends on the
+    // scheduling of 4 threads on this machine: every attempt must keep every
+    // invariant, and one of a few attempts must show packets held
+    let mut attempts = 0;
+    let o = loop {
+        attempts += 1;
+        let o = run(&chain, &t, &cfg).unwrap();
+        check(&o, chain.shard_count());
+        assert_eq!(o.report.migrations["shard_moves"], 1);
+        if o.report.migrations["packets_held"] > 0 || attempts == 5 {
+            break o;
+        }
+    };
     let m = &o.report.migrations;
-    assert_eq!(m["shard_moves"], 1);
-    assert!(m["packets_held"] > 0, "{m:?}");
+    assert!(
+        m["packets_held"] > 0,
+        "no packet held in {attempts} attempts: {m:?}"
+    );
     let shard0 = o.shards.iter().find(|s| s.info.index == 0).unwrap();
     assert!(!shard0.table.is_empty(), "the flow table came along");
     let l = &o.report.latency_ns["all"];
@@ -221,7 +234,7 @@ fn a_scripted_move_holds_then_drains() {
 }
 
 /// The controller's snapshots: per-bucket packet counts and per-core counts agree
-/// (up to one burst per core of publication skew) and loads are fractions.
+/// (up to the publication skew of a few bursts) and loads are fractions.
 #[test]
 fn snapshots_count_what_the_workers_process() {
     use std::sync::{Arc, Mutex};
@@ -251,7 +264,10 @@ fn snapshots_count_what_the_workers_process() {
             s.bucket_packets.iter().sum::<u64>()
         );
         let (b, c): (u64, u64) = (s.bucket_packets.iter().sum(), s.core_packets.iter().sum());
-        assert!(b.abs_diff(c) <= 2 * 32, "buckets {b} vs cores {c}");
+        // buckets are published per packet, core totals per burst, and the controller
+        // reads one after the other at both ends of the period: up to two bursts
+        // per worker at each end
+        assert!(b.abs_diff(c) <= 2 * 2 * 2 * 32, "buckets {b} vs cores {c}");
         assert!(s.core_load.iter().all(|l| (0.0..=1.0).contains(l)));
         total += b;
     }
