@@ -77,7 +77,17 @@ impl Worker {
         let mask = self.shared.table.len() - 1;
         let mut bucket_totals = vec![0u64; mask + 1];
         let mut packets = 0u64;
+        // idle timeouts: every TIMER_NS, expire the shards this worker owns
+        const TIMER_NS: u64 = 10_000_000;
+        let mut next_timer = self.shared.now_ns() + TIMER_NS;
         loop {
+            let now = self.shared.now_ns();
+            if now >= next_timer {
+                next_timer = now + TIMER_NS;
+                for shard in self.shards.iter_mut().flatten() {
+                    self.chain.expire(shard, now);
+                }
+            }
             // control messages first: a hand-over's held packets go before new ones
             while let Ok(msg) = self.inbox.try_recv() {
                 match msg {

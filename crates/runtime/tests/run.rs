@@ -274,3 +274,33 @@ fn snapshots_count_what_the_workers_process() {
     assert!(total > 0 && total <= o.report.packets_in);
     assert_eq!(o.load_over_time.len(), snaps.len());
 }
+
+/// Workers drive the idle timeouts: with a 2 ms idle time and a replay spread over
+/// ≈ 300 ms, flows that ended expire during the run and their entries are freed.
+#[test]
+fn idle_flows_expire_during_a_run() {
+    let chain = ChainConfig::from_toml(
+        "[table]\ntimer_tick = \"1ms\"\n[[nf]]\nkind = \"seqcheck\"\nidle = \"2ms\"\n",
+    )
+    .unwrap()
+    .build(Path::new("."))
+    .unwrap();
+    let t = trace(2_000, 20_000, 1.1);
+    let speed = (t.duration_ns() as f64 / 1e9) / 0.3;
+    let cfg = RunConfig {
+        workers: 2,
+        pace: Pace::Timed { speed },
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    let f = &o.report.flows;
+    assert!(f["expired"] > 500, "{f:?}");
+    let live: usize = o.shards.iter().map(|s| s.table.len()).sum();
+    assert!(
+        (live as u64) < f["created"],
+        "entries were freed: {live} live of {}",
+        f["created"]
+    );
+}
