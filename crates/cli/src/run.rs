@@ -224,14 +224,19 @@ fn print_report(r: &RunReport) {
         "throughput  offered {:.3} Mpps, achieved {:.3} Mpps, {:.3} Gbps",
         r.throughput["offered_mpps"], r.throughput["mpps"], r.throughput["gbps"]
     );
-    let l = &r.latency_ns["all"];
-    println!(
-        "latency     p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
-        l.p50 as f64 / 1e3,
-        l.p99 as f64 / 1e3,
-        l.p999 as f64 / 1e3,
-        l.max as f64 / 1e3
-    );
+    for class in ["all", "priority", "regular"] {
+        let l = &r.latency_ns[class];
+        if l.max == 0 {
+            continue;
+        }
+        println!(
+            "latency     {class:<8} p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
+            l.p50 as f64 / 1e3,
+            l.p99 as f64 / 1e3,
+            l.p999 as f64 / 1e3,
+            l.max as f64 / 1e3
+        );
+    }
     println!(
         "flows       created {}, expired {}",
         r.flows["created"], r.flows["expired"]

@@ -83,6 +83,8 @@ pub struct RunConfig {
     pub pin: bool,
     /// Called by the controller every period with the snapshot it built.
     pub progress: Option<Progress>,
+    /// DSCP of the priority class (latency is reported per class).
+    pub priority_dscp: u8,
 }
 
 /// A progress callback (every period, with the controller's snapshot).
@@ -110,6 +112,7 @@ impl Default for RunConfig {
             seed: 1,
             pin: true,
             progress: None,
+            priority_dscp: 46,
         }
     }
 }

@@ -20,6 +20,22 @@ pub struct Latency {
     pub max: u64,
 }
 
+impl Latency {
+    /// The percentiles of a histogram (zeros when it is empty).
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let q = |v| h.value_at_quantile(v);
+        Latency {
+            p50: q(0.5),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max(),
+        }
+    }
+}
+
 /// One core.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PerCore {
@@ -58,7 +74,8 @@ pub struct RunReport {
     pub flows: BTreeMap<&'static str, u64>,
     /// Offered and achieved rates.
     pub throughput: BTreeMap<&'static str, f64>,
-    /// Latency from NIC-model arrival to chain done.
+    /// Latency from NIC-model arrival to chain done: `all`, `priority` (the
+    /// priority DSCP), `regular`.
     pub latency_ns: BTreeMap<&'static str, Latency>,
     /// Shard moves, offload changes, entries moved.
     pub migrations: BTreeMap<&'static str, u64>,

@@ -116,6 +116,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 burst: cfg.burst,
                 keep_output: cfg.keep_output,
                 stats: stats[i].clone(),
+                priority_dscp: cfg.priority_dscp,
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             handles.push(sc.spawn(move || {
@@ -164,12 +165,15 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             packets: r.chain.counters().packets,
         })
         .collect();
-    let mut latency =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let (mut latency, mut by_class) = (hist(), [hist(), hist()]);
     let mut output = Vec::new();
     let mut shards = Vec::new();
     for r in &mut results {
-        latency.add(&r.latency).expect("same bounds");
+        for (c, h) in r.latency.iter().enumerate() {
+            latency.add(h).expect("same bounds");
+            by_class[c].add(h).expect("same bounds");
+        }
         output.append(&mut r.output);
         shards.append(&mut r.shards);
     }
@@ -198,7 +202,6 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         let t = s.table.stats();
         (a.0 + t.inserted, a.1 + t.expired_slots, a.2 + t.max_len)
     });
-    let q = |v: f64| latency.value_at_quantile(v);
     let pct = |v: &[u64], q: f64| -> f64 {
         if v.is_empty() {
             return 0.0;
@@ -245,15 +248,11 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             ("mpps", c.forwarded as f64 / secs / 1e6),
             ("gbps", out_bytes * 8.0 / secs / 1e9),
         ]),
-        latency_ns: BTreeMap::from([(
-            "all",
-            Latency {
-                p50: q(0.5),
-                p99: q(0.99),
-                p999: q(0.999),
-                max: latency.max(),
-            },
-        )]),
+        latency_ns: BTreeMap::from([
+            ("all", Latency::of(&latency)),
+            ("priority", Latency::of(&by_class[0])),
+            ("regular", Latency::of(&by_class[1])),
+        ]),
         migrations: BTreeMap::from([
             ("shard_moves", ctl.shard_moves),
             ("offload_changes", 0),

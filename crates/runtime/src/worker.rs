@@ -38,7 +38,8 @@ pub(crate) struct WorkerResult {
     pub chain: Chain,
     pub shards: Vec<Shard>,
     pub held: u64,
-    pub latency: Histogram<u64>,
+    /// Latency of the priority class (index 0) and the regular class (index 1).
+    pub latency: [Histogram<u64>; 2],
     pub busy_ns: u64,
     pub idle_ns: u64,
     pub output: Vec<(u64, Vec<u8>)>,
@@ -55,6 +56,7 @@ pub(crate) struct Worker {
     pub burst: usize,
     pub keep_output: bool,
     pub stats: Arc<WorkerStats>,
+    pub priority_dscp: u8,
 }
 
 impl Worker {
@@ -67,8 +69,10 @@ impl Worker {
             .map(|(i, _)| i as ShardId)
             .collect();
         let mut moves: WorkerMoves<Packet> = WorkerMoves::new(owned);
-        let mut latency =
-            Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        let hist =
+            || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        let mut latency = [hist(), hist()];
+        let prio = self.priority_dscp;
         let mut batch: Vec<Packet> = Vec::with_capacity(self.burst);
         let mut verdicts = Vec::with_capacity(self.burst);
         let mut output = Vec::new();
@@ -111,6 +115,7 @@ impl Worker {
                                 &verdicts,
                                 now,
                                 &mut latency,
+                                prio,
                                 self.keep_output,
                                 &mut output,
                             );
@@ -155,6 +160,7 @@ impl Worker {
                 &verdicts,
                 now,
                 &mut latency,
+                prio,
                 self.keep_output,
                 &mut output,
             );
@@ -195,12 +201,14 @@ fn sink(
     pkts: &[Packet],
     verdicts: &[Verdict],
     now: u64,
-    latency: &mut Histogram<u64>,
+    latency: &mut [Histogram<u64>; 2],
+    prio: u8,
     keep: bool,
     output: &mut Vec<(u64, Vec<u8>)>,
 ) {
     for (p, v) in pkts.iter().zip(verdicts) {
-        latency.saturating_record(now.saturating_sub(p.ts_ns).max(1));
+        let class = usize::from(p.info.dscp != prio);
+        latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
         if keep && *v == Verdict::Forward {
             output.push((p.ts_ns, p.data.clone()));
         }

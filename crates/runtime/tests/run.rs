@@ -304,3 +304,44 @@ fn idle_flows_expire_during_a_run() {
         f["created"]
     );
 }
+
+/// Latency is reported for all packets and per class (the priority DSCP vs the rest).
+#[test]
+fn latency_per_class() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let spec = TraceSpec {
+        flows: 400,
+        packets: 20_000,
+        priority_share: 0.2,
+        sizes: SizeDist::Fixed(64),
+        ..Default::default()
+    };
+    let t = Trace::from_generated(Generator::new(&spec).unwrap());
+    let o = run(
+        &chain,
+        &t,
+        &RunConfig {
+            workers: 2,
+            pin: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check(&o, chain.shard_count());
+    let l = &o.report.latency_ns;
+    assert!(l["priority"].p50 > 0 && l["regular"].p50 > 0, "{l:?}");
+    assert!(l["all"].max >= l["priority"].max.max(l["regular"].max));
+    // without a priority class, its percentiles are zero
+    let plain = trace(400, 20_000, 1.1);
+    let o = run(
+        &chain,
+        &plain,
+        &RunConfig {
+            workers: 2,
+            pin: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(o.report.latency_ns["priority"].p50, 0);
+}
