@@ -1,7 +1,7 @@
 //! A chain of NFs on one core: the single flow lookup, then every NF in order.
 
 use state::{FlowKey, FlowTable, Lookup, TableConfig};
-use steer::{HashFields, RssHasher, RssKey};
+use steer::{RssHasher, RssKey};
 
 use crate::nflow::{steering_for, ChainError, SteerKey};
 use crate::{Ctx, DropCause, FlowState, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict};
@@ -214,7 +214,7 @@ impl Chain {
         } else {
             None
         };
-        self.run(shard, pkt, found, now_ns)
+        self.run_keyed(shard, pkt, found, None, now_ns)
     }
 
     /// Runs the chain on a burst (as a worker polls it from its queue: packets of
@@ -262,16 +262,6 @@ impl Chain {
             let key = self.lookups.get(i).map(|(k, s, _)| (*k, *s));
             out.push(self.run_keyed(shard, p, found.map(|f| f.0), key, now_ns));
         }
-    }
-
-    fn run(
-        &mut self,
-        shard: &mut Shard,
-        pkt: &mut Packet,
-        found: Option<Lookup>,
-        now_ns: u64,
-    ) -> Verdict {
-        self.run_keyed(shard, pkt, found, None, now_ns)
     }
 
     /// `key`: the packet's flow key when already computed.
@@ -394,11 +384,6 @@ impl Chain {
             self.steering, self.buckets, self.shards
         ));
         s
-    }
-
-    /// The fields the NIC model hashes.
-    pub fn hash_fields(&self) -> HashFields {
-        self.steering.fields
     }
 }
 

@@ -70,6 +70,18 @@ fn process(state: &mut Vec<u32>, p: Pkt) {
     state.push(p.seq);
 }
 
+/// Sends the shard's state to its new owner and wakes it.
+fn hand_over(sys: &Sys, shard: ShardId, to: u16, state: &mut Option<Vec<u32>>) {
+    let st = state
+        .take()
+        .expect("handing over a shard this worker holds");
+    sys.inbox[usize::from(to)]
+        .lock()
+        .unwrap()
+        .push_back(Msg::Shard { shard, state: st });
+    sys.wake(usize::from(to));
+}
+
 fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
     let owns = me == 0;
     let mut moves: WorkerMoves<Pkt> = WorkerMoves::new(if owns { vec![0] } else { vec![] });
@@ -82,15 +94,7 @@ fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
                 Msg::Release { shard, to } => {
                     let queued = sys.queues[me].lock().unwrap().len() as u64;
                     if let Some((s, to)) = moves.on_release(shard, to as u16, queued) {
-                        let st = state.take().expect("the releasing worker holds the shard");
-                        sys.inbox[usize::from(to)]
-                            .lock()
-                            .unwrap()
-                            .push_back(Msg::Shard {
-                                shard: s,
-                                state: st,
-                            });
-                        sys.wake(usize::from(to));
+                        hand_over(sys, s, to, &mut state);
                     }
                 }
                 Msg::Shard {
@@ -114,17 +118,7 @@ fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
                     process(state.as_mut().expect("processing needs the shard"), p);
                 }
                 for (s, to) in moves.on_dequeued() {
-                    let st = state
-                        .take()
-                        .expect("handing over a shard this worker holds");
-                    sys.inbox[usize::from(to)]
-                        .lock()
-                        .unwrap()
-                        .push_back(Msg::Shard {
-                            shard: s,
-                            state: st,
-                        });
-                    sys.wake(usize::from(to));
+                    hand_over(sys, s, to, &mut state);
                 }
             }
             None => {
