@@ -26,6 +26,7 @@ mod wheel;
 
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
-    CapPolicy, EntryId, FlowTable, IndexHash, InsertError, Lookup, Slot, TableConfig, TableStats,
+    CapPolicy, Detached, EntryId, FlowTable, IndexHash, InsertError, Lookup, Slot, TableConfig,
+    TableStats,
 };
 pub use wheel::TimerWheel;

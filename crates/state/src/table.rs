@@ -115,6 +115,8 @@ pub struct TableStats {
     pub refused: u64,
     /// Largest number of live entries seen.
     pub max_len: u64,
+    /// Entries detached for an offloading core.
+    pub detached: u64,
 }
 
 const EMPTY: u64 = u64::MAX;
@@ -143,6 +145,23 @@ struct Meta {
     live: bool,
     has_alias: bool,
     alias_owner: u16,
+    /// Detached (its slots are with an offloading core): never freed, expired or
+    /// evicted until attached again.
+    pinned: bool,
+}
+
+/// The slots and deadlines of an entry taken out of its table
+/// ([`FlowTable::detach`]) so that another core can work on them; the entry stays in
+/// the table, pinned, until [`FlowTable::attach`] puts them back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Detached<S> {
+    /// One slot per NF.
+    pub slots: Vec<S>,
+    /// Each slot's idle deadline (absolute ns, 0 = none).
+    pub deadlines: Vec<u64>,
+    /// Whether the flow had seen both directions when detached (kept up to date by
+    /// whoever processes it meanwhile).
+    pub assured: bool,
 }
 
 /// A flow table over slots of type `S`. See the module documentation.
@@ -370,6 +389,7 @@ impl<S: Slot> FlowTable<S> {
                     live: false,
                     has_alias: false,
                     alias_owner: 0,
+                    pinned: false,
                 });
                 if self.cfg.keys_per_entry > 1 {
                     self.aliases.push((FlowKey::default(), 0));
@@ -387,6 +407,7 @@ impl<S: Slot> FlowTable<S> {
         m.assured = false;
         m.live = true;
         m.has_alias = false;
+        m.pinned = false;
         let gen = m.gen;
         let ih = self.ih(&key, hash);
         self.index_insert(pack(ih, id, false), ih);
@@ -400,7 +421,7 @@ impl<S: Slot> FlowTable<S> {
     fn pop_unassured(&mut self) -> Option<EntryId> {
         while let Some((id, gen)) = self.unassured.pop_front() {
             let m = &self.meta[id as usize];
-            if m.live && m.gen == gen && !m.assured {
+            if m.live && m.gen == gen && !m.assured && !m.pinned {
                 return Some(EntryId(id));
             }
         }
@@ -517,11 +538,13 @@ impl<S: Slot> FlowTable<S> {
         self.stats.removed += 1;
     }
 
-    /// Frees the entry if every slot is empty; returns whether it did.
+    /// Frees the entry if every slot is empty (and it is not detached); returns
+    /// whether it did.
     pub fn release_if_empty(&mut self, id: EntryId) -> bool {
         let n = self.cfg.slots;
         let i = id.0 as usize;
         if self.meta[i].live
+            && !self.meta[i].pinned
             && self.slots[i * n..(i + 1) * n]
                 .iter()
                 .all(|c| c.state.is_empty())
@@ -639,6 +662,58 @@ impl<S: Slot> FlowTable<S> {
             }
         }
         self.due = due;
+    }
+
+    /// Takes the slots and deadlines of a live entry out, for another core to work
+    /// on (flow offload). The entry stays indexed — lookups still find it — but is
+    /// pinned: it is not freed, expired or evicted until [`attach`](Self::attach).
+    pub fn detach(&mut self, id: EntryId) -> Detached<S> {
+        let i = id.0 as usize;
+        debug_assert!(self.meta[i].live && !self.meta[i].pinned);
+        let n = self.cfg.slots;
+        let mut d = Detached {
+            slots: Vec::with_capacity(n),
+            deadlines: Vec::with_capacity(n),
+            assured: self.meta[i].assured,
+        };
+        for c in &mut self.slots[i * n..(i + 1) * n] {
+            d.slots.push(core::mem::take(&mut c.state));
+            d.deadlines.push(core::mem::replace(&mut c.deadline, 0));
+        }
+        self.meta[i].pinned = true;
+        self.stats.detached += 1;
+        d
+    }
+
+    /// Puts detached slots back and unpins the entry: deadlines are re-armed, a slot
+    /// that came back empty drops the alias key it owned, and an entry left with
+    /// only empty slots is freed (returns false then).
+    pub fn attach(&mut self, id: EntryId, d: Detached<S>) -> bool {
+        let i = id.0 as usize;
+        debug_assert!(self.meta[i].live && self.meta[i].pinned);
+        let n = self.cfg.slots;
+        self.meta[i].pinned = false;
+        self.meta[i].assured |= d.assured;
+        for (nf, (state, deadline)) in d.slots.into_iter().zip(d.deadlines).enumerate() {
+            if state.is_empty() {
+                self.clear_slot(id, nf);
+                continue;
+            }
+            self.slots[i * n + nf].state = state;
+            if deadline != 0 {
+                self.set_deadline(id, nf, deadline);
+            }
+        }
+        if !self.meta[i].assured {
+            let gen = self.meta[i].gen;
+            self.unassured.push_back((id.0, gen));
+        }
+        !self.release_if_empty(id)
+    }
+
+    /// True while the entry is detached.
+    pub fn is_detached(&self, id: EntryId) -> bool {
+        self.meta[id.0 as usize].pinned
     }
 
     /// Iterates the live entries (for moves, reports and tests).

@@ -246,3 +246,63 @@ fn stale_ids_do_not_fire_on_reused_entries() {
     assert_eq!(fired, 0);
     assert!(t.is_live(id2));
 }
+
+/// A detached entry keeps its keys, is neither expired nor evicted nor freed while
+/// away, and comes back with the state and deadlines the other core left in it.
+#[test]
+fn detached_entries_are_pinned_until_attached() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
+        capacity: 2,
+        ..cfg(2, CapPolicy::EvictUnassured)
+    });
+    let (k0, s0) = FlowKey::of(&tuple(0));
+    let a = t.insert(k0, s0, weak_hash(0), |_, _, _| {}).unwrap();
+    *t.slot_mut(a, 0) = Some(7);
+    t.set_deadline(a, 0, 1_000);
+    let mut d = t.detach(a);
+    assert_eq!(d.slots, vec![Some(7), None]);
+    assert_eq!(d.deadlines, vec![1_000, 0]);
+    assert!(t.is_detached(a));
+    // still found by lookup; not freed though its slots are empty here
+    assert_eq!(t.lookup(&k0, s0, weak_hash(0)).map(|l| l.id), Some(a));
+    assert!(!t.release_if_empty(a));
+    // not expired past its old deadline
+    let mut released = Vec::new();
+    t.expire(10_000_000_000, |id, nf, s| released.push((id, nf, s)));
+    assert!(released.is_empty());
+    assert!(t.is_live(a));
+    // not evicted: a second flow fits, a third finds only the other to evict
+    let (k1, s1) = FlowKey::of(&tuple(1));
+    let b = t.insert(k1, s1, weak_hash(1), |_, _, _| {}).unwrap();
+    *t.slot_mut(b, 0) = Some(1);
+    let (k2, s2) = FlowKey::of(&tuple(2));
+    t.insert(k2, s2, weak_hash(2), |_, _, _| {}).unwrap();
+    assert!(
+        t.is_live(a)
+            && !t.is_current(&state::Lookup {
+                id: b,
+                dir: Dir::Original,
+                gen: 0
+            })
+    );
+    // the other core worked on it
+    d.slots[1] = Some(9);
+    d.deadlines[1] = 20_000_000_000;
+    assert!(t.attach(a, d));
+    assert!(!t.is_detached(a));
+    assert_eq!((*t.slot(a, 0), *t.slot(a, 1)), (Some(7), Some(9)));
+    // deadlines re-armed: slot 0 (deadline long past) goes at the next tick
+    let mut released = Vec::new();
+    t.expire(11_000_000_000, |id, nf, s| released.push((id, nf, s)));
+    assert_eq!(released, vec![(a, 0, Some(7))]);
+    assert!(t.is_live(a));
+    // an entry that comes back empty is freed
+    let d = t.detach(a);
+    let empty = state::Detached {
+        slots: vec![None, None],
+        ..d
+    };
+    assert!(!t.attach(a, empty));
+    assert!(!t.is_live(a));
+    assert_eq!(t.stats().detached, 2);
+}
