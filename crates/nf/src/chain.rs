@@ -3,6 +3,7 @@
 use state::{FlowKey, FlowTable, Lookup, TableConfig};
 use steer::{RssHasher, RssKey};
 
+use crate::ctx::{At, Leased};
 use crate::nflow::{steering_for, ChainError, SteerKey};
 use crate::{Ctx, DropCause, FlowState, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict};
 
@@ -43,6 +44,26 @@ pub struct Shard {
     pub table: FlowTable<Option<FlowState>>,
     /// Shard-local state, one per NF.
     pub locals: Vec<ShardLocal>,
+}
+
+/// A packet's flow entry as [`Chain::process_burst_routed`]'s router sees it.
+pub struct Hit<'a> {
+    /// The packet's shard.
+    pub shard: &'a mut Shard,
+    /// The entry the lookup found.
+    pub entry: state::EntryId,
+    nfs: &'a [Box<dyn Nf>],
+}
+
+impl Hit<'_> {
+    /// True if every NF can process this flow's packets with the entry detached
+    /// and no shard-local state ([`Nf::offloadable`]).
+    pub fn offloadable(&self) -> bool {
+        self.nfs
+            .iter()
+            .enumerate()
+            .all(|(i, n)| n.offloadable(self.shard.table.slot(self.entry, i).as_ref()))
+    }
 }
 
 /// NFs on one core, with the steering their state needs.
@@ -229,6 +250,30 @@ impl Chain {
         now_ns: u64,
         out: &mut Vec<Verdict>,
     ) {
+        let mut routed = Vec::with_capacity(pkts.len());
+        self.process_burst_routed(shards, pkts, now_ns, &mut routed, |_, _, _| true);
+        out.clear();
+        out.extend(
+            routed
+                .into_iter()
+                .map(|v| v.expect("every packet runs here")),
+        );
+    }
+
+    /// [`process_burst`](Self::process_burst) with a say in where each packet runs:
+    /// after a packet's lookup found its entry, `route(index, packet, hit)` returns
+    /// true to run the NFs here, false to leave the packet to the caller (e.g. for an
+    /// offloading core; `out[index]` is then `None`). The packet's `entry` and `dir`
+    /// are set before `route` sees it. New flows always run here: only the shard's
+    /// owner inserts entries.
+    pub fn process_burst_routed(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        now_ns: u64,
+        out: &mut Vec<Option<Verdict>>,
+        mut route: impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+    ) {
         out.clear();
         self.lookups.clear();
         if self.per_flow {
@@ -255,12 +300,79 @@ impl Chain {
                 .expect("the core owns the packet's shard");
             let found = if self.per_flow {
                 let (k, side, h) = self.lookups[i];
-                shard.table.lookup(&k, side, h).map(|l| (l, k, side))
+                shard.table.lookup(&k, side, h)
             } else {
                 None
             };
+            if let Some(l) = found {
+                p.entry = Some(l.id);
+                p.dir = l.dir;
+                let hit = Hit {
+                    shard: &mut *shard,
+                    entry: l.id,
+                    nfs: &self.nfs,
+                };
+                if !route(i, p, hit) {
+                    out.push(None);
+                    continue;
+                }
+            }
             let key = self.lookups.get(i).map(|(k, s, _)| (*k, *s));
-            out.push(self.run_keyed(shard, p, found.map(|f| f.0), key, now_ns));
+            out.push(Some(self.run_keyed(shard, p, found, key, now_ns)));
+        }
+    }
+
+    /// Runs the chain on a packet whose flow entry is detached from its shard and
+    /// leased to this (offloading) core: the NFs see the leased slots and no
+    /// shard-local state.
+    pub fn process_leased(
+        &mut self,
+        info: ShardInfo,
+        entry: state::EntryId,
+        leased: &mut Leased,
+        pkt: &mut Packet,
+        now_ns: u64,
+    ) -> Verdict {
+        self.counters.packets += 1;
+        if pkt.dir == state::Dir::Reply {
+            leased.assured = true;
+        }
+        let mut none = ShardLocal::None;
+        let mut verdict = Verdict::Forward;
+        for (i, nf) in self.nfs.iter_mut().enumerate() {
+            let mut cx = Ctx {
+                at: At::Detached(&mut *leased),
+                entry,
+                nf: i,
+                now_ns,
+                local: &mut none,
+                hasher: &self.hasher,
+                shard: info,
+            };
+            verdict = nf.process(&mut cx, pkt);
+            if verdict != Verdict::Forward {
+                break;
+            }
+        }
+        match verdict {
+            Verdict::Forward => self.counters.forwarded += 1,
+            Verdict::Drop(c) => self.counters.drops[c as usize] += 1,
+        }
+        verdict
+    }
+
+    /// Counts a packet the caller had to drop for `cause` without running the NFs.
+    pub fn count_drop(&mut self, cause: DropCause) {
+        self.counters.packets += 1;
+        self.counters.drops[cause as usize] += 1;
+    }
+
+    /// The [`ShardInfo`] of shard `index`.
+    pub fn shard_info(&self, index: usize) -> ShardInfo {
+        ShardInfo {
+            index,
+            count: self.shards,
+            bucket_mask: (self.buckets as u32).saturating_sub(1),
         }
     }
 
@@ -325,7 +437,7 @@ impl Chain {
         let mut verdict = Verdict::Forward;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
             let mut cx = Ctx {
-                table,
+                at: At::Table(table),
                 entry: id,
                 nf: i,
                 now_ns,

@@ -2,7 +2,7 @@
 
 use core::any::Any;
 
-use state::{EntryId, FlowKey, FlowTable, Side};
+use state::{Detached, EntryId, FlowKey, FlowTable, Side};
 use steer::RssHasher;
 
 use crate::{firewall, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
@@ -42,11 +42,25 @@ pub struct ShardInfo {
     pub bucket_mask: u32,
 }
 
+/// Where the packet's flow entry is: in its shard's table (the owner processes it)
+/// or detached and leased to an offloading core.
+pub(crate) enum At<'a> {
+    Table(&'a mut FlowTable<Option<FlowState>>),
+    Detached(&'a mut Detached<Option<FlowState>>),
+}
+
+/// A flow entry's slots leased to an offloading core.
+pub type Leased = Detached<Option<FlowState>>;
+
 /// An NF's view of flowshift for one packet: its slot in the packet's flow entry
 /// (Dyssect's `GetState / InsertState / DeleteState` with the NF's handle), its
 /// shard-local state, the time and the RSS hasher.
+///
+/// On an offloading core the entry is detached from its table and the shard-local
+/// state is not there (`local` is [`ShardLocal::None`]); the chain offloads only
+/// flows whose NFs say they need neither ([`Nf::offloadable`]).
 pub struct Ctx<'a> {
-    pub(crate) table: &'a mut FlowTable<Option<FlowState>>,
+    pub(crate) at: At<'a>,
     /// The packet's flow entry.
     pub entry: EntryId,
     /// This NF's handle (its slot index).
@@ -65,38 +79,70 @@ impl Ctx<'_> {
     /// This NF's state for the packet's flow (`GetState`).
     #[inline]
     pub fn get(&mut self) -> Option<&mut FlowState> {
-        self.table.slot_mut(self.entry, self.nf).as_mut()
+        match &mut self.at {
+            At::Table(t) => t.slot_mut(self.entry, self.nf).as_mut(),
+            At::Detached(d) => d.slots[self.nf].as_mut(),
+        }
     }
 
     /// Stores state for the packet's flow (`InsertState`).
     #[inline]
     pub fn insert(&mut self, s: FlowState) {
-        *self.table.slot_mut(self.entry, self.nf) = Some(s);
+        match &mut self.at {
+            At::Table(t) => *t.slot_mut(self.entry, self.nf) = Some(s),
+            At::Detached(d) => d.slots[self.nf] = Some(s),
+        }
     }
 
     /// Removes this NF's state (`DeleteState`); the entry is freed once every NF
     /// has removed its own.
     #[inline]
     pub fn delete(&mut self) -> Option<FlowState> {
-        self.table.clear_slot(self.entry, self.nf)
+        match &mut self.at {
+            At::Table(t) => t.clear_slot(self.entry, self.nf),
+            At::Detached(d) => {
+                // the owner drops the alias key this slot owned when it re-attaches
+                d.deadlines[self.nf] = 0;
+                d.slots[self.nf].take()
+            }
+        }
     }
 
     /// Expire this NF's state `idle_ns` from now unless refreshed.
     #[inline]
     pub fn set_timeout(&mut self, idle_ns: u64) {
-        self.table
-            .set_deadline(self.entry, self.nf, self.now_ns.saturating_add(idle_ns));
+        let at = self.now_ns.saturating_add(idle_ns);
+        match &mut self.at {
+            At::Table(t) => t.set_deadline(self.entry, self.nf, at),
+            At::Detached(d) => d.deadlines[self.nf] = at,
+        }
     }
 
     /// Makes packets of a second key reach this entry, for as long as this NF
     /// keeps its state (see [`FlowTable::add_alias`]).
-    pub fn add_alias(&mut self, key: FlowKey, side: Side, hash: u32) {
-        self.table.add_alias(self.entry, self.nf, key, side, hash);
+    ///
+    /// Only the shard's owner changes its table: an NF whose packet may add an
+    /// alias must say so in [`Nf::offloadable`], and on an offloading core the call
+    /// is refused (`false`).
+    pub fn add_alias(&mut self, key: FlowKey, side: Side, hash: u32) -> bool {
+        match &mut self.at {
+            At::Table(t) => {
+                t.add_alias(self.entry, self.nf, key, side, hash);
+                true
+            }
+            At::Detached(_) => {
+                debug_assert!(false, "add_alias on an offloading core");
+                false
+            }
+        }
     }
 
     /// True once the flow has seen both directions.
     pub fn is_assured(&self) -> bool {
-        self.table.is_assured(self.entry)
+        match &self.at {
+            At::Table(t) => t.is_assured(self.entry),
+            At::Detached(d) => d.assured,
+        }
     }
 }
 
@@ -130,6 +176,13 @@ pub trait Nf: Send + Any {
     }
     /// Processes one packet.
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict;
+    /// True if processing a packet of a flow whose slot holds `slot` needs neither
+    /// this NF's shard-local state nor an alias key: then the flow may be processed
+    /// on an offloading core, with its entry detached (Dyssect §II-B). Must stay true
+    /// for as long as only processing changes the slot. Default: yes.
+    fn offloadable(&self, _slot: Option<&FlowState>) -> bool {
+        true
+    }
     /// Takes back state that expired or was evicted (e.g. return a NAT port).
     fn release(&mut self, _local: &mut ShardLocal, _state: FlowState) {}
     /// Named counters of this instance (summed across cores by the reader).

@@ -30,9 +30,9 @@ mod packet;
 pub mod seqcheck;
 mod verdict;
 
-pub use chain::{Chain, ChainCounters, ChainOptions, Shard};
+pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Shard};
 pub use config::{ChainConfig, ConfigError};
-pub use ctx::{Ctx, FlowState, Nf, ShardInfo, ShardLocal};
+pub use ctx::{Ctx, FlowState, Leased, Nf, ShardInfo, ShardLocal};
 pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};
 pub use packet::Packet;
 pub use verdict::{DropCause, Verdict};

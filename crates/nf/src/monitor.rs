@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Deserialize;
 use state::merge::{CountMin, Counters, Hll, Mergeable};
 
-use crate::{Ctx, DropCause, Nf, NflowKey, Packet, ShardLocal, StateKind, Verdict};
+use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardLocal, StateKind, Verdict};
 
 /// Per-source counters.
 pub type PerSource = HashMap<IpAddr, Counters>;
@@ -175,6 +175,11 @@ impl Nf for Monitor {
             MonitorMode::Mergeable => StateKind::Mergeable,
             MonitorMode::Exact => StateKind::PerFlow,
         }
+    }
+
+    /// The exact mode counts in shard-local state on every packet.
+    fn offloadable(&self, _: Option<&FlowState>) -> bool {
+        self.cfg.state == MonitorMode::Mergeable
     }
 
     fn shard_local(&self, _: &crate::ShardInfo) -> ShardLocal {

@@ -33,11 +33,15 @@ pub enum DropCause {
     NatUnsupported,
     /// The monitor's threshold action is `drop` and the source is over it.
     MonitorThreshold,
+    /// An offloading core could not process the packet where it was: it did not
+    /// hold the flow's state, or an NF needed shard-local state. A flowshift bug if
+    /// ever non-zero (counted rather than lost).
+    OffloadState,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 9] = [
+    pub const ALL: [DropCause; 10] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -47,6 +51,7 @@ impl DropCause {
         DropCause::NatUnsteerable,
         DropCause::NatUnsupported,
         DropCause::MonitorThreshold,
+        DropCause::OffloadState,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -61,6 +66,7 @@ impl DropCause {
             DropCause::NatUnsteerable => "nat_unsteerable",
             DropCause::NatUnsupported => "nat_unsupported",
             DropCause::MonitorThreshold => "monitor_threshold",
+            DropCause::OffloadState => "offload_state",
         }
     }
 

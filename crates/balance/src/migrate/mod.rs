@@ -3,5 +3,5 @@
 pub mod offload;
 pub mod shard_move;
 
-pub use offload::{OffloadStats, Recall, Route, WorkingOffload, RATIO_ONE};
+pub use offload::{slice_of, OffloadStats, Recall, Route, WorkingOffload, RATIO_ONE};
 pub use shard_move::{Command, MoveError, Mover, Received, WorkerMoves};

@@ -55,10 +55,12 @@ pub type Ticket = u64;
 /// Offload ratio 1 (every eligible flow) in units of `1 / RATIO_ONE`.
 pub const RATIO_ONE: u32 = 1 << 16;
 
-/// The slice of a flow for offload decisions: the top 16 bits of a hash of its key.
+/// The slice of a flow for offload decisions: the low 16 bits of a software hash
+/// of its key (not the RSS hash, whose bits also pick the shard and, with the
+/// symmetric key, repeat every 16 bits).
 #[inline]
-pub fn slice_of(key_hash: u64) -> u32 {
-    (key_hash >> 48) as u32
+pub fn slice_of(key_hash: u32) -> u32 {
+    key_hash & (RATIO_ONE - 1)
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -191,7 +191,8 @@ impl Nat {
         let mask = self.plan().mask();
         let pool = match cx.local {
             ShardLocal::NatPool(p) => p,
-            _ => unreachable!("a NAT shard always has its pool"),
+            // an offloading core: `offloadable` keeps new mappings on the owner
+            _ => return Err(DropCause::OffloadState),
         };
         let n = self.shared.external.len();
         let start = (pkt.hash >> 16) as usize % n;
@@ -316,6 +317,11 @@ impl Nf for Nat {
         true
     }
 
+    /// A flow with its mapping needs only its slot; a new mapping needs the pool.
+    fn offloadable(&self, slot: Option<&FlowState>) -> bool {
+        slot.is_some()
+    }
+
     fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
         let (lo, hi) = self.shared.ports;
         self.plan = Some(Arc::new(PortPlan::new(
@@ -393,7 +399,10 @@ impl Nf for Nat {
             pkt.hash & cx.shard.bucket_mask,
             "reply bucket"
         );
-        cx.add_alias(key, side, hash);
+        // (refused only on an offloading core, where `map` already failed)
+        if !cx.add_alias(key, side, hash) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
         cx.insert(FlowState::Nat(m));
         cx.set_timeout(self.timeout(&m).as_nanos() as u64);
         self.counters.mappings += 1;
