@@ -10,7 +10,8 @@ pub enum BalancerKind {
     /// RSS as initialised: never moves anything.
     Static,
     /// For testing: every period moves a random shard (not already moving) to a
-    /// random other worker.
+    /// random other worker and, with offloading cores, changes a random shard's
+    /// offload ratio (and now and then a worker's offloading core).
     Random,
     /// For testing: move `shard` to `to` once `at` has passed, for each entry.
     Script(Vec<ScriptedMove>),
@@ -61,6 +62,9 @@ impl BalancerKind {
 pub struct RunConfig {
     /// Worker threads (working cores).
     pub workers: usize,
+    /// Offloading cores (Dyssect): working core `w` starts offloading to `w % n`,
+    /// with every offload ratio 0 until the balancer sets one.
+    pub offloaders: usize,
     /// Descriptors per NIC queue (ring size).
     pub ring_size: usize,
     /// Packets per poll.
@@ -101,6 +105,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             workers: 2,
+            offloaders: 0,
             ring_size: 1024,
             burst: 32,
             pace: Pace::Max,

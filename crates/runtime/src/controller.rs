@@ -20,6 +20,8 @@ use crate::Progress;
 pub(crate) struct ControllerStats {
     pub rounds: u64,
     pub shard_moves: u64,
+    /// Offload-ratio and offloading-core changes sent.
+    pub offload_changes: u64,
     pub entries_moved: u64,
     pub packets_held: u64,
     pub plan_ns: Vec<u64>,
@@ -31,7 +33,13 @@ pub(crate) struct ControllerStats {
 pub(crate) struct Controller {
     pub shared: Arc<Shared>,
     pub workers: Vec<Sender<ToWorker>>,
+    /// Working cores' stats, then offloading cores'.
     pub stats: Vec<Arc<WorkerStats>>,
+    pub offloaders: usize,
+    /// r_s per shard, as last sent.
+    pub ratio: Vec<u32>,
+    /// Each working core's offloading core, as last sent.
+    pub offload_core: Vec<Option<CoreId>>,
     pub inbox: Receiver<ToController>,
     pub owner: Vec<CoreId>,
     pub shards: usize,
@@ -72,7 +80,7 @@ impl Controller {
                 }
             }
             let done = self.shared.feeder_done();
-            if done && mover.in_flight() == 0 {
+            if (done && mover.in_flight() == 0) || self.shared.aborted() {
                 self.shared.stop();
                 break;
             }
@@ -101,9 +109,32 @@ impl Controller {
                         }
                         self.shared.publish_version(version);
                         self.owner[usize::from(shard)] = to;
+                        // the old owner recalls the shard's offloaded flows; r_s
+                        // starts again from 0 at the new owner
+                        self.ratio[usize::from(shard)] = 0;
                         started[usize::from(shard)] = Some(Instant::now());
                         st.shard_moves += 1;
                     }
+                }
+                for (s, r) in plan.ratios {
+                    let i = usize::from(s);
+                    if i >= self.shards || mover.is_moving(s) || self.ratio[i] == r {
+                        continue;
+                    }
+                    self.ratio[i] = r;
+                    let owner = usize::from(self.owner[i]);
+                    let _ = self.workers[owner].send(ToWorker::SetRatio { shard: s, ratio: r });
+                    st.offload_changes += 1;
+                }
+                for (w, o) in plan.offload_cores {
+                    let i = usize::from(w);
+                    let valid = o.is_none_or(|o| usize::from(o) < self.offloaders);
+                    if i >= self.workers.len() || !valid || self.offload_core[i] == o {
+                        continue;
+                    }
+                    self.offload_core[i] = o;
+                    let _ = self.workers[i].send(ToWorker::SetOffloader { to: o });
+                    st.offload_changes += 1;
                 }
             }
             std::thread::yield_now();
@@ -144,6 +175,9 @@ impl Controller {
             bucket_packets,
             core_load,
             core_packets,
+            offloaders: self.offloaders,
+            ratio: self.ratio.clone(),
+            offload_core: self.offload_core.clone(),
         }
     }
 }

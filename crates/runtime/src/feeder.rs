@@ -78,6 +78,10 @@ pub(crate) fn feed(
                             st.ring_full += 1;
                             break;
                         }
+                        if shared.aborted() {
+                            shared.finish_feeding();
+                            return st;
+                        }
                         p = back;
                         std::thread::yield_now();
                     }

@@ -17,6 +17,7 @@
 mod config;
 mod controller;
 mod feeder;
+mod offloader;
 mod report;
 mod run;
 mod shared;

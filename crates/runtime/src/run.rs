@@ -15,8 +15,9 @@ use wire::Malformed;
 
 use crate::controller::Controller;
 use crate::feeder::feed;
+use crate::offloader::{Offloader, OffloaderResult, ToOffload};
 use crate::report::{Latency, PerCore, RunReport};
-use crate::shared::Shared;
+use crate::shared::{AbortOnPanic, Shared};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
 use crate::RunConfig;
@@ -33,12 +34,14 @@ pub enum RunError {
 pub struct RunOutcome {
     /// The report.
     pub report: RunReport,
-    /// Forwarded packets (when kept), in arrival order per core.
+    /// Forwarded packets (when kept), sorted by arrival time.
     pub output: Vec<(u64, Vec<u8>)>,
     /// Every shard, as the workers returned them.
     pub shards: Vec<Shard>,
     /// Packets still held when the run ended (must be 0).
     pub held: u64,
+    /// Flow states still leased to an offloading core at the end (must be 0).
+    pub leftover_leases: usize,
     /// Per controller period: (ns since start, busy share of each core).
     pub load_over_time: Vec<(u64, Vec<f64>)>,
 }
@@ -50,6 +53,10 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         return Err(RunError::Config(format!(
             "workers = {w}: must be at least 1"
         )));
+    }
+    let o = cfg.offloaders;
+    if o > usize::from(u16::MAX) {
+        return Err(RunError::Config(format!("offloaders = {o}: too many")));
     }
     if cfg.ring_size < 2 || cfg.burst == 0 {
         return Err(RunError::Config(
@@ -73,6 +80,19 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         producers.push(p);
         consumers.push(c);
     }
+    // one offload ring per (working core, offloading core)
+    let mut offload_tx: Vec<Vec<rtrb::Producer<ToOffload>>> = (0..w).map(|_| Vec::new()).collect();
+    let mut offload_rx: Vec<Vec<(CoreId, rtrb::Consumer<ToOffload>)>> =
+        (0..o).map(|_| Vec::new()).collect();
+    for (wi, tx) in offload_tx.iter_mut().enumerate() {
+        for rx in offload_rx.iter_mut() {
+            let (p, c) = RingBuffer::<ToOffload>::new(cfg.ring_size);
+            tx.push(p);
+            rx.push((wi as CoreId, c));
+        }
+    }
+    let offload_core: Vec<Option<CoreId>> =
+        (0..w).map(|i| (o > 0).then(|| (i % o) as CoreId)).collect();
     let (inbox_tx, inbox_rx): (Vec<_>, Vec<_>) =
         (0..w).map(|_| crossbeam_channel::unbounded()).unzip();
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
@@ -83,7 +103,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         per_worker[s % w][s] = Some(shard);
     }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let stats: Vec<Arc<WorkerStats>> = (0..w)
+    let stats: Vec<Arc<WorkerStats>> = (0..w + o)
         .map(|_| Arc::new(WorkerStats::new(chain.buckets())))
         .collect();
     // with a duration, loop (practically) forever and let the feeder stop on time
@@ -98,10 +118,11 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     };
     let hasher = chain.hasher().clone();
 
-    let (feeder, ctl, results) = thread::scope(|sc| {
+    let (feeder, ctl, results, offloaded) = thread::scope(|sc| {
         let mut handles = Vec::new();
-        for (i, (shards, (ring, inbox))) in per_worker
+        for (i, ((shards, offload_rings), (ring, inbox))) in per_worker
             .into_iter()
+            .zip(offload_tx)
             .zip(consumers.into_iter().zip(inbox_rx))
             .enumerate()
         {
@@ -117,13 +138,39 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 keep_output: cfg.keep_output,
                 stats: stats[i].clone(),
                 priority_dscp: cfg.priority_dscp,
+                offload_rings,
+                offload_target: offload_core[i],
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
+            let guard = AbortOnPanic(shared.clone());
             handles.push(sc.spawn(move || {
+                let _guard = guard;
                 if let Some(c) = core {
                     core_affinity::set_for_current(c);
                 }
                 worker.run()
+            }));
+        }
+        let mut offload_handles = Vec::new();
+        for (k, rings) in offload_rx.into_iter().enumerate() {
+            let off = Offloader {
+                chain: chain.instance(),
+                rings,
+                workers: inbox_tx.clone(),
+                shared: shared.clone(),
+                burst: cfg.burst,
+                keep_output: cfg.keep_output,
+                stats: stats[w + k].clone(),
+                priority_dscp: cfg.priority_dscp,
+            };
+            let core = (cfg.pin && !cores.is_empty()).then(|| cores[(w + k) % cores.len()]);
+            let guard = AbortOnPanic(shared.clone());
+            offload_handles.push(sc.spawn(move || {
+                let _guard = guard;
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                off.run()
             }));
         }
         let controller = Controller {
@@ -135,9 +182,16 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             balancer: cfg.balancer.make(cfg.seed),
             period: cfg.period,
             stats: stats.clone(),
+            offloaders: o,
+            ratio: vec![0; shards_n],
+            offload_core: offload_core.clone(),
             progress: cfg.progress.clone(),
         };
-        let ctl = sc.spawn(move || controller.run());
+        let guard = AbortOnPanic(shared.clone());
+        let ctl = sc.spawn(move || {
+            let _guard = guard;
+            controller.run()
+        });
         let duration = cfg.duration.map(|d| d.as_nanos() as u64);
         let queues = std::mem::take(&mut producers);
         let feeder = feed(
@@ -148,14 +202,18 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             .into_iter()
             .map(|h| h.join().expect("worker thread"))
             .collect();
-        (feeder, ctl, results)
+        let offloaded: Vec<OffloaderResult> = offload_handles
+            .into_iter()
+            .map(|h| h.join().expect("offloading-core thread"))
+            .collect();
+        (feeder, ctl, results, offloaded)
     });
     let elapsed_ns = shared.now_ns().max(1);
 
     // merge
     let mut results = results;
     let held: u64 = results.iter().map(|r| r.held).sum();
-    let per_core: Vec<PerCore> = results
+    let mut per_core: Vec<PerCore> = results
         .iter()
         .enumerate()
         .map(|(i, r)| PerCore {
@@ -165,6 +223,23 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             packets: r.chain.counters().packets,
         })
         .collect();
+    per_core.extend(offloaded.iter().enumerate().map(|(k, r)| PerCore {
+        core: w + k,
+        role: "offloading",
+        load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
+        packets: r.chain.counters().packets,
+    }));
+    let leftover: usize = offloaded.iter().map(|r| r.leftover).sum();
+    let mut ostats = balance::migrate::OffloadStats::default();
+    let mut offload_waits = 0;
+    for r in &results {
+        let s = &r.offload;
+        ostats.leases += s.leases;
+        ostats.recalled += s.recalled;
+        ostats.recalls += s.recalls;
+        ostats.pended += s.pended;
+        offload_waits += r.offload_waits;
+    }
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
     let (mut latency, mut by_class) = (hist(), [hist(), hist()]);
     let mut output = Vec::new();
@@ -177,9 +252,21 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         output.append(&mut r.output);
         shards.append(&mut r.shards);
     }
+    let mut offloaded = offloaded;
+    for r in &mut offloaded {
+        for (c, h) in r.latency.iter().enumerate() {
+            latency.add(h).expect("same bounds");
+            by_class[c].add(h).expect("same bounds");
+        }
+        output.append(&mut r.output);
+    }
+    output.sort_by_key(|(ts, _)| *ts);
     let mut it = results.into_iter();
     let mut total = it.next().expect("at least one worker").chain;
     for r in it {
+        total.merge_from(&r.chain);
+    }
+    for r in &offloaded {
         total.merge_from(&r.chain);
     }
     let c = total.counters().clone();
@@ -225,7 +312,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         schema: 1,
         mode: "run",
         balancer: cfg.balancer.name(),
-        cores: BTreeMap::from([("working", w), ("offloading", 0)]),
+        cores: BTreeMap::from([("working", w), ("offloading", o)]),
         packets_in: feeder.offered,
         packets_out: c.forwarded,
         drops,
@@ -255,7 +342,11 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         ]),
         migrations: BTreeMap::from([
             ("shard_moves", ctl.shard_moves),
-            ("offload_changes", 0),
+            ("offload_changes", ctl.offload_changes),
+            ("flows_offloaded", ostats.leases),
+            ("flows_recalled", ostats.recalled),
+            ("packets_pended", ostats.pended),
+            ("offload_ring_waits", offload_waits),
             ("entries_moved", ctl.entries_moved),
             ("packets_held", ctl.packets_held),
         ]),
@@ -280,6 +371,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         output,
         shards,
         held,
+        leftover_leases: leftover,
         load_over_time: ctl.load_over_time,
     })
 }

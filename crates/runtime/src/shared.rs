@@ -18,7 +18,21 @@ pub(crate) struct Shared {
     feeder_seen: AtomicU64,
     feeder_done: AtomicBool,
     stop: AtomicBool,
+    aborted: AtomicBool,
     pub start: Instant,
+}
+
+/// Aborts the run if the thread holding it panics, so the other threads stop
+/// waiting for it (instead of spinning forever on its ring) and the panic surfaces
+/// when the run joins its threads.
+pub(crate) struct AbortOnPanic(pub std::sync::Arc<Shared>);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
 }
 
 impl Shared {
@@ -29,6 +43,7 @@ impl Shared {
             feeder_seen: AtomicU64::new(0),
             feeder_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
             start: Instant::now(),
         }
     }
@@ -84,5 +99,16 @@ impl Shared {
     /// Worker: drain and exit?
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// A thread panicked: everyone gives up. Nothing is published through it, so
+    /// `Relaxed` (paired with the `Relaxed` load in [`aborted`](Self::aborted)).
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::Relaxed);
+    }
+
+    /// Has a thread panicked?
+    pub fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed)
     }
 }

@@ -1,18 +1,29 @@
-//! A worker: polls its ring in bursts, runs the chain on the shards it owns, and
-//! plays its part in shard moves.
+//! A worker (working core): polls its ring in bursts, runs the chain on the shards
+//! it owns, sends offloaded flows to its offloading core, and plays its part in
+//! shard moves and offload changes.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use balance::migrate::{Received, WorkerMoves};
+use balance::migrate::offload::{EntryIdx, Ticket};
+use balance::migrate::{
+    slice_of, OffloadStats, Recall, Received, Route, WorkerMoves, WorkingOffload,
+};
 use balance::{CoreId, ShardId};
 use crossbeam_channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
-use nf::{Chain, Packet, Shard, Verdict};
-use rtrb::Consumer;
+use nf::{Chain, Leased, Packet, Shard, Verdict};
+use rtrb::{Consumer, Producer};
+use state::EntryId;
 
+use crate::offloader::ToOffload;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+
+/// Every `TIMER_NS`, idle timeouts of the owned shards run.
+const TIMER_NS: u64 = 10_000_000;
+/// Offloaded flows idle this long are recalled, so the owner's timers see them.
+const IDLE_RECALL_NS: u64 = 50_000_000;
 
 /// Messages to a worker.
 pub(crate) enum ToWorker {
@@ -20,6 +31,15 @@ pub(crate) enum ToWorker {
     Release { shard: ShardId, to: CoreId },
     /// A shard handed over by another worker (step 5).
     Shard { shard: ShardId, state: Box<Shard> },
+    /// Set the offload ratio r_s of an owned shard.
+    SetRatio { shard: ShardId, ratio: u32 },
+    /// Offload to another offloading core (or stop offloading).
+    SetOffloader { to: Option<CoreId> },
+    /// The offloading core answered recall `ticket` with these flows' states.
+    Returned {
+        ticket: Ticket,
+        states: Vec<(ShardId, EntryIdx, Box<Leased>)>,
+    },
 }
 
 /// Messages to the controller.
@@ -43,6 +63,16 @@ pub(crate) struct WorkerResult {
     pub busy_ns: u64,
     pub idle_ns: u64,
     pub output: Vec<(u64, Vec<u8>)>,
+    pub offload: OffloadStats,
+    /// Times the worker found an offload ring full and waited.
+    pub offload_waits: u64,
+}
+
+/// Where a packet of a burst went.
+enum Fate {
+    Here,
+    Away(CoreId, Option<Box<Leased>>),
+    Pend(Ticket),
 }
 
 pub(crate) struct Worker {
@@ -57,6 +87,22 @@ pub(crate) struct Worker {
     pub keep_output: bool,
     pub stats: Arc<WorkerStats>,
     pub priority_dscp: u8,
+    /// One ring to each offloading core (empty: no offloading).
+    pub offload_rings: Vec<Producer<ToOffload>>,
+    /// The offloading core to start with.
+    pub offload_target: Option<CoreId>,
+}
+
+/// A worker's loop state besides its fields.
+struct Loop {
+    moves: WorkerMoves<Packet>,
+    offload: WorkingOffload<Packet>,
+    /// Hand-overs waiting for the shard's offloaded flows to come back.
+    deferred: Vec<(ShardId, CoreId)>,
+    latency: [Histogram<u64>; 2],
+    output: Vec<(u64, Vec<u8>)>,
+    verdicts: Vec<Verdict>,
+    offload_waits: u64,
 }
 
 impl Worker {
@@ -68,22 +114,29 @@ impl Worker {
             .filter(|(_, s)| s.is_some())
             .map(|(i, _)| i as ShardId)
             .collect();
-        let mut moves: WorkerMoves<Packet> = WorkerMoves::new(owned);
         let hist =
             || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-        let mut latency = [hist(), hist()];
+        let mut lp = Loop {
+            moves: WorkerMoves::new(owned),
+            offload: WorkingOffload::new(self.shards.len(), self.offload_target),
+            deferred: Vec::new(),
+            latency: [hist(), hist()],
+            output: Vec::new(),
+            verdicts: Vec::with_capacity(self.burst),
+            offload_waits: 0,
+        };
+        let offloading = !self.offload_rings.is_empty();
         let prio = self.priority_dscp;
         let mut batch: Vec<Packet> = Vec::with_capacity(self.burst);
-        let mut verdicts = Vec::with_capacity(self.burst);
-        let mut output = Vec::new();
+        let mut routed = Vec::with_capacity(self.burst);
+        let mut fates: Vec<Fate> = Vec::with_capacity(self.burst);
         let (mut busy_ns, mut idle_ns) = (0u64, 0u64);
         let mut last = Instant::now();
         let mask = self.shared.table.len() - 1;
         let mut bucket_totals = vec![0u64; mask + 1];
         let mut packets = 0u64;
-        // idle timeouts: every TIMER_NS, expire the shards this worker owns
-        const TIMER_NS: u64 = 10_000_000;
         let mut next_timer = self.shared.now_ns() + TIMER_NS;
+        let mut recalled_all = false;
         loop {
             let now = self.shared.now_ns();
             if now >= next_timer {
@@ -91,48 +144,30 @@ impl Worker {
                 for shard in self.shards.iter_mut().flatten() {
                     self.chain.expire(shard, now);
                 }
+                if let Some(r) = lp.offload.recall_idle(now, IDLE_RECALL_NS) {
+                    self.push_recall(&mut lp, r);
+                }
             }
             // control messages first: a hand-over's held packets go before new ones
             while let Ok(msg) = self.inbox.try_recv() {
-                match msg {
-                    ToWorker::Release { shard, to } => {
-                        let queued = self.ring.slots() as u64;
-                        if let Some((s, to)) = moves.on_release(shard, to, queued) {
-                            self.hand_over(s, to);
-                        }
-                    }
-                    ToWorker::Shard { shard, state } => {
-                        let entries = state.table.len() as u64;
-                        self.shards[usize::from(shard)] = Some(*state);
-                        let mut held: Vec<Packet> = moves.on_shard(shard).into();
-                        let held_n = held.len() as u64;
-                        for chunk in held.chunks_mut(self.burst.max(1)) {
-                            let now = self.shared.now_ns();
-                            self.chain
-                                .process_burst(&mut self.shards, chunk, now, &mut verdicts);
-                            sink(
-                                chunk,
-                                &verdicts,
-                                now,
-                                &mut latency,
-                                prio,
-                                self.keep_output,
-                                &mut output,
-                            );
-                        }
-                        // the controller may have stopped waiting only after this arrives
-                        let _ = self.controller.send(ToController::Arrived {
-                            shard,
-                            entries,
-                            held: held_n,
-                        });
-                    }
-                }
+                self.on_message(&mut lp, msg);
             }
             let n = self.ring.slots().min(self.burst);
             if n == 0 {
-                if self.shared.stopping() && self.ring.slots() == 0 && self.inbox.is_empty() {
+                if self.shared.aborted() {
                     break;
+                }
+                if self.shared.stopping() && self.ring.slots() == 0 && self.inbox.is_empty() {
+                    // every offloaded flow comes home before the shards are returned
+                    if lp.offload.away() == 0 && lp.deferred.is_empty() {
+                        break;
+                    }
+                    if !recalled_all {
+                        recalled_all = true;
+                        if let Some(r) = lp.offload.recall_all() {
+                            self.push_recall(&mut lp, r);
+                        }
+                    }
                 }
                 let now = Instant::now();
                 idle_ns += now.duration_since(last).as_nanos() as u64;
@@ -148,25 +183,94 @@ impl Worker {
                 bucket_totals[b] += 1;
                 self.stats.publish_bucket(b, bucket_totals[b]);
                 let s = self.chain.shard_of(p.hash) as ShardId;
-                if let Received::Process(p) = moves.on_packet(s, p) {
+                if let Received::Process(p) = lp.moves.on_packet(s, p) {
                     batch.push(p);
                 }
             }
             let now = self.shared.now_ns();
-            self.chain
-                .process_burst(&mut self.shards, &mut batch, now, &mut verdicts);
-            sink(
-                &batch,
-                &verdicts,
-                now,
-                &mut latency,
-                prio,
-                self.keep_output,
-                &mut output,
-            );
+            if offloading {
+                fates.clear();
+                let offload = &mut lp.offload;
+                self.chain.process_burst_routed(
+                    &mut self.shards,
+                    &mut batch,
+                    now,
+                    &mut routed,
+                    |i, p, hit| {
+                        // misses before this packet ran here without asking
+                        fates.resize_with(i, || Fate::Here);
+                        let shard = hit.shard.info.index as ShardId;
+                        let slice = slice_of(hit.shard.table.key(hit.entry).mix());
+                        let route = offload.route(
+                            shard,
+                            Some(hit.entry.0),
+                            slice,
+                            p.info.dscp == prio,
+                            now,
+                            || hit.offloadable(),
+                        );
+                        let fate = match route {
+                            Route::Local => Fate::Here,
+                            Route::Offload { to, lease } => Fate::Away(
+                                to,
+                                lease.then(|| Box::new(hit.shard.table.detach(hit.entry))),
+                            ),
+                            Route::Pend(t) => Fate::Pend(t),
+                        };
+                        let here = matches!(fate, Fate::Here);
+                        fates.push(fate);
+                        here
+                    },
+                );
+                // misses never reach the router: they run here
+                fates.resize_with(batch.len(), || Fate::Here);
+                for ((p, v), fate) in batch.drain(..).zip(&routed).zip(fates.drain(..)) {
+                    match (fate, v) {
+                        (_, Some(v)) => sink_one(
+                            &p,
+                            *v,
+                            now,
+                            &mut lp.latency,
+                            prio,
+                            self.keep_output,
+                            &mut lp.output,
+                        ),
+                        (Fate::Away(to, lease), None) => {
+                            let shard = self.chain.shard_of(p.hash) as ShardId;
+                            let entry = p.entry.expect("a routed packet carries its entry").0;
+                            let job = ToOffload::Job {
+                                shard,
+                                entry,
+                                lease,
+                                pkt: p,
+                            };
+                            self.push_offload(&mut lp, to, job);
+                        }
+                        (Fate::Pend(t), None) => {
+                            let shard = self.chain.shard_of(p.hash) as ShardId;
+                            lp.offload.pend(t, shard, p);
+                        }
+                        (Fate::Here, None) => unreachable!("a packet routed here ran here"),
+                    }
+                }
+            } else {
+                self.chain
+                    .process_burst(&mut self.shards, &mut batch, now, &mut lp.verdicts);
+                for (p, v) in batch.iter().zip(&lp.verdicts) {
+                    sink_one(
+                        p,
+                        *v,
+                        now,
+                        &mut lp.latency,
+                        prio,
+                        self.keep_output,
+                        &mut lp.output,
+                    );
+                }
+            }
             for _ in 0..n {
-                for (s, to) in moves.on_dequeued() {
-                    self.hand_over(s, to);
+                for (s, to) in lp.moves.on_dequeued() {
+                    self.hand_over_when_settled(&mut lp, s, to);
                 }
             }
             let t = Instant::now();
@@ -178,11 +282,130 @@ impl Worker {
         WorkerResult {
             shards: self.shards.iter_mut().filter_map(Option::take).collect(),
             chain: self.chain,
-            held: moves.held(),
-            latency,
+            held: lp.moves.held() + lp.offload.pending() as u64,
+            latency: lp.latency,
             busy_ns,
             idle_ns,
-            output,
+            output: lp.output,
+            offload: lp.offload.stats().clone(),
+            offload_waits: lp.offload_waits,
+        }
+    }
+
+    fn on_message(&mut self, lp: &mut Loop, msg: ToWorker) {
+        match msg {
+            ToWorker::Release { shard, to } => {
+                // no new lease for the shard; its offloaded flows come back first
+                if let Some(r) = lp.offload.recall_shard(shard) {
+                    self.push_recall(lp, r);
+                }
+                let queued = self.ring.slots() as u64;
+                if let Some((s, to)) = lp.moves.on_release(shard, to, queued) {
+                    self.hand_over_when_settled(lp, s, to);
+                }
+            }
+            ToWorker::Shard { shard, state } => {
+                let entries = state.table.len() as u64;
+                self.shards[usize::from(shard)] = Some(*state);
+                let held: Vec<Packet> = lp.moves.on_shard(shard).into();
+                let held_n = held.len() as u64;
+                self.process_here(lp, held);
+                // the controller may have stopped waiting only after this arrives
+                let _ = self.controller.send(ToController::Arrived {
+                    shard,
+                    entries,
+                    held: held_n,
+                });
+            }
+            ToWorker::SetRatio { shard, ratio } => {
+                // a shard that left (or is leaving) keeps r_s = 0 here
+                if self.shards[usize::from(shard)].is_some() && !lp.moves.is_releasing(shard) {
+                    if let Some(r) = lp.offload.set_ratio(shard, ratio) {
+                        self.push_recall(lp, r);
+                    }
+                }
+            }
+            ToWorker::SetOffloader { to } => {
+                if let Some(r) = lp.offload.set_target(to) {
+                    self.push_recall(lp, r);
+                }
+            }
+            ToWorker::Returned { ticket, states } => {
+                let mut entries = Vec::with_capacity(states.len());
+                for (s, e, leased) in states {
+                    let shard = self.shards[usize::from(s)]
+                        .as_mut()
+                        .expect("a shard stays until its offloaded flows are back");
+                    shard.table.attach(EntryId(e), *leased);
+                    entries.push((s, e));
+                }
+                let ready: Vec<Packet> = lp
+                    .offload
+                    .on_returned(ticket, &entries)
+                    .into_iter()
+                    .map(|(_, p)| p)
+                    .collect();
+                self.process_here(lp, ready);
+                let deferred = std::mem::take(&mut lp.deferred);
+                for (s, to) in deferred {
+                    self.hand_over_when_settled(lp, s, to);
+                }
+            }
+        }
+    }
+
+    /// Runs packets of owned shards here, in order (held or pending ones).
+    fn process_here(&mut self, lp: &mut Loop, mut pkts: Vec<Packet>) {
+        for chunk in pkts.chunks_mut(self.burst.max(1)) {
+            let now = self.shared.now_ns();
+            self.chain
+                .process_burst(&mut self.shards, chunk, now, &mut lp.verdicts);
+            for (p, v) in chunk.iter().zip(&lp.verdicts) {
+                sink_one(
+                    p,
+                    *v,
+                    now,
+                    &mut lp.latency,
+                    self.priority_dscp,
+                    self.keep_output,
+                    &mut lp.output,
+                );
+            }
+        }
+    }
+
+    fn push_recall(&mut self, lp: &mut Loop, r: Recall) {
+        let job = ToOffload::Recall {
+            ticket: r.ticket,
+            entries: r.entries,
+        };
+        self.push_offload(lp, r.to, job);
+    }
+
+    /// Pushes to an offloading core's ring, waiting while it is full: the
+    /// offloading core never blocks, so the wait ends.
+    fn push_offload(&mut self, lp: &mut Loop, to: CoreId, mut job: ToOffload) {
+        let ring = &mut self.offload_rings[usize::from(to)];
+        loop {
+            match ring.push(job) {
+                Ok(()) => return,
+                Err(rtrb::PushError::Full(j)) => {
+                    if self.shared.aborted() {
+                        return;
+                    }
+                    job = j;
+                    lp.offload_waits += 1;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    fn hand_over_when_settled(&mut self, lp: &mut Loop, shard: ShardId, to: CoreId) {
+        if lp.offload.is_settled(shard) {
+            self.hand_over(shard, to);
+        } else {
+            lp.deferred.push((shard, to));
         }
     }
 
@@ -197,20 +420,19 @@ impl Worker {
     }
 }
 
-fn sink(
-    pkts: &[Packet],
-    verdicts: &[Verdict],
+/// Counts a packet's outcome: latency per class, and the packet itself when kept.
+pub(crate) fn sink_one(
+    p: &Packet,
+    v: Verdict,
     now: u64,
     latency: &mut [Histogram<u64>; 2],
     prio: u8,
     keep: bool,
     output: &mut Vec<(u64, Vec<u8>)>,
 ) {
-    for (p, v) in pkts.iter().zip(verdicts) {
-        let class = usize::from(p.info.dscp != prio);
-        latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
-        if keep && *v == Verdict::Forward {
-            output.push((p.ts_ns, p.data.clone()));
-        }
+    let class = usize::from(p.info.dscp != prio);
+    latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+    if keep && v == Verdict::Forward {
+        output.push((p.ts_ns, p.data.clone()));
     }
 }

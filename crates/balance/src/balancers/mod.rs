@@ -30,6 +30,13 @@ pub struct Snapshot {
     pub core_load: Vec<f64>,
     /// Packets each core processed over the period.
     pub core_packets: Vec<u64>,
+    /// Number of offloading cores (their loads follow the working cores' in
+    /// `core_load` and `core_packets`).
+    pub offloaders: usize,
+    /// Offload ratio r_s of each shard, in units of `1 / RATIO_ONE`.
+    pub ratio: Vec<u32>,
+    /// The offloading core of each working core.
+    pub offload_core: Vec<Option<CoreId>>,
 }
 
 impl Snapshot {
@@ -48,6 +55,11 @@ impl Snapshot {
 pub struct Plan {
     /// Shard moves: (shard, new owner).
     pub moves: Vec<(ShardId, CoreId)>,
+    /// Offload-ratio changes: (shard, r_s in units of `1 / RATIO_ONE`). Ignored for
+    /// a shard that moves (a moving shard's ratio is 0 until it has arrived).
+    pub ratios: Vec<(ShardId, u32)>,
+    /// Offloading-core changes: (working core, its new offloading core or none).
+    pub offload_cores: Vec<(CoreId, Option<CoreId>)>,
 }
 
 /// A load balancer.

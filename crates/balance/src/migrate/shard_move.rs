@@ -303,6 +303,11 @@ impl<P> WorkerMoves<P> {
         self.held_total
     }
 
+    /// True while `shard` is being released (its cycle is not complete).
+    pub fn is_releasing(&self, shard: ShardId) -> bool {
+        self.outgoing.iter().any(|o| o.shard == shard)
+    }
+
     /// Releases not yet complete.
     pub fn releasing(&self) -> usize {
         self.outgoing.len()
