@@ -187,15 +187,17 @@ fn print_report() {
     println!("{}", serde_json::to_string_pretty(&o.report).unwrap());
 }
 
-/// The stress run of the issue: ≥ 10⁴ random shard moves at a 1 ms period, 3
-/// workers on whatever cores there are, a skewed trace looped for 14 s at full
-/// speed (the feeder waits on full rings, so nothing is dropped).
+/// The stress run of the issue: ≥ 10⁴ random shard moves and ≥ 10⁴ offload
+/// changes (ratios and offloading cores) at a 1 ms period, 3 working cores and 1
+/// offloading core on whatever cores there are, a skewed trace looped for 14 s at
+/// full speed (the feeder waits on full rings, so nothing is dropped).
 #[test]
 fn stress_ten_thousand_moves() {
     let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
     let t = trace(4_000, 30_000, 1.2);
     let cfg = RunConfig {
         workers: 3,
+        offloaders: 1,
         balancer: BalancerKind::Random,
         period: Duration::from_millis(1),
         duration: Some(Duration::from_secs(14)),
@@ -204,13 +206,21 @@ fn stress_ten_thousand_moves() {
     };
     let o = run(&chain, &t, &cfg).unwrap();
     check(&o, chain.shard_count());
-    let moves = o.report.migrations["shard_moves"];
+    let m = &o.report.migrations;
+    let moves = m["shard_moves"];
     assert!(moves >= 10_000, "{moves} moves");
+    assert!(m["offload_changes"] >= 10_000, "{m:?}");
+    assert!(m["flows_offloaded"] > 0 && m["packets_pended"] > 0, "{m:?}");
     assert_eq!(o.report.dropped(), 0);
     eprintln!(
-        "stress: {moves} moves, {} entries moved, {} packets, move p50 {} µs, max {} µs",
-        o.report.migrations["entries_moved"],
+        "stress: {moves} moves, {} offload changes, {} flows offloaded, {} recalled, {} packets pended, {} entries moved, {} packets (offloading core: {}), move p50 {} µs, max {} µs",
+        m["offload_changes"],
+        m["flows_offloaded"],
+        m["flows_recalled"],
+        m["packets_pended"],
+        m["entries_moved"],
         o.report.packets_out,
+        o.report.per_core[3].packets,
         o.report.controller["move_us_p50"],
         o.report.controller["move_us_max"]
     );
