@@ -230,3 +230,216 @@ fn shard_move_under_every_interleaving() {
         );
     });
 }
+
+/// Model checking of the offload-ratio change (Dyssect Alg. 2–3 as flowshift does
+/// them: lease, recall marker, pending queue): a feeder, the working core, its
+/// offloading core and the controller. The working core runs the real
+/// [`WorkingOffload`]; r_s starts at 1 (the flow is leased with its first packet),
+/// the controller lowers it to 0 (a recall) and raises it again (a new lease) while
+/// packets flow. The flow's state is a value that moves between the two cores.
+///
+/// Checked in every interleaving: the flow's packets are processed in order, each
+/// exactly once, always by the core that holds the state; nothing is left pending;
+/// the state ends at home.
+mod offload {
+    use std::collections::VecDeque;
+
+    use balance::migrate::offload::Ticket;
+    use balance::migrate::{Route, WorkingOffload, RATIO_ONE};
+    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::thread;
+    use steer::IndirectionTable;
+
+    use super::{process, Pkt, PACKETS};
+    use crate::shared::Shared;
+
+    enum ToWorking {
+        SetRatio(u32),
+        Returned { ticket: Ticket, state: Vec<u32> },
+    }
+
+    enum Job {
+        Packet { p: Pkt, lease: Option<Vec<u32>> },
+        Recall { ticket: Ticket },
+    }
+
+    struct Sys {
+        shared: Shared,
+        nic: Mutex<VecDeque<Pkt>>,
+        inbox: Mutex<VecDeque<ToWorking>>,
+        ring: Mutex<VecDeque<Job>>,
+        working_done: Mutex<bool>,
+        /// Wake-up flags of the working core (0) and the offloading core (1), with a
+        /// condition variable: a wake is never lost (loom's `unpark` of a thread
+        /// blocked on a mutex is consumed by that mutex, unlike std's token).
+        woken: Mutex<[bool; 2]>,
+        cv: Condvar,
+    }
+
+    impl Sys {
+        fn wake(&self, i: usize) {
+            self.woken.lock().unwrap()[i] = true;
+            self.cv.notify_all();
+        }
+        /// Blocks until woken since the last wait returned.
+        fn wait(&self, i: usize) {
+            let mut w = self.woken.lock().unwrap();
+            while !w[i] {
+                w = self.cv.wait(w).unwrap();
+            }
+            w[i] = false;
+        }
+    }
+
+    fn working(sys: &Sys) -> Option<Vec<u32>> {
+        let mut off: WorkingOffload<Pkt> = WorkingOffload::new(1, Some(1));
+        off.set_ratio(0, RATIO_ONE);
+        // the flow's entry exists (a hit) and its state is at home
+        let mut state: Option<Vec<u32>> = Some(Vec::new());
+        let mut recalled_all = false;
+        let push = |job: Job| {
+            sys.ring.lock().unwrap().push_back(job);
+            sys.wake(1);
+        };
+        loop {
+            let msg = sys.inbox.lock().unwrap().pop_front();
+            if let Some(m) = msg {
+                match m {
+                    ToWorking::SetRatio(r) => {
+                        if let Some(rc) = off.set_ratio(0, r) {
+                            push(Job::Recall { ticket: rc.ticket });
+                        }
+                    }
+                    ToWorking::Returned { ticket, state: st } => {
+                        assert!(state.is_none(), "the state is in one place");
+                        state = Some(st);
+                        for (_, p) in off.on_returned(ticket, &[(0, 0)]) {
+                            process(state.as_mut().unwrap(), p);
+                        }
+                    }
+                }
+                continue;
+            }
+            let p = sys.nic.lock().unwrap().pop_front();
+            match p {
+                Some(p) => match off.route(0, Some(0), 0, false, 0, || true) {
+                    Route::Local => process(state.as_mut().expect("the state is home"), p),
+                    Route::Offload { lease, .. } => {
+                        let lease = lease.then(|| state.take().expect("leased from home"));
+                        push(Job::Packet { p, lease });
+                    }
+                    Route::Pend(t) => off.pend(t, 0, p),
+                },
+                None => {
+                    // stop flag first (Acquire): then every packet pushed is visible
+                    let stopping = sys.shared.stopping();
+                    let idle =
+                        sys.nic.lock().unwrap().is_empty() && sys.inbox.lock().unwrap().is_empty();
+                    if stopping && idle {
+                        if off.away() == 0 {
+                            break;
+                        }
+                        if !recalled_all {
+                            recalled_all = true;
+                            if let Some(rc) = off.recall_all() {
+                                push(Job::Recall { ticket: rc.ticket });
+                            }
+                        }
+                    }
+                    if idle {
+                        sys.wait(0);
+                    }
+                }
+            }
+        }
+        assert_eq!(off.pending(), 0, "nothing left pending");
+        *sys.working_done.lock().unwrap() = true;
+        sys.wake(1);
+        state
+    }
+
+    fn offloading(sys: &Sys) {
+        let mut held: Option<Vec<u32>> = None;
+        loop {
+            let job = sys.ring.lock().unwrap().pop_front();
+            match job {
+                Some(Job::Packet { p, lease }) => {
+                    if let Some(l) = lease {
+                        assert!(held.is_none(), "leased twice");
+                        held = Some(l);
+                    }
+                    process(
+                        held.as_mut().expect("an offloaded packet finds its state"),
+                        p,
+                    );
+                }
+                Some(Job::Recall { ticket }) => {
+                    let state = held.take().expect("a recalled flow is here");
+                    sys.inbox
+                        .lock()
+                        .unwrap()
+                        .push_back(ToWorking::Returned { ticket, state });
+                    sys.wake(0);
+                }
+                None => {
+                    let done = *sys.working_done.lock().unwrap();
+                    if done && sys.ring.lock().unwrap().is_empty() {
+                        break;
+                    }
+                    sys.wait(1);
+                }
+            }
+        }
+        assert!(held.is_none(), "every leased state went home");
+    }
+
+    #[test]
+    fn offload_ratio_change_under_every_interleaving() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.max_branches = 50_000;
+        b.check(|| {
+            let sys = Arc::new(Sys {
+                shared: Shared::new(IndirectionTable::new(64, 1).unwrap()),
+                nic: Mutex::new(VecDeque::new()),
+                inbox: Mutex::new(VecDeque::new()),
+                ring: Mutex::new(VecDeque::new()),
+                working_done: Mutex::new(false),
+                woken: Mutex::new([false, false]),
+                cv: Condvar::new(),
+            });
+            let feeder = {
+                let sys = sys.clone();
+                thread::spawn(move || {
+                    for seq in 0..PACKETS {
+                        sys.nic.lock().unwrap().push_back(Pkt { seq });
+                        sys.wake(0);
+                    }
+                })
+            };
+            let w = {
+                let sys = sys.clone();
+                thread::spawn(move || working(&sys))
+            };
+            let o = {
+                let sys = sys.clone();
+                thread::spawn(move || offloading(&sys))
+            };
+            // the controller: r_s down to 0, then up again, while packets flow
+            for r in [0, RATIO_ONE] {
+                sys.inbox.lock().unwrap().push_back(ToWorking::SetRatio(r));
+                sys.wake(0);
+            }
+            feeder.join().unwrap();
+            sys.shared.stop();
+            sys.wake(0);
+            let state = w.join().unwrap();
+            o.join().unwrap();
+            assert_eq!(
+                state.expect("the state ends at home"),
+                (0..PACKETS).collect::<Vec<_>>(),
+                "every packet processed, in order"
+            );
+        });
+    }
+}
