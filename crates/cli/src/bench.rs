@@ -1,7 +1,8 @@
 //! `flowshift bench`: the runtime's capacity, variants side by side in one run —
-//! an empty chain vs firewall → NAT, at 1…N workers, on 64 B packets of many flows.
-//! The empty chain shows what the NIC model and the rings cost; the ratio shows
-//! what the flow state and the NFs cost.
+//! an empty chain vs firewall → NAT, at 1…N workers, and firewall → NAT with one
+//! offloading core taking half of every shard's flows (r_s = 0.5), on 64 B packets
+//! of many flows. The empty chain shows what the NIC model and the rings cost; the
+//! ratios show what the flow state and the NFs cost, and what offloading buys.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,7 @@ pub struct BenchArgs {
 struct Row {
     chain: &'static str,
     workers: usize,
+    offloaders: usize,
     offered_mpps: f64,
     mpps: f64,
     mpps_per_worker: f64,
@@ -58,22 +60,28 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let fw_nat = fw_nat_cfg.build(Path::new("."))?;
     let mut rows: Vec<Row> = Vec::new();
     println!(
-        "{:<8} {:>7} {:>13} {:>10} {:>13} {:>9}",
-        "chain", "workers", "offered Mpps", "Mpps", "Mpps/worker", "vs empty"
+        "{:<10} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
+        "chain", "workers", "offloaders", "offered Mpps", "Mpps", "Mpps/worker", "vs empty"
     );
     for w in 1..=a.max_workers.max(1) {
         let mut base = 0.0;
-        for (name, chain) in [("empty", &empty), ("fw+nat", &fw_nat)] {
+        for (name, chain, offloaders) in [
+            ("empty", &empty, 0),
+            ("fw+nat", &fw_nat, 0),
+            ("fw+nat", &fw_nat, 1),
+        ] {
             let cfg = RunConfig {
                 workers: w,
+                offloaders,
+                offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
                 balancer: BalancerKind::Static,
                 ..RunConfig::default()
             };
             let out = runtime::run(chain, &trace, &cfg)?;
             let r = &out.report;
             anyhow::ensure!(
-                r.packets_in == r.packets_out + r.dropped(),
-                "counts do not balance"
+                r.packets_in == r.packets_out + r.dropped() && r.reordered == 0,
+                "counts do not balance or packets were reordered"
             );
             let mpps = r.throughput["mpps"];
             if name == "empty" {
@@ -82,15 +90,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             let row = Row {
                 chain: name,
                 workers: w,
+                offloaders,
                 offered_mpps: r.throughput["offered_mpps"],
                 mpps,
                 mpps_per_worker: mpps / w as f64,
                 vs_empty: if base > 0.0 { mpps / base } else { 0.0 },
             };
             println!(
-                "{:<8} {:>7} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
+                "{:<10} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
                 row.chain,
                 row.workers,
+                row.offloaders,
                 row.offered_mpps,
                 row.mpps,
                 row.mpps_per_worker,

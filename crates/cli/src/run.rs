@@ -24,9 +24,13 @@ pub struct RunArgs {
     /// Working cores [default: 2].
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Offloading cores [default: 0] (flow offloading is not implemented yet: must be 0).
+    /// Offloading cores (Dyssect) [default: 0]. Working core w offloads to w mod N.
     #[arg(long)]
     pub offloaders: Option<usize>,
+    /// Offload ratio r_s every shard starts with, 0..1 [default: 0]; the balancer
+    /// changes it (`static` never does).
+    #[arg(long)]
+    pub offload_ratio: Option<f64>,
     /// Balancer: static or random [default: static].
     #[arg(long)]
     pub balancer: Option<String>,
@@ -57,6 +61,7 @@ pub struct RunArgs {
 struct RunSection {
     workers: Option<usize>,
     offloaders: Option<usize>,
+    offload_ratio: Option<f64>,
     ring_size: Option<usize>,
     burst: Option<usize>,
     balancer: Option<String>,
@@ -103,10 +108,6 @@ fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathB
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
-    let offloaders = a.offloaders.or(sec.offloaders).unwrap_or(0);
-    if offloaders > 0 {
-        bail!("`offloaders` = {offloaders}: flow offloading to offloading cores is not implemented yet; use 0");
-    }
     let balancer = match a.balancer.as_deref().or(sec.balancer.as_deref()).unwrap_or("static") {
         "static" => BalancerKind::Static,
         "random" => BalancerKind::Random,
@@ -118,6 +119,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     };
     if let Some(w) = a.workers.or(sec.workers) {
         cfg.workers = w;
+    }
+    if let Some(o) = a.offloaders.or(sec.offloaders) {
+        cfg.offloaders = o;
+    }
+    if let Some(r) = a.offload_ratio.or(sec.offload_ratio) {
+        if !(0.0..=1.0).contains(&r) {
+            bail!("`offload_ratio` = {r}: must be between 0 and 1");
+        }
+        if cfg.offloaders == 0 && r > 0.0 {
+            bail!("`offload_ratio` = {r} needs offloading cores: add --offloaders N");
+        }
+        cfg.offload_ratio = r;
     }
     if let Some(r) = sec.ring_size {
         cfg.ring_size = r;
@@ -174,9 +187,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     };
     eprintln!(
-        "flowshift: {} packets, {} workers, balancer {}, chain:\n{}",
+        "flowshift: {} packets, {} working + {} offloading cores, balancer {}, chain:\n{}",
         trace.len(),
         cfg.workers,
+        cfg.offloaders,
         cfg.balancer.name(),
         chain.describe()
     );
@@ -184,10 +198,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if cfg.progress.is_some() {
         eprintln!();
     }
-    if out.held != 0 {
+    if out.held != 0 || out.leftover_leases != 0 {
         bail!(
-            "{} packets were still held when the run ended: a migration did not complete",
-            out.held
+            "{} packets still held and {} flow states still offloaded when the run ended: a migration did not complete",
+            out.held,
+            out.leftover_leases
         );
     }
     print_report(&out.report);
@@ -249,6 +264,15 @@ fn print_report(r: &RunReport) {
         r.controller["move_us_p50"],
         r.controller["move_us_max"]
     );
+    if r.cores["offloading"] > 0 {
+        println!(
+            "offload     {} ratio/core changes, {} flows offloaded, {} recalled, {} packets waited for a recall",
+            r.migrations["offload_changes"],
+            r.migrations["flows_offloaded"],
+            r.migrations["flows_recalled"],
+            r.migrations["packets_pended"]
+        );
+    }
     for c in &r.per_core {
         println!(
             "core {}      {:<8} load {:>5.1} %  {} packets",

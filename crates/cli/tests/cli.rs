@@ -258,7 +258,11 @@ fn run_writes_a_consistent_report_and_a_valid_pcap() {
         "--input",
         input.to_str().unwrap(),
         "--workers",
-        "3",
+        "2",
+        "--offloaders",
+        "1",
+        "--offload-ratio",
+        "0.5",
         "--balancer",
         "random",
         "--period",
@@ -283,6 +287,9 @@ fn run_writes_a_consistent_report_and_a_valid_pcap() {
     assert_eq!(r["packets_out"].as_u64().unwrap() + drops, 20000);
     assert_eq!(r["reordered"], 0);
     assert_eq!(r["per_core"].as_array().unwrap().len(), 3);
+    assert_eq!(r["cores"]["offloading"], 1);
+    assert_eq!(r["per_core"][2]["role"], "offloading");
+    assert!(out.contains("flows offloaded"), "{out}");
     for k in [
         "throughput",
         "latency_ns",
@@ -303,9 +310,11 @@ fn run_writes_a_consistent_report_and_a_valid_pcap() {
 
 #[test]
 fn run_rejects_what_it_cannot_do() {
-    let o = flowshift(&["run", "--offloaders", "1"]);
+    let o = flowshift(&["run", "--offload-ratio", "0.5"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("offloading"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--offloaders"));
+    let o = flowshift(&["run", "--offloaders", "1", "--offload-ratio", "2"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("between 0 and 1"));
     let o = flowshift(&["run", "--balancer", "magic"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("`balancer` = `magic`"));
     let cfg = tmp("run-bad.toml");
@@ -336,6 +345,7 @@ fn bench_prints_every_variant() {
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
 }

@@ -65,6 +65,10 @@ pub struct RunConfig {
     /// Offloading cores (Dyssect): working core `w` starts offloading to `w % n`,
     /// with every offload ratio 0 until the balancer sets one.
     pub offloaders: usize,
+    /// Offload ratio every shard starts with (0..=1; with offloading cores). A
+    /// shard that moves starts again from 0 at its new owner; the balancer sets
+    /// ratios from then on.
+    pub offload_ratio: f64,
     /// Descriptors per NIC queue (ring size).
     pub ring_size: usize,
     /// Packets per poll.
@@ -106,6 +110,7 @@ impl Default for RunConfig {
         RunConfig {
             workers: 2,
             offloaders: 0,
+            offload_ratio: 0.0,
             ring_size: 1024,
             burst: 32,
             pace: Pace::Max,

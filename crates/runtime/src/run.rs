@@ -58,6 +58,17 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     if o > usize::from(u16::MAX) {
         return Err(RunError::Config(format!("offloaders = {o}: too many")));
     }
+    if !(0.0..=1.0).contains(&cfg.offload_ratio) {
+        return Err(RunError::Config(format!(
+            "offload_ratio = {}: must be between 0 and 1",
+            cfg.offload_ratio
+        )));
+    }
+    let ratio0 = if o > 0 {
+        (cfg.offload_ratio * f64::from(balance::migrate::RATIO_ONE)).round() as u32
+    } else {
+        0
+    };
     if cfg.ring_size < 2 || cfg.burst == 0 {
         return Err(RunError::Config(
             "ring_size must be ≥ 2 and burst ≥ 1".into(),
@@ -140,6 +151,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 priority_dscp: cfg.priority_dscp,
                 offload_rings,
                 offload_target: offload_core[i],
+                offload_ratio: ratio0,
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let guard = AbortOnPanic(shared.clone());
@@ -183,7 +195,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             period: cfg.period,
             stats: stats.clone(),
             offloaders: o,
-            ratio: vec![0; shards_n],
+            ratio: vec![ratio0; shards_n],
             offload_core: offload_core.clone(),
             progress: cfg.progress.clone(),
         };

@@ -91,6 +91,8 @@ pub(crate) struct Worker {
     pub offload_rings: Vec<Producer<ToOffload>>,
     /// The offloading core to start with.
     pub offload_target: Option<CoreId>,
+    /// r_s of the shards it starts with.
+    pub offload_ratio: u32,
 }
 
 /// A worker's loop state besides its fields.
@@ -116,9 +118,13 @@ impl Worker {
             .collect();
         let hist =
             || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        let mut offload = WorkingOffload::new(self.shards.len(), self.offload_target);
+        for s in &owned {
+            offload.set_ratio(*s, self.offload_ratio);
+        }
         let mut lp = Loop {
             moves: WorkerMoves::new(owned),
-            offload: WorkingOffload::new(self.shards.len(), self.offload_target),
+            offload,
             deferred: Vec::new(),
             latency: [hist(), hist()],
             output: Vec::new(),
