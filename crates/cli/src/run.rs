@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// Controller period, e.g. 100ms [default: 100ms].
     #[arg(long)]
     pub period: Option<String>,
+    /// Time the NIC takes to apply an indirection-table rewrite, e.g. 5ms (a slow
+    /// NIC) [default: 0].
+    #[arg(long)]
+    pub nic_delay: Option<String>,
     /// Replay speed factor on the trace's own timing; without it, as fast as the
     /// workers take packets.
     #[arg(long)]
@@ -66,6 +70,7 @@ struct RunSection {
     burst: Option<usize>,
     balancer: Option<String>,
     period: Option<String>,
+    nic_update_delay: Option<String>,
     speed: Option<f64>,
     loops: Option<u32>,
     duration: Option<String>,
@@ -140,6 +145,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(p) = a.period.as_deref().or(sec.period.as_deref()) {
         cfg.period = duration("period", p)?;
+    }
+    if let Some(d) = a.nic_delay.as_deref().or(sec.nic_update_delay.as_deref()) {
+        cfg.nic_update_delay = duration("nic_update_delay", d)?;
     }
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {
@@ -275,7 +283,7 @@ fn print_report(r: &RunReport) {
     }
     for c in &r.per_core {
         println!(
-            "core {}      {:<8} load {:>5.1} %  {} packets",
+            "core {:<6} {:<10} load {:>5.1} %  {} packets",
             c.core,
             c.role,
             100.0 * c.load,

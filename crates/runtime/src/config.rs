@@ -83,6 +83,10 @@ pub struct RunConfig {
     pub balancer: BalancerKind,
     /// Controller period (ε).
     pub period: Duration,
+    /// Time the NIC model takes to apply an indirection-table rewrite (a slow
+    /// NIC's update delay): packets keep being steered by the old entries until it
+    /// has passed. Default 0.
+    pub nic_update_delay: Duration,
     /// Keep forwarded packets for an output pcap.
     pub keep_output: bool,
     /// Seed of the scripted balancer.
@@ -118,6 +122,7 @@ impl Default for RunConfig {
             duration: None,
             balancer: BalancerKind::Static,
             period: Duration::from_millis(100),
+            nic_update_delay: Duration::ZERO,
             keep_output: false,
             seed: 1,
             pin: true,

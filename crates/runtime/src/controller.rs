@@ -45,6 +45,9 @@ pub(crate) struct Controller {
     pub shards: usize,
     pub balancer: Box<dyn Balancer>,
     pub period: Duration,
+    /// The NIC model's update delay: a rewrite takes effect this long after the
+    /// move begins.
+    pub nic_delay: Duration,
     pub progress: Option<Progress>,
 }
 
@@ -57,7 +60,14 @@ impl Controller {
         let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
         let mut prev_t = self.shared.now_ns();
         let buckets = self.shared.table.len();
+        // rewrites waiting for the NIC's update delay, in version order
+        let mut rewrites: std::collections::VecDeque<(Instant, ShardId, CoreId, u64)> =
+            Default::default();
         loop {
+            while rewrites.front().is_some_and(|r| r.0 <= Instant::now()) {
+                let (_, shard, to, version) = rewrites.pop_front().expect("checked");
+                self.rewrite(shard, to, version, buckets);
+            }
             while let Ok(ToController::Arrived {
                 shard,
                 entries,
@@ -103,11 +113,16 @@ impl Controller {
                 for (s, to) in plan.moves {
                     let from = self.owner[usize::from(s)];
                     if let Ok(Command::Rewrite { shard, to, version }) = mover.begin(s, from, to) {
-                        // every bucket of the shard, then the version (Release)
-                        for b in (usize::from(shard)..buckets).step_by(self.shards) {
-                            self.shared.table.set(b, to);
+                        if self.nic_delay.is_zero() {
+                            self.rewrite(shard, to, version, buckets);
+                        } else {
+                            rewrites.push_back((
+                                Instant::now() + self.nic_delay,
+                                shard,
+                                to,
+                                version,
+                            ));
                         }
-                        self.shared.publish_version(version);
                         self.owner[usize::from(shard)] = to;
                         // the old owner recalls the shard's offloaded flows; r_s
                         // starts again from 0 at the new owner
@@ -140,6 +155,14 @@ impl Controller {
             std::thread::yield_now();
         }
         st
+    }
+
+    /// Rewrites every bucket of `shard` to `to`, then publishes `version` (Release).
+    fn rewrite(&self, shard: ShardId, to: CoreId, version: u64, buckets: usize) {
+        for b in (usize::from(shard)..buckets).step_by(self.shards) {
+            self.shared.table.set(b, to);
+        }
+        self.shared.publish_version(version);
     }
 
     fn snapshot(

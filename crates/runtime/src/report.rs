@@ -41,12 +41,14 @@ impl Latency {
 pub struct PerCore {
     /// Core index.
     pub core: usize,
-    /// `working` (offloading cores come later).
+    /// `working` or `offloading`.
     pub role: &'static str,
     /// Busy share of the core's time.
     pub load: f64,
     /// Packets the core ran the chain on.
     pub packets: u64,
+    /// Of which of the priority class.
+    pub priority_packets: u64,
 }
 
 /// Everything a run reports.

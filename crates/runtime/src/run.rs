@@ -193,6 +193,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             shards: shards_n,
             balancer: cfg.balancer.make(cfg.seed),
             period: cfg.period,
+            nic_delay: cfg.nic_update_delay,
             stats: stats.clone(),
             offloaders: o,
             ratio: vec![ratio0; shards_n],
@@ -233,6 +234,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             role: "working",
             load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
             packets: r.chain.counters().packets,
+            priority_packets: r.latency[0].len(),
         })
         .collect();
     per_core.extend(offloaded.iter().enumerate().map(|(k, r)| PerCore {
@@ -240,6 +242,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         role: "offloading",
         load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
         packets: r.chain.counters().packets,
+        priority_packets: r.latency[0].len(),
     }));
     let leftover: usize = offloaded.iter().map(|r| r.leftover).sum();
     let mut ostats = balance::migrate::OffloadStats::default();

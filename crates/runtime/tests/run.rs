@@ -401,3 +401,64 @@ fn latency_per_class() {
     .unwrap();
     assert_eq!(o.report.latency_ns["priority"].p50, 0);
 }
+
+/// Priority-class flows are never offloaded: with every shard's ratio at 1, the
+/// offloading core processes regular packets only.
+#[test]
+fn priority_flows_are_never_offloaded() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let spec = TraceSpec {
+        flows: 1_000,
+        packets: 40_000,
+        priority_share: 0.3,
+        sizes: SizeDist::Fixed(64),
+        ..Default::default()
+    };
+    let t = Trace::from_generated(Generator::new(&spec).unwrap());
+    let cfg = RunConfig {
+        workers: 2,
+        offloaders: 1,
+        offload_ratio: 1.0,
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    let cores = &o.report.per_core;
+    let off = &cores[2];
+    assert!(
+        off.packets > 10_000,
+        "the offloading core took the regular flows: {cores:?}"
+    );
+    assert_eq!(off.priority_packets, 0, "{cores:?}");
+    assert!(
+        cores[0].priority_packets + cores[1].priority_packets > 5_000,
+        "{cores:?}"
+    );
+}
+
+/// A slow NIC (the indirection-table rewrite takes effect 30 ms late) delays the
+/// move, not its correctness.
+#[test]
+fn nic_update_delay_delays_the_move() {
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(2_000, 20_000, 1.1);
+    let cfg = RunConfig {
+        workers: 2,
+        balancer: BalancerKind::Script(vec![runtime::ScriptedMove {
+            at: Duration::from_millis(5),
+            shard: 3,
+            to: 0,
+        }]),
+        period: Duration::from_millis(1),
+        nic_update_delay: Duration::from_millis(30),
+        duration: Some(Duration::from_millis(200)),
+        pin: false,
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    check(&o, chain.shard_count());
+    assert_eq!(o.report.migrations["shard_moves"], 1);
+    let took = o.report.controller["move_us_max"];
+    assert!(took >= 30_000.0, "the move took {took} µs");
+}
