@@ -5,14 +5,23 @@
 //!   (the feeder waits on a full ring) — computes each packet's RSS hash, steers it
 //!   through the live indirection table into the worker's bounded SPSC ring, and
 //!   stamps its arrival time.
-//! - **Workers** (one thread per core): poll their ring in bursts, run the chain
-//!   ([`nf::Chain::process_burst`]) on the shards they own, and take part in shard
-//!   moves through [`balance::migrate::WorkerMoves`].
-//! - **Controller**: every period asks the balancer for moves and drives them through
-//!   [`balance::migrate::Mover`].
+//! - **Working cores** (one thread each): poll their ring in bursts, look every
+//!   packet up and run the chain ([`nf::Chain::process_burst_routed`]) on the shards
+//!   they own, send offloaded flows to their offloading core through
+//!   [`balance::migrate::WorkingOffload`], and take part in shard moves through
+//!   [`balance::migrate::WorkerMoves`].
+//! - **Offloading cores** (Dyssect): poll one ring per working core round-robin and
+//!   run the chain on the leased flow states ([`nf::Chain::process_leased`]); at a
+//!   recall marker they send the states back.
+//! - **Controller**: every period asks the balancer for a plan — shard moves (driven
+//!   through [`balance::migrate::Mover`], with an optional NIC update delay),
+//!   offload ratios and offloading cores — and sends it to the cores.
 //!
-//! Shards move between threads by value (a message carrying the boxed shard), so a
-//! flow table is never shared: no lock on the packet path.
+//! Shards move between threads by value (a message carrying the boxed shard), and
+//! an offloaded flow's state moves by value with its first offloaded packet and
+//! back with a recall, so state is never shared: no lock on the packet path. A
+//! thread that panics aborts the run (the others stop waiting on it) and the panic
+//! surfaces when the run joins its threads.
 
 mod config;
 mod controller;
