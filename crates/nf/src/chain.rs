@@ -77,6 +77,8 @@ pub struct Chain {
     per_flow: bool,
     counters: ChainCounters,
     lookups: Vec<(FlowKey, state::Side, u32)>,
+    /// Reused by `process_burst`.
+    routed: Vec<Option<Verdict>>,
 }
 
 /// Parameters of a chain other than its NFs.
@@ -149,6 +151,7 @@ impl Chain {
             per_flow,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
+            routed: Vec::new(),
         })
     }
 
@@ -165,6 +168,7 @@ impl Chain {
             per_flow: self.per_flow,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
+            routed: Vec::new(),
         }
     }
 
@@ -250,14 +254,11 @@ impl Chain {
         now_ns: u64,
         out: &mut Vec<Verdict>,
     ) {
-        let mut routed = Vec::with_capacity(pkts.len());
+        let mut routed = core::mem::take(&mut self.routed);
         self.process_burst_routed(shards, pkts, now_ns, &mut routed, |_, _, _| true);
         out.clear();
-        out.extend(
-            routed
-                .into_iter()
-                .map(|v| v.expect("every packet runs here")),
-        );
+        out.extend(routed.iter().map(|v| v.expect("every packet runs here")));
+        self.routed = routed;
     }
 
     /// [`process_burst`](Self::process_burst) with a say in where each packet runs:
