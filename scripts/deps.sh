@@ -2,10 +2,15 @@
 # Installs the system packages flowshift's build and tests need, if missing, on a
 # Debian machine (as root, or with sudo). Safe to run again.
 #   tshark            validates every pcap the test suite writes
+#   cmake, g++        build the HiGHS MILP solver from source (the `highs` crate)
+#   libclang-dev      bindgen, for HiGHS's C bindings
 set -euo pipefail
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang-dev)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

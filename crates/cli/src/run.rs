@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// changes it (`static` never does).
     #[arg(long)]
     pub offload_ratio: Option<f64>,
-    /// Balancer: static or random [default: static].
+    /// Balancer: static, random (testing) or rsspp [default: static].
     #[arg(long)]
     pub balancer: Option<String>,
     /// Controller period, e.g. 100ms [default: 100ms].
@@ -75,6 +75,8 @@ struct RunSection {
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
+    /// RSS++ parameters (`[run.rsspp]`).
+    rsspp: Option<balance::balancers::RssppConfig>,
 }
 
 fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
@@ -113,10 +115,16 @@ fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathB
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
-    let balancer = match a.balancer.as_deref().or(sec.balancer.as_deref()).unwrap_or("static") {
+    let balancer = match a
+        .balancer
+        .as_deref()
+        .or(sec.balancer.as_deref())
+        .unwrap_or("static")
+    {
         "static" => BalancerKind::Static,
         "random" => BalancerKind::Random,
-        other => bail!("`balancer` = `{other}`: expected `static` or `random` (rsspp, dyssect and sprayer come next)"),
+        "rsspp" => BalancerKind::Rsspp(sec.rsspp.clone().unwrap_or_default()),
+        other => bail!("`balancer` = `{other}`: expected `static`, `random` or `rsspp`"),
     };
     let mut cfg = RunConfig {
         balancer,

@@ -15,6 +15,9 @@ pub enum BalancerKind {
     Random,
     /// For testing: move `shard` to `to` once `at` has passed, for each entry.
     Script(Vec<ScriptedMove>),
+    /// RSS++ (§3.1–3.2, §4): heuristic rebalancing of shards between cores, core
+    /// scaling, adaptive period.
+    Rsspp(balance::balancers::RssppConfig),
 }
 
 /// One move of a [`BalancerKind::Script`].
@@ -44,6 +47,7 @@ impl BalancerKind {
                     })
                     .collect(),
             )),
+            BalancerKind::Rsspp(cfg) => Box::new(balance::balancers::Rsspp::new(cfg.clone())),
         }
     }
 
@@ -53,6 +57,7 @@ impl BalancerKind {
             BalancerKind::Static => "static",
             BalancerKind::Random => "random",
             BalancerKind::Script(_) => "script",
+            BalancerKind::Rsspp(_) => "rsspp",
         }
     }
 }

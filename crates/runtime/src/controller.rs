@@ -110,6 +110,11 @@ impl Controller {
                 let t = Instant::now();
                 let plan = self.balancer.plan(&snap);
                 st.plan_ns.push(t.elapsed().as_nanos() as u64);
+                if let Some(p) = plan.next_period_ns {
+                    // an adaptive period (RSS++): the next round is p from this one
+                    self.period = Duration::from_nanos(p.max(1));
+                    next = t + self.period;
+                }
                 for (s, to) in plan.moves {
                     let from = self.owner[usize::from(s)];
                     if let Ok(Command::Rewrite { shard, to, version }) = mover.begin(s, from, to) {

@@ -2,9 +2,11 @@
 //! threads, no clock (the time is in the snapshot), randomness only from a seed.
 
 mod random;
+mod rsspp;
 mod scripted;
 
 pub use random::RandomMoves;
+pub use rsspp::{RoundInfo, Rsspp, RssppConfig};
 pub use scripted::{Scripted, ScriptedMove};
 
 use crate::{CoreId, ShardId};
@@ -60,6 +62,8 @@ pub struct Plan {
     pub ratios: Vec<(ShardId, u32)>,
     /// Offloading-core changes: (working core, its new offloading core or none).
     pub offload_cores: Vec<(CoreId, Option<CoreId>)>,
+    /// The period until the next round, when the balancer adapts it (RSS++ §4).
+    pub next_period_ns: Option<u64>,
 }
 
 /// A load balancer.

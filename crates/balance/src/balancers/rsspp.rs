@@ -1,0 +1,572 @@
+//! RSS++'s balancer (RSS++ §3.1–3.2, §4), on flowshift's unit of migration — the
+//! shard (with one shard per bucket, as RSS++'s per-bucket tables, they coincide).
+//!
+//! One round:
+//! 1. A shard's *fractional load* is its share of its core's packets times the
+//!    core's load; the target is the mean load of the active cores.
+//! 2. **Core scaling** (when enabled): remove the least-loaded core when the summed
+//!    headroom Σ(target_load − load) exceeds 1 + α·N and N > 2 — its shards go
+//!    heaviest first onto the least-loaded remaining core each time (multi-way
+//!    partitioning); add a core when the mean load exceeds the target load (it
+//!    starts empty and this round's balancing fills it).
+//! 3. Cores more than `threshold` below the mean are *underloaded*; more than
+//!    `threshold` above and with more than one non-empty shard, *overloaded*. A
+//!    core that received shards in the previous round sits this one out.
+//! 4. **Solver** (at most `max_runs` runs): repeatedly take the biggest remaining
+//!    shard of the most overloaded core and give it to the first underloaded core
+//!    (largest deficit first) where it fits within deficit + allowance; an
+//!    overloaded core stops giving within 1 % of the mean and always keeps one
+//!    non-empty shard; an underloaded core takes while its deficit exceeds 1 %.
+//!    Score = Σ squared imbalance + `migration_cost` × moves. Run 1 (no allowance)
+//!    is the lower bound; then allowances are set to the residual imbalances and
+//!    grown ×1.5 while the score improves (the upper bound), then bisected toward
+//!    the inflection point; the best run wins; stop as soon as the squared
+//!    imbalance is ≤ `stop_score` (1 %).
+//! 5. **Adaptive period**: total imbalance > 0.4 → the minimum period; > 0.2 →
+//!    halve; no move → double; clamped to [min, max].
+
+use super::{Balancer, Plan, Snapshot};
+use crate::{CoreId, ShardId};
+
+/// RSS++ parameters (published defaults).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RssppConfig {
+    /// Imbalance threshold around the mean load (0.02).
+    pub threshold: f64,
+    /// Target load for core scaling (0.8).
+    pub target_load: f64,
+    /// Core scaling on or off (off by default, as in the published code).
+    pub autoscale: bool,
+    /// α of the removal condition Σ headroom > 1 + α·N (0.05).
+    pub scale_alpha: f64,
+    /// Solver runs per round (10).
+    pub max_runs: usize,
+    /// Squared imbalance at which the solver stops (0.01).
+    pub stop_score: f64,
+    /// Weight of one migration in the score (the α of the formal problem).
+    pub migration_cost: f64,
+    /// Adaptive period bounds, ns (the controller's period is the starting point).
+    pub min_period_ns: u64,
+    /// Upper bound of the adaptive period, ns.
+    pub max_period_ns: u64,
+}
+
+impl Default for RssppConfig {
+    fn default() -> Self {
+        RssppConfig {
+            threshold: 0.02,
+            target_load: 0.8,
+            autoscale: false,
+            scale_alpha: 0.05,
+            max_runs: 10,
+            stop_score: 0.01,
+            migration_cost: 1e-4,
+            min_period_ns: 10_000_000,
+            max_period_ns: 1_000_000_000,
+        }
+    }
+}
+
+/// What one round decided, for tests and reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoundInfo {
+    /// Squared imbalance before and after the planned moves (over active cores).
+    pub before: f64,
+    /// After.
+    pub after: f64,
+    /// Solver runs.
+    pub runs: usize,
+    /// A core was added (its index) or removed.
+    pub added: Option<CoreId>,
+    /// A core removed.
+    pub removed: Option<CoreId>,
+}
+
+/// The RSS++ balancer.
+#[derive(Clone, Debug)]
+pub struct Rsspp {
+    cfg: RssppConfig,
+    /// Cores in use (`None` until the first snapshot: the cores owning shards).
+    active: Option<Vec<bool>>,
+    /// Cores that received shards in the last round.
+    received: Vec<CoreId>,
+    period_ns: u64,
+    last: RoundInfo,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ShardLoad {
+    shard: ShardId,
+    load: f64,
+}
+
+impl Rsspp {
+    /// A balancer with these parameters.
+    pub fn new(cfg: RssppConfig) -> Rsspp {
+        Rsspp {
+            cfg,
+            active: None,
+            received: Vec::new(),
+            period_ns: 0,
+            last: RoundInfo::default(),
+        }
+    }
+
+    /// What the last round decided.
+    pub fn last_round(&self) -> &RoundInfo {
+        &self.last
+    }
+
+    /// The cores in use.
+    pub fn active(&self) -> Vec<bool> {
+        self.active.clone().unwrap_or_default()
+    }
+
+    fn round(&mut self, snap: &Snapshot) -> Plan {
+        let w = snap.workers;
+        let mut plan = Plan::default();
+        self.last = RoundInfo::default();
+        if w == 0 || snap.shards == 0 {
+            return plan;
+        }
+        let active = self.active.get_or_insert_with(|| {
+            let mut a = vec![false; w];
+            for &o in &snap.owner {
+                a[usize::from(o)] = true;
+            }
+            a
+        });
+        active.resize(w, false);
+        // a core that owns shards is in use whatever we thought
+        for &o in &snap.owner {
+            active[usize::from(o)] = true;
+        }
+        let load: Vec<f64> = (0..w)
+            .map(|c| {
+                snap.core_load
+                    .get(c)
+                    .copied()
+                    .unwrap_or(0.0)
+                    .clamp(0.0, 1.0)
+            })
+            .collect();
+        // fractional shard loads, per owner
+        let packets = snap.shard_packets();
+        let mut core_pkts = vec![0u64; w];
+        for (s, &o) in snap.owner.iter().enumerate() {
+            core_pkts[usize::from(o)] += packets[s];
+        }
+        let mut shards_of: Vec<Vec<ShardLoad>> = vec![Vec::new(); w];
+        for (s, &o) in snap.owner.iter().enumerate() {
+            let c = usize::from(o);
+            let frac = if core_pkts[c] > 0 {
+                packets[s] as f64 / core_pkts[c] as f64 * load[c]
+            } else {
+                0.0
+            };
+            if !snap.moving.contains(&(s as ShardId)) {
+                shards_of[c].push(ShardLoad {
+                    shard: s as ShardId,
+                    load: frac,
+                });
+            }
+        }
+        let mut cores: Vec<usize> = (0..w).filter(|&c| active[c]).collect();
+        let mut load = load;
+        let n = cores.len();
+        let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / n.max(1) as f64;
+        self.last.before = sq_imbalance(&cores, &load);
+        if self.cfg.autoscale {
+            let headroom: f64 = cores.iter().map(|&c| self.cfg.target_load - load[c]).sum();
+            if n > 2 && headroom > 1.0 + self.cfg.scale_alpha * n as f64 {
+                // remove the least-loaded core: its shards heaviest first onto the
+                // least-loaded remaining core each time
+                let victim = *cores
+                    .iter()
+                    .min_by(|a, b| load[**a].total_cmp(&load[**b]))
+                    .expect("n > 2");
+                active[victim] = false;
+                cores.retain(|&c| c != victim);
+                let mut give = std::mem::take(&mut shards_of[victim]);
+                give.sort_by(|a, b| b.load.total_cmp(&a.load));
+                for sl in give {
+                    let to = *cores
+                        .iter()
+                        .min_by(|a, b| load[**a].total_cmp(&load[**b]))
+                        .expect("cores remain");
+                    load[to] += sl.load;
+                    plan.moves.push((sl.shard, to as CoreId));
+                }
+                self.last.removed = Some(victim as CoreId);
+                self.last.after = sq_imbalance(&cores, &load);
+                self.received = plan.moves.iter().map(|m| m.1).collect();
+                return plan;
+            }
+            if mean > self.cfg.target_load {
+                if let Some(c) = (0..w).find(|&c| !active[c]) {
+                    active[c] = true;
+                    cores.push(c);
+                    load[c] = 0.0;
+                    self.last.added = Some(c as CoreId);
+                }
+            }
+        }
+        let n = cores.len();
+        let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / n.max(1) as f64;
+        let th = self.cfg.threshold;
+        let over: Vec<usize> = cores
+            .iter()
+            .copied()
+            .filter(|&c| {
+                load[c] - mean > th && shards_of[c].iter().filter(|s| s.load > 0.0).count() > 1
+            })
+            .collect();
+        let under: Vec<usize> = cores
+            .iter()
+            .copied()
+            .filter(|&c| mean - load[c] > th && !self.received.contains(&(c as CoreId)))
+            .collect();
+        if over.is_empty() || under.is_empty() {
+            self.last.after = self.last.before;
+            self.received.clear();
+            return plan;
+        }
+        let solve = |allow: &[f64]| run(&cores, &load, mean, &shards_of, &over, &under, allow);
+        let score = |r: &Run| r.sq + self.cfg.migration_cost * r.moves.len() as f64;
+        let mut best = solve(&vec![0.0; w]);
+        let mut runs = 1;
+        if best.sq > self.cfg.stop_score && self.cfg.max_runs > 1 {
+            // upper bound: allowances = the residual imbalance of each underloaded
+            // core, grown ×1.5 while the score improves; then bisect
+            let base: Vec<f64> = (0..w).map(|c| (mean - best.load[c]).abs()).collect();
+            let (mut lo, mut hi) = (0.0f64, 1.0f64);
+            let mut prev = score(&best);
+            while runs < self.cfg.max_runs {
+                let allow: Vec<f64> = base.iter().map(|b| b * hi).collect();
+                let r = solve(&allow);
+                runs += 1;
+                let s = score(&r);
+                let better = s < score(&best);
+                if better {
+                    best = r;
+                }
+                if s >= prev || best.sq <= self.cfg.stop_score {
+                    break;
+                }
+                prev = s;
+                lo = hi;
+                hi *= 1.5;
+            }
+            while runs < self.cfg.max_runs && best.sq > self.cfg.stop_score {
+                let mid = (lo + hi) / 2.0;
+                let allow: Vec<f64> = base.iter().map(|b| b * mid).collect();
+                let r = solve(&allow);
+                runs += 1;
+                if score(&r) < score(&best) {
+                    best = r;
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+        }
+        self.last.runs = runs;
+        self.last.after = best.sq;
+        plan.moves
+            .extend(best.moves.iter().map(|&(s, c)| (s, c as CoreId)));
+        self.received = plan.moves.iter().map(|m| m.1).collect();
+        plan
+    }
+
+    fn adapt_period(&mut self, snap: &Snapshot, plan: &Plan) -> u64 {
+        if self.period_ns == 0 {
+            self.period_ns = snap.period_ns.max(1);
+        }
+        let active = self.active.clone().unwrap_or_default();
+        let cores: Vec<usize> = (0..snap.workers)
+            .filter(|&c| active.get(c) == Some(&true))
+            .collect();
+        let load: Vec<f64> = (0..snap.workers)
+            .map(|c| snap.core_load.get(c).copied().unwrap_or(0.0))
+            .collect();
+        let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / cores.len().max(1) as f64;
+        let total: f64 = cores.iter().map(|&c| (mean - load[c]).abs()).sum();
+        let p = if total > 0.4 {
+            self.cfg.min_period_ns
+        } else if total > 0.2 {
+            self.period_ns / 2
+        } else if plan.moves.is_empty() {
+            self.period_ns.saturating_mul(2)
+        } else {
+            self.period_ns
+        };
+        self.period_ns = p.clamp(self.cfg.min_period_ns, self.cfg.max_period_ns);
+        self.period_ns
+    }
+}
+
+impl Balancer for Rsspp {
+    fn name(&self) -> &'static str {
+        "rsspp"
+    }
+
+    fn plan(&mut self, snap: &Snapshot) -> Plan {
+        let mut plan = self.round(snap);
+        plan.next_period_ns = Some(self.adapt_period(snap, &plan));
+        plan
+    }
+}
+
+fn sq_imbalance(cores: &[usize], load: &[f64]) -> f64 {
+    let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / cores.len().max(1) as f64;
+    cores.iter().map(|&c| (mean - load[c]).powi(2)).sum()
+}
+
+#[derive(Clone, Debug)]
+struct Run {
+    moves: Vec<(ShardId, usize)>,
+    load: Vec<f64>,
+    sq: f64,
+}
+
+/// One greedy run with per-core allowances (RSS++ §3.1). Underloaded cores only
+/// gain load, so a shard that fits no underloaded core now never will in this run:
+/// each overloaded core's shards are examined once, heaviest first —
+/// O(shards × cores) per run.
+fn run(
+    cores: &[usize],
+    load: &[f64],
+    mean: f64,
+    shards_of: &[Vec<ShardLoad>],
+    over: &[usize],
+    under: &[usize],
+    allow: &[f64],
+) -> Run {
+    const EPS: f64 = 0.01;
+    let mut load = load.to_vec();
+    let mut moves = Vec::new();
+    // each overloaded core's non-empty shards, heaviest first (kept as its
+    // children), a cursor, and how many it still holds
+    let mut give: Vec<(usize, Vec<ShardLoad>, usize, usize)> = over
+        .iter()
+        .map(|&c| {
+            let mut v: Vec<ShardLoad> = shards_of[c]
+                .iter()
+                .copied()
+                .filter(|s| s.load > 0.0)
+                .collect();
+            v.sort_by(|a, b| b.load.total_cmp(&a.load));
+            let n = v.len();
+            (c, v, 0, n)
+        })
+        .collect();
+    let mut targets: Vec<usize> = Vec::with_capacity(under.len());
+    // loads change only on a move: the giver and the targets are recomputed then
+    let mut changed = true;
+    let mut gi = usize::MAX;
+    loop {
+        if changed {
+            changed = false;
+            // the most overloaded core that can still give (never its last shard)
+            gi = match give
+                .iter()
+                .enumerate()
+                .filter(|(_, (c, v, k, left))| load[*c] - mean > EPS && *left > 1 && *k < v.len())
+                .max_by(|a, b| load[a.1 .0].total_cmp(&load[b.1 .0]))
+            {
+                Some((i, _)) => i,
+                None => break,
+            };
+            targets.clear();
+            targets.extend(under.iter().copied().filter(|&u| mean - load[u] > EPS));
+            // largest deficit first
+            targets.sort_by(|a, b| load[*a].total_cmp(&load[*b]));
+        }
+        if targets.is_empty() {
+            break;
+        }
+        let g = &mut give[gi];
+        if g.2 >= g.1.len() {
+            // this core has nothing that fits: the next most overloaded one
+            changed = true;
+            continue;
+        }
+        let from = g.0;
+        let sl = g.1[g.2];
+        g.2 += 1;
+        if let Some(&to) = targets
+            .iter()
+            .find(|&&u| sl.load <= (mean - load[u]) + allow[u])
+        {
+            g.3 -= 1;
+            load[from] -= sl.load;
+            load[to] += sl.load;
+            moves.push((sl.shard, to));
+            changed = true;
+        }
+    }
+    let sq = sq_imbalance(cores, &load);
+    Run { moves, load, sq }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot with `shards` shards of the given loads, owned as given; core
+    /// loads are the sums (one packet unit = 0.001 load).
+    fn snap(workers: usize, shard_load: &[f64], owner: &[CoreId]) -> Snapshot {
+        let mut core_load = vec![0.0; workers];
+        for (s, &o) in owner.iter().enumerate() {
+            core_load[usize::from(o)] += shard_load[s];
+        }
+        Snapshot {
+            now_ns: 0,
+            period_ns: 100_000_000,
+            shards: shard_load.len(),
+            workers,
+            owner: owner.to_vec(),
+            bucket_packets: shard_load.iter().map(|l| (l * 1e6) as u64).collect(),
+            core_load,
+            ..Default::default()
+        }
+    }
+
+    fn apply(s: &Snapshot, plan: &Plan, shard_load: &[f64]) -> Vec<f64> {
+        let mut owner = s.owner.clone();
+        for &(sh, c) in &plan.moves {
+            owner[usize::from(sh)] = c;
+        }
+        let mut load = vec![0.0; s.workers];
+        for (sh, &o) in owner.iter().enumerate() {
+            load[usize::from(o)] += shard_load[sh];
+        }
+        load
+    }
+
+    fn sq(load: &[f64]) -> f64 {
+        let m = load.iter().sum::<f64>() / load.len() as f64;
+        load.iter().map(|l| (l - m).powi(2)).sum()
+    }
+
+    #[test]
+    fn balances_to_one_percent_where_a_solution_exists() {
+        // 4 cores, 32 shards: core 0 has the heavy ones
+        let mut sl = vec![0.02; 32];
+        for s in (0..32).step_by(4) {
+            sl[s] = 0.1;
+        }
+        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let s = snap(4, &sl, &owner);
+        let before = sq(&s.core_load);
+        let mut b = Rsspp::new(RssppConfig::default());
+        let plan = b.plan(&s);
+        let after = apply(&s, &plan, &sl);
+        assert!(before > 0.1, "{before}");
+        assert!(
+            sq(&after) <= 0.01,
+            "{} → {} with {:?}",
+            before,
+            sq(&after),
+            plan.moves
+        );
+        assert!((b.last_round().after - sq(&after)).abs() < 1e-9);
+        // every core keeps a shard
+        for c in 0..4u16 {
+            let mut owner = s.owner.clone();
+            for &(sh, to) in &plan.moves {
+                owner[usize::from(sh)] = to;
+            }
+            assert!(owner.contains(&c));
+        }
+    }
+
+    #[test]
+    fn never_empties_an_overloaded_core() {
+        // core 0: one huge shard and one tiny; core 1 idle
+        let sl = [0.9, 0.01, 0.0, 0.0];
+        let s = snap(2, &sl, &[0, 0, 1, 1]);
+        let plan = Rsspp::new(RssppConfig::default()).plan(&s);
+        let moved: Vec<ShardId> = plan.moves.iter().map(|m| m.0).collect();
+        assert!(
+            !moved.contains(&0),
+            "the heavy shard is too big to move: {moved:?}"
+        );
+        // a core with a single non-empty shard is not overloaded at all
+        let s = snap(2, &[0.9, 0.0, 0.1, 0.0], &[0, 0, 1, 1]);
+        assert!(Rsspp::new(RssppConfig::default()).plan(&s).moves.is_empty());
+    }
+
+    #[test]
+    fn balanced_loads_move_nothing_and_the_period_backs_off() {
+        let sl = vec![0.1; 8];
+        let owner: Vec<CoreId> = (0..8).map(|s| (s % 2) as CoreId).collect();
+        let s = snap(2, &sl, &owner);
+        let mut b = Rsspp::new(RssppConfig::default());
+        let p1 = b.plan(&s);
+        assert!(p1.moves.is_empty());
+        assert_eq!(p1.next_period_ns, Some(200_000_000));
+        let p2 = b.plan(&s);
+        assert_eq!(p2.next_period_ns, Some(400_000_000));
+        // a big imbalance: straight to the minimum period
+        let mut sl = vec![0.01; 8];
+        sl[0] = 0.5;
+        sl[2] = 0.4;
+        let s = snap(2, &sl, &owner);
+        assert_eq!(b.plan(&s).next_period_ns, Some(10_000_000));
+    }
+
+    #[test]
+    fn adds_a_core_above_the_target_load() {
+        // 3 of 4 cores active at 0.9 each
+        let sl: Vec<f64> = (0..12).map(|_| 0.3).collect();
+        let owner: Vec<CoreId> = (0..12).map(|s| (s % 3) as CoreId).collect();
+        let s = snap(4, &sl, &owner);
+        let mut b = Rsspp::new(RssppConfig {
+            autoscale: true,
+            ..Default::default()
+        });
+        let plan = b.plan(&s);
+        assert_eq!(b.last_round().added, Some(3));
+        assert!(
+            !plan.moves.is_empty() && plan.moves.iter().all(|m| m.1 == 3),
+            "{plan:?}"
+        );
+        let after = apply(&s, &plan, &sl);
+        assert!(after[3] > 0.5, "{after:?}");
+    }
+
+    #[test]
+    fn removes_a_core_when_headroom_exceeds_one_plus_alpha_n() {
+        // 4 cores at 0.2: headroom 4 × 0.6 = 2.4 > 1 + 0.05 × 4
+        let sl = vec![0.05; 16];
+        let owner: Vec<CoreId> = (0..16).map(|s| (s % 4) as CoreId).collect();
+        let mut s = snap(4, &sl, &owner);
+        s.core_load[2] = 0.19; // the least loaded goes
+        let mut b = Rsspp::new(RssppConfig {
+            autoscale: true,
+            ..Default::default()
+        });
+        let plan = b.plan(&s);
+        assert_eq!(b.last_round().removed, Some(2));
+        let moved: Vec<ShardId> = plan.moves.iter().map(|m| m.0).collect();
+        assert_eq!(moved.len(), 4, "all of core 2's shards: {plan:?}");
+        assert!(plan.moves.iter().all(|m| m.1 != 2));
+        // spread over the three others, not piled on one
+        let mut to: Vec<CoreId> = plan.moves.iter().map(|m| m.1).collect();
+        to.sort_unstable();
+        to.dedup();
+        assert_eq!(to.len(), 3, "{plan:?}");
+        assert!(!b.active()[2]);
+        // with only 2 cores nothing is removed
+        let sl = vec![0.05; 4];
+        let s = snap(2, &sl, &[0, 1, 0, 1]);
+        let mut b = Rsspp::new(RssppConfig {
+            autoscale: true,
+            ..Default::default()
+        });
+        b.plan(&s);
+        assert_eq!(b.last_round().removed, None);
+    }
+}
