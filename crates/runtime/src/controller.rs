@@ -180,12 +180,18 @@ impl Controller {
         buckets: usize,
     ) -> Snapshot {
         let mut bucket_packets = vec![0u64; buckets];
+        let mut bucket_priority = vec![0u64; buckets];
+        let mut core_queue = Vec::new();
         let mut core_load = Vec::new();
         let mut core_packets = Vec::new();
         for (n, p) in now.iter().zip(prev) {
             for (b, (x, y)) in n.buckets.iter().zip(&p.buckets).enumerate() {
                 bucket_packets[b] += x.saturating_sub(*y);
             }
+            for (b, (x, y)) in n.priority.iter().zip(&p.priority).enumerate() {
+                bucket_priority[b] += x.saturating_sub(*y);
+            }
+            core_queue.push(n.queue);
             let busy = n.busy_ns.saturating_sub(p.busy_ns);
             let idle = n.idle_ns.saturating_sub(p.idle_ns);
             core_load.push(busy as f64 / (busy + idle).max(1) as f64);
@@ -206,6 +212,8 @@ impl Controller {
             offloaders: self.offloaders,
             ratio: self.ratio.clone(),
             offload_core: self.offload_core.clone(),
+            bucket_priority,
+            core_queue,
         }
     }
 }

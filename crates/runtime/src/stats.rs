@@ -13,6 +13,8 @@ use crate::sync::AtomicU64;
 
 pub(crate) struct WorkerStats {
     buckets: Box<[AtomicU64]>,
+    priority: Box<[AtomicU64]>,
+    queue: AtomicU64,
     busy_ns: AtomicU64,
     idle_ns: AtomicU64,
     packets: AtomicU64,
@@ -22,6 +24,9 @@ pub(crate) struct WorkerStats {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Totals {
     pub buckets: Vec<u64>,
+    pub priority: Vec<u64>,
+    /// Queue occupancy at the last publication (a level, not a total).
+    pub queue: u64,
     pub busy_ns: u64,
     pub idle_ns: u64,
     pub packets: u64,
@@ -31,6 +36,8 @@ impl WorkerStats {
     pub fn new(buckets: usize) -> WorkerStats {
         WorkerStats {
             buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            priority: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            queue: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             idle_ns: AtomicU64::new(0),
             packets: AtomicU64::new(0),
@@ -40,6 +47,16 @@ impl WorkerStats {
     /// Worker: publish its running totals.
     pub fn publish_bucket(&self, bucket: usize, total: u64) {
         self.buckets[bucket].store(total, Relaxed);
+    }
+
+    /// Worker: publish a bucket's running total of priority-class packets.
+    pub fn publish_priority(&self, bucket: usize, total: u64) {
+        self.priority[bucket].store(total, Relaxed);
+    }
+
+    /// Worker: publish its queue's occupancy.
+    pub fn publish_queue(&self, packets: u64) {
+        self.queue.store(packets, Relaxed);
     }
 
     /// Worker: publish time and packet totals.
@@ -53,6 +70,8 @@ impl WorkerStats {
     pub fn read(&self) -> Totals {
         Totals {
             buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
+            priority: self.priority.iter().map(|b| b.load(Relaxed)).collect(),
+            queue: self.queue.load(Relaxed),
             busy_ns: self.busy_ns.load(Relaxed),
             idle_ns: self.idle_ns.load(Relaxed),
             packets: self.packets.load(Relaxed),

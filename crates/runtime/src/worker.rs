@@ -140,6 +140,7 @@ impl Worker {
         let mut last = Instant::now();
         let mask = self.shared.table.len() - 1;
         let mut bucket_totals = vec![0u64; mask + 1];
+        let mut priority_totals = vec![0u64; mask + 1];
         let mut packets = 0u64;
         let mut next_timer = self.shared.now_ns() + TIMER_NS;
         let mut recalled_all = false;
@@ -158,7 +159,9 @@ impl Worker {
             while let Ok(msg) = self.inbox.try_recv() {
                 self.on_message(&mut lp, msg);
             }
-            let n = self.ring.slots().min(self.burst);
+            let queued = self.ring.slots();
+            self.stats.publish_queue(queued as u64);
+            let n = queued.min(self.burst);
             if n == 0 {
                 if self.shared.aborted() {
                     break;
@@ -188,6 +191,10 @@ impl Worker {
                 let b = p.hash as usize & mask;
                 bucket_totals[b] += 1;
                 self.stats.publish_bucket(b, bucket_totals[b]);
+                if p.info.dscp == prio {
+                    priority_totals[b] += 1;
+                    self.stats.publish_priority(b, priority_totals[b]);
+                }
                 let s = self.chain.shard_of(p.hash) as ShardId;
                 if let Received::Process(p) = lp.moves.on_packet(s, p) {
                     batch.push(p);

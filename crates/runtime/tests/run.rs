@@ -315,6 +315,13 @@ fn snapshots_count_what_the_workers_process() {
     let mut total = 0;
     for s in snaps.iter() {
         assert_eq!(s.bucket_packets.len(), chain.buckets());
+        assert_eq!(s.bucket_priority.len(), chain.buckets());
+        assert_eq!(s.core_queue.len(), 2);
+        assert!(s
+            .bucket_priority
+            .iter()
+            .zip(&s.bucket_packets)
+            .all(|(p, a)| p <= a));
         assert_eq!(
             s.shard_packets().iter().sum::<u64>(),
             s.bucket_packets.iter().sum::<u64>()

@@ -39,17 +39,31 @@ pub struct Snapshot {
     pub ratio: Vec<u32>,
     /// The offloading core of each working core.
     pub offload_core: Vec<Option<CoreId>>,
+    /// Priority-class packets per bucket over the period (a subset of
+    /// `bucket_packets`; empty when not measured).
+    pub bucket_priority: Vec<u64>,
+    /// Packets waiting in each core's queue when the snapshot was taken.
+    pub core_queue: Vec<u64>,
 }
 
 impl Snapshot {
     /// Packets per shard over the period.
     pub fn shard_packets(&self) -> Vec<u64> {
-        let mut v = vec![0; self.shards];
-        for (b, n) in self.bucket_packets.iter().enumerate() {
-            v[b % self.shards.max(1)] += n;
-        }
-        v
+        fold(&self.bucket_packets, self.shards)
     }
+
+    /// Priority-class packets per shard over the period.
+    pub fn shard_priority(&self) -> Vec<u64> {
+        fold(&self.bucket_priority, self.shards)
+    }
+}
+
+fn fold(per_bucket: &[u64], shards: usize) -> Vec<u64> {
+    let mut v = vec![0; shards];
+    for (b, n) in per_bucket.iter().enumerate() {
+        v[b % shards.max(1)] += n;
+    }
+    v
 }
 
 /// What a balancer wants done.

@@ -1,0 +1,305 @@
+//! Dyssect's controller (Algorithm 1) as a pure [`Balancer`]: every long period
+//! (τ, 1 s) the long-timescale model picks how many working and offloading cores
+//! are active; every round (ε) the short-timescale model, with those counts, picks
+//! shard assignments, offloading cores and offload ratios. Each solve has a time
+//! limit of at most ε/2; on a timeout or an infeasible model the previous plan is
+//! kept (nothing changes) and the event is counted.
+
+use std::time::{Duration, Instant};
+
+use balance::migrate::RATIO_ONE;
+use balance::{Balancer, CoreId, Plan, ShardId, Snapshot};
+
+use crate::kingman::utilisation_cap;
+use crate::model::{solve, Instance, Objective, SolveError};
+
+/// Parameters of the Dyssect controller.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DyssectConfig {
+    /// Long timescale τ, ns (1 s).
+    pub long_period_ns: u64,
+    /// Upper bound on a solve's time, ns (the controller also caps it at ε/2).
+    pub time_limit_ns: u64,
+    /// Utilisation cap of any core (0.9).
+    pub u_cap: f64,
+    /// Mean-wait SLO of the priority class, ns.
+    pub slo_priority_ns: f64,
+    /// Mean-wait SLO of the regular class, ns.
+    pub slo_regular_ns: f64,
+    /// Squared coefficient of variation of inter-arrival times (Kingman's c_a²).
+    pub ca2: f64,
+    /// Squared coefficient of variation of service times (c_s²).
+    pub cs2: f64,
+    /// Largest offload ratio of any shard.
+    pub r_max: f64,
+    /// Share of an offloaded packet's cost left on its working core (δ).
+    pub residual: f64,
+    /// Cost of an offloaded packet on the offloading core relative to home (σ).
+    pub offload_scale: f64,
+    /// Working cores an active offloading core must serve (2).
+    pub min_served: usize,
+    /// Short-timescale objective: `migrations` (Table III, the paper's
+    /// short-timescale model: fewest shard migrations and re-associations that
+    /// meet every cap; ≈ 10 ms at 16 shards × 8 cores) or `balance` (Table IV in a
+    /// linear form: lowest maximum utilisation + alpha × migrations; ≈ 10× slower,
+    /// so give it a longer period).
+    pub objective: String,
+    /// Weight of one migration in the balance objective.
+    pub alpha: f64,
+}
+
+impl Default for DyssectConfig {
+    fn default() -> Self {
+        DyssectConfig {
+            long_period_ns: 1_000_000_000,
+            time_limit_ns: 50_000_000,
+            u_cap: 0.9,
+            slo_priority_ns: 500_000.0,
+            slo_regular_ns: 5_000_000.0,
+            ca2: 1.0,
+            cs2: 1.0,
+            r_max: 1.0,
+            residual: 0.25,
+            offload_scale: 1.0,
+            min_served: 2,
+            objective: "migrations".into(),
+            alpha: 0.01,
+        }
+    }
+}
+
+/// What the controller counted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DyssectStats {
+    /// Long-timescale solves.
+    pub long_solves: u64,
+    /// Short-timescale solves.
+    pub short_solves: u64,
+    /// Solves that found the model infeasible (SLOs cannot be met).
+    pub infeasible: u64,
+    /// Solves stopped by the time limit.
+    pub timeouts: u64,
+    /// Other solver errors.
+    pub errors: u64,
+    /// Duration of each solve, ns.
+    pub solve_ns: Vec<u64>,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+}
+
+/// The Dyssect balancer.
+#[derive(Clone, Debug)]
+pub struct Dyssect {
+    cfg: DyssectConfig,
+    last_long: Option<u64>,
+    counts: Option<(usize, usize)>,
+    stats: DyssectStats,
+}
+
+impl Dyssect {
+    /// A controller with these parameters. Errors name the bad field.
+    pub fn new(cfg: DyssectConfig) -> Result<Dyssect, String> {
+        if !matches!(cfg.objective.as_str(), "balance" | "migrations") {
+            return Err(format!(
+                "dyssect.objective = `{}`: expected `balance` or `migrations`",
+                cfg.objective
+            ));
+        }
+        for (name, v) in [
+            ("u_cap", cfg.u_cap),
+            ("r_max", cfg.r_max),
+            ("residual", cfg.residual),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("dyssect.{name} = {v}: must be in [0, 1]"));
+            }
+        }
+        if cfg.offload_scale.is_nan() || cfg.offload_scale <= 0.0 {
+            return Err(format!(
+                "dyssect.offload_scale = {}: must be > 0",
+                cfg.offload_scale
+            ));
+        }
+        Ok(Dyssect {
+            cfg,
+            last_long: None,
+            counts: None,
+            stats: DyssectStats::default(),
+        })
+    }
+
+    /// What it counted.
+    pub fn stats(&self) -> &DyssectStats {
+        &self.stats
+    }
+
+    /// The model instance of a snapshot (`None` without traffic to measure).
+    pub fn instance(&self, snap: &Snapshot) -> Option<(Instance, Vec<bool>)> {
+        let nw = snap.workers;
+        if nw == 0 || snap.shards == 0 || snap.period_ns == 0 {
+            return None;
+        }
+        // mean service time per packet: busy time over packets, all cores
+        let cores = snap.core_load.len().min(snap.core_packets.len());
+        let busy: f64 = (0..cores)
+            .map(|c| snap.core_load[c] * snap.period_ns as f64)
+            .sum();
+        let pkts: u64 = snap.core_packets.iter().take(cores).sum();
+        if pkts == 0 {
+            return None;
+        }
+        let tau = busy / pkts as f64;
+        let packets = snap.shard_packets();
+        let prio = snap.shard_priority();
+        let load: Vec<f64> = packets
+            .iter()
+            .map(|&p| p as f64 * tau / snap.period_ns as f64)
+            .collect();
+        let r_max: Vec<f64> = (0..snap.shards)
+            .map(|s| {
+                let p = prio.get(s).copied().unwrap_or(0);
+                let regular = if packets[s] > 0 {
+                    1.0 - p as f64 / packets[s] as f64
+                } else {
+                    1.0
+                };
+                regular.clamp(0.0, 1.0).min(self.cfg.r_max)
+            })
+            .collect();
+        let has_priority = prio.iter().any(|&p| p > 0);
+        let cap = |slo: f64| utilisation_cap(slo, tau, self.cfg.ca2, self.cfg.cs2);
+        let mut u_work = self.cfg.u_cap.min(cap(self.cfg.slo_regular_ns));
+        if has_priority {
+            u_work = u_work.min(cap(self.cfg.slo_priority_ns));
+        }
+        let u_off = self.cfg.u_cap.min(cap(self.cfg.slo_regular_ns));
+        let fixed: Vec<bool> = (0..snap.shards)
+            .map(|s| snap.moving.contains(&(s as ShardId)))
+            .collect();
+        let inst = Instance {
+            load,
+            r_max,
+            workers: nw,
+            offloaders: snap.offloaders,
+            owner: snap.owner.iter().map(|&o| usize::from(o)).collect(),
+            offload_core: (0..nw)
+                .map(|c| {
+                    snap.offload_core
+                        .get(c)
+                        .copied()
+                        .flatten()
+                        .map(usize::from)
+                        .filter(|&k| k < snap.offloaders)
+                })
+                .collect(),
+            u_work: u_work.max(1e-6),
+            u_off: u_off.max(1e-6),
+            residual: self.cfg.residual,
+            offload_scale: self.cfg.offload_scale,
+            min_served: self.cfg.min_served,
+            fixed: fixed.clone(),
+        };
+        Some((inst, fixed))
+    }
+
+    fn count(&mut self, e: &SolveError) {
+        match e {
+            SolveError::Infeasible => self.stats.infeasible += 1,
+            SolveError::TimeLimit => self.stats.timeouts += 1,
+            _ => self.stats.errors += 1,
+        }
+        self.stats.last_error = Some(e.to_string());
+    }
+}
+
+impl Balancer for Dyssect {
+    fn name(&self) -> &'static str {
+        "dyssect"
+    }
+
+    fn plan(&mut self, snap: &Snapshot) -> Plan {
+        let mut plan = Plan::default();
+        let Some((inst, fixed)) = self.instance(snap) else {
+            return plan;
+        };
+        let limit = Duration::from_nanos(
+            self.cfg
+                .time_limit_ns
+                .min(snap.period_ns / 2)
+                .max(1_000_000),
+        );
+        let (nw, nk) = (inst.workers, inst.offloaders);
+        let long_due = self
+            .last_long
+            .is_none_or(|t| snap.now_ns.saturating_sub(t) >= self.cfg.long_period_ns);
+        if long_due || self.counts.is_none() {
+            self.last_long = Some(snap.now_ns);
+            self.stats.long_solves += 1;
+            let t = Instant::now();
+            let r = solve(&inst, Objective::Cores, limit);
+            self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
+            self.counts = Some(match r {
+                Ok(s) => (
+                    s.working.iter().filter(|x| **x).count(),
+                    s.offloading.iter().filter(|x| **x).count(),
+                ),
+                Err(e) => {
+                    self.count(&e);
+                    // try with every core
+                    (
+                        nw,
+                        if nk > 0 && nw >= self.cfg.min_served {
+                            nk
+                        } else {
+                            0
+                        },
+                    )
+                }
+            });
+        }
+        let (working, offloading) = self.counts.expect("set above");
+        let obj = if self.cfg.objective == "migrations" {
+            Objective::Migrations {
+                working,
+                offloading,
+            }
+        } else {
+            Objective::Balance {
+                working,
+                offloading,
+                alpha: self.cfg.alpha,
+            }
+        };
+        self.stats.short_solves += 1;
+        let t = Instant::now();
+        let r = solve(&inst, obj, limit);
+        self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
+        let sol = match r {
+            Ok(s) => s,
+            Err(e) => {
+                self.count(&e);
+                return plan;
+            }
+        };
+        for (s, &c) in sol.owner.iter().enumerate() {
+            if c != inst.owner[s] && !fixed[s] {
+                plan.moves.push((s as ShardId, c as CoreId));
+            }
+        }
+        for (s, &r) in sol.ratio.iter().enumerate() {
+            let units = (r * f64::from(RATIO_ONE)).round() as u32;
+            let now = snap.ratio.get(s).copied().unwrap_or(0);
+            if units != now && sol.owner[s] == inst.owner[s] {
+                plan.ratios.push((s as ShardId, units));
+            }
+        }
+        for (c, &k) in sol.offload_core.iter().enumerate() {
+            if k != inst.offload_core[c] {
+                plan.offload_cores
+                    .push((c as CoreId, k.map(|k| k as CoreId)));
+            }
+        }
+        plan
+    }
+}

@@ -1,0 +1,456 @@
+//! Dyssect's optimization models (Dyssect §II-C, Tables II–IV) as mixed-integer
+//! linear programs, solved with HiGHS.
+//!
+//! Indices: shards s, working cores c, offloading cores k. Data: the load l_s of
+//! each shard (in core-utilisation units), the largest offload ratio of each shard
+//! r_s^max (its regular-class share: priority flows are never offloaded), the share
+//! δ of an offloaded packet's cost left on its working core (lookup and ring push),
+//! the cost σ of an offloaded packet on the offloading core relative to its cost at
+//! home, and the utilisation caps of working and offloading cores (SLOs through
+//! Kingman's bound, see [`crate::kingman`]).
+//!
+//! Variables: A_{s,c} (shard s on working core c), O_{c,k} (c offloads to k),
+//! f_c, g_k (core active); the products with binaries are linearised exactly:
+//! y_{s,c} = r_s·A_{s,c} is a variable with y ≤ r_s^max·A_{s,c} and
+//! r_s = Σ_c y_{s,c}; v_c = Σ_s l_s·y_{s,c} is what core c offloads; and
+//! w_{c,k} = v_c·O_{c,k} with w ≤ M·O, w ≤ v, w ≥ v − M(1 − O).
+//!
+//! Constraints (all models): each shard on one working core (Eq. 3), only on
+//! active ones (Eq. 4), an active working core has a shard (Eq. 6), at most one
+//! offloading core per working core and none for an inactive one (Eq. 5), only
+//! active offloading cores are used (Eq. 7), an active offloading core serves at
+//! least `min_served` (2) working cores (Eq. 8), r_s ≤ r_s^max (Eq. 9), a working
+//! core without an offloading core offloads nothing, and the utilisations
+//! (Eqs. 10–11):
+//!
+//! u_c = Σ_s l_s·A_{s,c} − (1 − δ)·v_c ≤ U^w·f_c
+//! u_k = σ·Σ_c w_{c,k} ≤ U^o·g_k
+//!
+//! The offloading-core constraint binds (σ is a real number: the public code's
+//! integer scale factor truncated it to 0; a test checks that offloading is limited
+//! by U^o here).
+//!
+//! Objectives: [`Objective::Cores`] (Table II: minimise Σf + Σg, ties broken toward
+//! fewer migrations), [`Objective::Migrations`] (Table III: with the numbers of
+//! active cores fixed, minimise shard migrations + offloading re-associations) and
+//! [`Objective::Balance`] (Table IV in a linear form: with the numbers of active
+//! cores fixed, minimise the **maximum utilisation** over active cores, plus α ×
+//! migrations).
+
+// The model is written as the paper's formulas are: several arrays indexed by the
+// same s, c, k.
+#![allow(clippy::needless_range_loop)]
+
+use std::time::Duration;
+
+use highs::{HighsModelStatus, RowProblem, Sense};
+
+/// One instance of the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    /// Load of each shard, in units of one core's capacity.
+    pub load: Vec<f64>,
+    /// Largest offload ratio of each shard (1 − its priority share, capped).
+    pub r_max: Vec<f64>,
+    /// Working cores available.
+    pub workers: usize,
+    /// Offloading cores available.
+    pub offloaders: usize,
+    /// Current owner of each shard (for migration counts).
+    pub owner: Vec<usize>,
+    /// Current offloading core of each working core.
+    pub offload_core: Vec<Option<usize>>,
+    /// Utilisation cap of a working core.
+    pub u_work: f64,
+    /// Utilisation cap of an offloading core.
+    pub u_off: f64,
+    /// Share of an offloaded packet's cost left on the working core (δ).
+    pub residual: f64,
+    /// Cost of an offloaded packet on the offloading core, relative to home (σ).
+    pub offload_scale: f64,
+    /// Working cores an active offloading core must serve (Eq. 8).
+    pub min_served: usize,
+    /// Shards that must stay where they are (e.g. still moving).
+    pub fixed: Vec<bool>,
+}
+
+/// Which model to solve.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Objective {
+    /// Table II: fewest active cores.
+    Cores,
+    /// Table III: fewest migrations with `working` and `offloading` active cores.
+    Migrations {
+        /// Active working cores.
+        working: usize,
+        /// Active offloading cores.
+        offloading: usize,
+    },
+    /// Table IV (linear form): lowest maximum utilisation + `alpha` × migrations,
+    /// with these numbers of active cores.
+    Balance {
+        /// Active working cores.
+        working: usize,
+        /// Active offloading cores.
+        offloading: usize,
+        /// Weight of one migration.
+        alpha: f64,
+    },
+}
+
+/// A solution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Solution {
+    /// Working core of each shard.
+    pub owner: Vec<usize>,
+    /// Offloading core of each working core.
+    pub offload_core: Vec<Option<usize>>,
+    /// Offload ratio of each shard.
+    pub ratio: Vec<f64>,
+    /// Active working cores.
+    pub working: Vec<bool>,
+    /// Active offloading cores.
+    pub offloading: Vec<bool>,
+    /// Utilisation of each working core.
+    pub u_work: Vec<f64>,
+    /// Utilisation of each offloading core.
+    pub u_off: Vec<f64>,
+    /// The objective's value.
+    pub objective: f64,
+    /// Shard migrations and re-associations against the instance's current state.
+    pub migrations: usize,
+}
+
+/// Why no new plan came out.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SolveError {
+    /// The constraints (SLO caps, core counts) cannot all hold.
+    #[error(
+        "infeasible: no assignment meets the utilisation caps (SLOs) with the cores available"
+    )]
+    Infeasible,
+    /// The time limit passed before an optimal solution.
+    #[error("time limit reached before an optimal solution")]
+    TimeLimit,
+    /// Bad input.
+    #[error("bad instance: {0}")]
+    Instance(String),
+    /// Anything else HiGHS reported.
+    #[error("solver: {0}")]
+    Solver(String),
+}
+
+impl Instance {
+    fn check(&self) -> Result<(), SolveError> {
+        let s = self.load.len();
+        let bad = |m: String| Err(SolveError::Instance(m));
+        if self.workers == 0 {
+            return bad("no working core".into());
+        }
+        if self.r_max.len() != s || self.owner.len() != s || self.fixed.len() != s {
+            return bad("load, r_max, owner and fixed must have one entry per shard".into());
+        }
+        if self.owner.iter().any(|&c| c >= self.workers) {
+            return bad("an owner is not a working core".into());
+        }
+        if self.offload_core.len() != self.workers {
+            return bad("offload_core must have one entry per working core".into());
+        }
+        if self
+            .load
+            .iter()
+            .chain(&self.r_max)
+            .any(|x| !x.is_finite() || *x < 0.0)
+        {
+            return bad("loads and ratios must be finite and ≥ 0".into());
+        }
+        if !(self.u_work > 0.0 && self.u_off > 0.0 && self.offload_scale > 0.0) {
+            return bad("utilisation caps and the offload scale must be > 0".into());
+        }
+        if !(0.0..=1.0).contains(&self.residual) {
+            return bad("residual must be in [0, 1]".into());
+        }
+        Ok(())
+    }
+
+    /// Utilisations of a given assignment (for checks and brute force).
+    pub fn utilisation(
+        &self,
+        owner: &[usize],
+        offload_core: &[Option<usize>],
+        ratio: &[f64],
+    ) -> (Vec<f64>, Vec<f64>) {
+        let mut uw = vec![0.0; self.workers];
+        let mut uo = vec![0.0; self.offloaders];
+        for (s, &c) in owner.iter().enumerate() {
+            let r = if offload_core[c].is_some() {
+                ratio[s]
+            } else {
+                0.0
+            };
+            uw[c] += self.load[s] * (1.0 - (1.0 - self.residual) * r);
+            if let Some(k) = offload_core[c] {
+                uo[k] += self.offload_scale * self.load[s] * r;
+            }
+        }
+        (uw, uo)
+    }
+
+    /// Migrations of `owner`/`offload_core` against the current state.
+    pub fn migrations(&self, owner: &[usize], offload_core: &[Option<usize>]) -> usize {
+        let moved = owner
+            .iter()
+            .zip(&self.owner)
+            .filter(|(a, b)| a != b)
+            .count();
+        let reassoc: usize = offload_core
+            .iter()
+            .zip(&self.offload_core)
+            .map(|(a, b)| match (a, b) {
+                (x, y) if x == y => 0,
+                (Some(_), Some(_)) => 2,
+                _ => 1,
+            })
+            .sum();
+        moved + reassoc
+    }
+}
+
+/// Solves `inst` for `obj` within `limit`.
+pub fn solve(inst: &Instance, obj: Objective, limit: Duration) -> Result<Solution, SolveError> {
+    inst.check()?;
+    let (ns, nw, nk) = (inst.load.len(), inst.workers, inst.offloaders);
+    let mut pb = RowProblem::default();
+    // objective weights
+    let (w_f, w_g, w_mig, w_max) = match obj {
+        // fewest cores; ties toward fewer migrations (each worth less than a core)
+        Objective::Cores => (1.0, 1.0, 0.5 / ((ns + nw * nk) as f64 + 1.0), 0.0),
+        Objective::Migrations { .. } => (0.0, 0.0, 1.0, 0.0),
+        Objective::Balance { alpha, .. } => (0.0, 0.0, alpha, 1.0),
+    };
+    let f: Vec<_> = (0..nw).map(|_| pb.add_integer_column(w_f, 0..=1)).collect();
+    let g: Vec<_> = (0..nk).map(|_| pb.add_integer_column(w_g, 0..=1)).collect();
+    // A: a migration costs w_mig when the shard leaves its current core
+    let a: Vec<Vec<_>> = (0..ns)
+        .map(|s| {
+            (0..nw)
+                .map(|c| {
+                    let cost = if inst.owner[s] == c { -w_mig } else { 0.0 };
+                    pb.add_integer_column(cost, 0..=1)
+                })
+                .collect()
+        })
+        .collect();
+    // O: re-associations cost w_mig each way
+    let o: Vec<Vec<_>> = (0..nw)
+        .map(|c| {
+            (0..nk)
+                .map(|k| {
+                    let cost = if inst.offload_core[c] == Some(k) {
+                        -w_mig
+                    } else {
+                        w_mig
+                    };
+                    pb.add_integer_column(cost, 0..=1)
+                })
+                .collect()
+        })
+        .collect();
+    // y_{s,c}: the share of shard s offloaded from core c — r_s·A_{s,c}, exactly:
+    // y ≤ r^max·A and r_s = Σ_c y_{s,c} (one A_{s,c} is 1)
+    let y: Vec<Vec<_>> = (0..ns)
+        .map(|s| {
+            (0..nw)
+                .map(|_| pb.add_column(0.0, 0.0..=inst.r_max[s]))
+                .collect()
+        })
+        .collect();
+    // v_c: load core c offloads; w_{c,k} = v_c·O_{c,k} (exact: O is binary)
+    let big: f64 = inst
+        .load
+        .iter()
+        .zip(&inst.r_max)
+        .map(|(l, r)| l * r)
+        .sum::<f64>()
+        .max(1e-9);
+    let v: Vec<_> = (0..nw).map(|_| pb.add_column(0.0, 0.0..=big)).collect();
+    let w: Vec<Vec<_>> = (0..nw)
+        .map(|_| (0..nk).map(|_| pb.add_column(0.0, 0.0..=big)).collect())
+        .collect();
+    let umax = (w_max > 0.0).then(|| pb.add_column(w_max, 0.0..));
+
+    for s in 0..ns {
+        // Eq. 3
+        let row: Vec<_> = (0..nw).map(|c| (a[s][c], 1.0)).collect();
+        pb.add_row(1.0..=1.0, &row);
+        if inst.fixed[s] {
+            pb.add_row(1.0..=1.0, [(a[s][inst.owner[s]], 1.0)]);
+        }
+        for c in 0..nw {
+            // Eq. 4
+            pb.add_row(..=0.0, [(a[s][c], 1.0), (f[c], -1.0)]);
+            // y ≤ r^max·A
+            pb.add_row(..=0.0, [(y[s][c], 1.0), (a[s][c], -inst.r_max[s])]);
+        }
+    }
+    for c in 0..nw {
+        // Eq. 6
+        let mut row: Vec<_> = (0..ns).map(|s| (a[s][c], 1.0)).collect();
+        row.push((f[c], -1.0));
+        pb.add_row(0.0.., &row);
+        // Eq. 5
+        let mut row: Vec<_> = (0..nk).map(|k| (o[c][k], 1.0)).collect();
+        row.push((f[c], -1.0));
+        pb.add_row(..=0.0, &row);
+        for k in 0..nk {
+            pb.add_row(..=0.0, [(o[c][k], 1.0), (g[k], -1.0)]);
+        }
+        // v_c = Σ_s l_s·y_{s,c}, and nothing without an offloading core
+        let mut row: Vec<_> = (0..ns).map(|s| (y[s][c], inst.load[s])).collect();
+        row.push((v[c], -1.0));
+        pb.add_row(0.0..=0.0, &row);
+        let mut row = vec![(v[c], 1.0)];
+        row.extend((0..nk).map(|k| (o[c][k], -big)));
+        pb.add_row(..=0.0, &row);
+        for k in 0..nk {
+            // w = v·O
+            pb.add_row(..=0.0, [(w[c][k], 1.0), (o[c][k], -big)]);
+            pb.add_row(..=0.0, [(w[c][k], 1.0), (v[c], -1.0)]);
+            pb.add_row(-big.., [(w[c][k], 1.0), (v[c], -1.0), (o[c][k], -big)]);
+        }
+        // Eq. 10: u_c = Σ_s l_s·A_{s,c} − (1 − δ)·v_c
+        let mut row: Vec<_> = (0..ns).map(|s| (a[s][c], inst.load[s])).collect();
+        row.push((v[c], -(1.0 - inst.residual)));
+        let mut cap = row.clone();
+        cap.push((f[c], -inst.u_work));
+        pb.add_row(..=0.0, &cap);
+        if let Some(u) = umax {
+            row.push((u, -1.0));
+            pb.add_row(..=0.0, &row);
+        }
+    }
+    if let Some(u) = umax {
+        // valid bounds that make the LP relaxation tight for heavy shards: shard
+        // s's working core carries at least l_s·(1 − (1 − δ)·r_s) and its
+        // offloading core σ·l_s·r_s (r_s = Σ_c y_{s,c})
+        for s in 0..ns {
+            let l = inst.load[s];
+            let mut row = vec![(u, 1.0)];
+            row.extend((0..nw).map(|c| (y[s][c], (1.0 - inst.residual) * l)));
+            pb.add_row(l.., &row);
+            if nk > 0 {
+                let mut row = vec![(u, 1.0)];
+                row.extend((0..nw).map(|c| (y[s][c], -inst.offload_scale * l)));
+                pb.add_row(0.0.., &row);
+            }
+        }
+    }
+    for k in 0..nk {
+        // Eq. 8
+        let mut row: Vec<_> = (0..nw).map(|c| (o[c][k], 1.0)).collect();
+        row.push((g[k], -(inst.min_served as f64)));
+        pb.add_row(0.0.., &row);
+        // Eq. 11: u_k = σ·Σ_c w_{c,k}
+        let mut row: Vec<_> = (0..nw).map(|c| (w[c][k], inst.offload_scale)).collect();
+        let mut cap = row.clone();
+        cap.push((g[k], -inst.u_off));
+        pb.add_row(..=0.0, &cap);
+        if let Some(u) = umax {
+            row.push((u, -1.0));
+            pb.add_row(..=0.0, &row);
+        }
+    }
+    let fsum: Vec<_> = f.iter().map(|&x| (x, 1.0)).collect();
+    let gsum: Vec<_> = g.iter().map(|&x| (x, 1.0)).collect();
+    match obj {
+        Objective::Cores => {
+            pb.add_row(1.0.., &fsum);
+        }
+        Objective::Migrations {
+            working,
+            offloading,
+        }
+        | Objective::Balance {
+            working,
+            offloading,
+            ..
+        } => {
+            if working == 0 || working > nw || offloading > nk {
+                return Err(SolveError::Instance(format!(
+                    "{working} working and {offloading} offloading cores asked, {nw} and {nk} available"
+                )));
+            }
+            pb.add_row(working as f64..=working as f64, &fsum);
+            if nk > 0 {
+                pb.add_row(offloading as f64..=offloading as f64, &gsum);
+            }
+        }
+    }
+    let mut model = pb.optimise(Sense::Minimise);
+    // FLOWSHIFT_HIGHS_LOG=1 shows HiGHS's log (for tuning)
+    if std::env::var_os("FLOWSHIFT_HIGHS_LOG").is_some() {
+        model.set_option("output_flag", true);
+        model.set_option("log_to_console", true);
+    } else {
+        model.make_quiet();
+    }
+    // FLOWSHIFT_HIGHS_OPTS="name=value,…" tries solver options (for tuning)
+    if let Ok(opts) = std::env::var("FLOWSHIFT_HIGHS_OPTS") {
+        for kv in opts.split(',').filter(|kv| !kv.is_empty()) {
+            if let Some((k, v)) = kv.split_once('=') {
+                match (v.parse::<i32>(), v.parse::<f64>(), v) {
+                    (Ok(i), _, _) => model.set_option(k, i),
+                    (_, Ok(f), _) => model.set_option(k, f),
+                    (_, _, "true") => model.set_option(k, true),
+                    (_, _, "false") => model.set_option(k, false),
+                    _ => model.set_option(k, v),
+                }
+            }
+        }
+    }
+    model.set_option("time_limit", limit.as_secs_f64().max(1e-3));
+    model.set_option("threads", 1);
+    // optimal within 0.1 % (and 1e-4 absolute): the data are measurements
+    model.set_option("mip_rel_gap", 3e-2);
+    model.set_option("mip_abs_gap", 5e-3);
+    let solved = model
+        .try_solve()
+        .map_err(|e| SolveError::Solver(format!("{e:?}")))?;
+    match solved.status() {
+        HighsModelStatus::Optimal => {}
+        HighsModelStatus::Infeasible | HighsModelStatus::UnboundedOrInfeasible => {
+            return Err(SolveError::Infeasible)
+        }
+        HighsModelStatus::ReachedTimeLimit => return Err(SolveError::TimeLimit),
+        other => return Err(SolveError::Solver(format!("{other:?}"))),
+    }
+    let sol = solved.get_solution();
+    let x = sol.columns();
+    let on = |c: highs::Col| x[c.index()] > 0.5;
+    let owner: Vec<usize> = (0..ns)
+        .map(|s| (0..nw).find(|&c| on(a[s][c])).unwrap_or(inst.owner[s]))
+        .collect();
+    let offload_core: Vec<Option<usize>> =
+        (0..nw).map(|c| (0..nk).find(|&k| on(o[c][k]))).collect();
+    let ratio: Vec<f64> = (0..ns)
+        .map(|s| {
+            if offload_core[owner[s]].is_some() {
+                x[y[s][owner[s]].index()].clamp(0.0, inst.r_max[s])
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let (u_work, u_off) = inst.utilisation(&owner, &offload_core, &ratio);
+    Ok(Solution {
+        working: (0..nw).map(|c| on(f[c])).collect(),
+        offloading: (0..nk).map(|k| on(g[k])).collect(),
+        migrations: inst.migrations(&owner, &offload_core),
+        objective: solved.objective_value(),
+        owner,
+        offload_core,
+        ratio,
+        u_work,
+        u_off,
+    })
+}
