@@ -1,5 +1,5 @@
-//! `flowshift`: generate traces, inspect them, and (in later issues) run, simulate
-//! and compare NF chains with load balancing across cores.
+//! `flowshift`: generate traces, inspect them, run NF chains on many cores with
+//! load moved between them, and compare balancers.
 
 use std::process::ExitCode;
 
@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod chain;
+mod compare;
 mod gen;
 mod run;
 mod stats;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Run a chain on worker threads over a trace, moving load between cores.
     Run(run::RunArgs),
+    /// The same run under several balancers, side by side in one table.
+    Compare(compare::CompareArgs),
     /// Generate a synthetic trace (pcap, nanosecond timestamps) from a spec.
     Gen(gen::GenArgs),
     /// Runtime capacity: empty chain vs firewall → NAT, 1…N workers, one run.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),

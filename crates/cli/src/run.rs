@@ -31,7 +31,8 @@ pub struct RunArgs {
     /// changes it (`static` never does).
     #[arg(long)]
     pub offload_ratio: Option<f64>,
-    /// Balancer: static, random (testing) or rsspp [default: static].
+    /// Balancer: static, rsspp, dyssect, sprayer (stateless chains only), or random
+    /// (testing) [default: static].
     #[arg(long)]
     pub balancer: Option<String>,
     /// Controller period, e.g. 100ms [default: 100ms].
@@ -62,7 +63,7 @@ pub struct RunArgs {
 /// The `[run]` table.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RunSection {
+pub(crate) struct RunSection {
     workers: Option<usize>,
     offloaders: Option<usize>,
     offload_ratio: Option<f64>,
@@ -77,6 +78,8 @@ struct RunSection {
     seed: Option<u64>,
     /// RSS++ parameters (`[run.rsspp]`).
     rsspp: Option<balance::balancers::RssppConfig>,
+    /// Dyssect parameters (`[run.dyssect]`).
+    dyssect: Option<dyssect::DyssectConfig>,
 }
 
 fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
@@ -112,20 +115,23 @@ fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathB
     ))
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<()> {
+/// What a run needs, from the flags and the config file.
+pub(crate) struct Setup {
+    pub chain: nf::Chain,
+    pub cfg: RunConfig,
+    pub trace: Trace,
+    pub sec: RunSection,
+}
+
+pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
-    let balancer = match a
+    let name = a
         .balancer
         .as_deref()
         .or(sec.balancer.as_deref())
-        .unwrap_or("static")
-    {
-        "static" => BalancerKind::Static,
-        "random" => BalancerKind::Random,
-        "rsspp" => BalancerKind::Rsspp(sec.rsspp.clone().unwrap_or_default()),
-        other => bail!("`balancer` = `{other}`: expected `static`, `random` or `rsspp`"),
-    };
+        .unwrap_or("static");
+    let balancer = balancer_kind(name, &sec)?;
     let mut cfg = RunConfig {
         balancer,
         ..RunConfig::default()
@@ -202,6 +208,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             Trace::from_generated(Generator::new(&TraceSpec::default())?)
         }
     };
+    Ok(Setup {
+        chain,
+        cfg,
+        trace,
+        sec,
+    })
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let Setup {
+        chain, cfg, trace, ..
+    } = setup(&a)?;
     eprintln!(
         "flowshift: {} packets, {} working + {} offloading cores, balancer {}, chain:\n{}",
         trace.len(),
@@ -302,4 +320,28 @@ fn print_report(r: &RunReport) {
         "imbalance   max/min load {:.3}",
         r.imbalance["max_over_min"]
     );
+}
+
+/// The balancer called `name`, with its `[run.*]` parameters.
+pub(crate) fn balancer_kind(name: &str, sec: &RunSection) -> anyhow::Result<BalancerKind> {
+    Ok(match name {
+        "static" => BalancerKind::Static,
+        "random" => BalancerKind::Random,
+        "rsspp" => BalancerKind::Rsspp(sec.rsspp.clone().unwrap_or_default()),
+        "sprayer" => BalancerKind::Sprayer,
+        "dyssect" => {
+            let cfg = sec.dyssect.clone().unwrap_or_default();
+            // check the parameters now, with a clear error
+            dyssect::Dyssect::new(cfg.clone()).map_err(|e| anyhow::anyhow!("[run.dyssect] {e}"))?;
+            BalancerKind::Custom(
+                "dyssect",
+                runtime::MakeBalancer(std::sync::Arc::new(move |_| {
+                    Box::new(dyssect::Dyssect::new(cfg.clone()).expect("checked"))
+                })),
+            )
+        }
+        other => bail!(
+            "`balancer` = `{other}`: expected `static`, `rsspp`, `dyssect`, `sprayer` or `random`"
+        ),
+    })
 }

@@ -349,3 +349,72 @@ fn bench_prints_every_variant() {
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
 }
+
+#[test]
+fn compare_puts_balancers_side_by_side() {
+    let input = tmp("compare-in.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        input.to_str().unwrap(),
+        "--flows",
+        "500",
+        "--packets",
+        "30000",
+        "--alpha",
+        "1.1",
+        "--priority-share",
+        "0.05",
+    ]));
+    let json = tmp("compare.json");
+    let out = ok(&flowshift(&[
+        "compare",
+        "--input",
+        input.to_str().unwrap(),
+        "--workers",
+        "2",
+        "--period",
+        "5ms",
+        "--balancers",
+        "static,rsspp,dyssect,sprayer",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    for b in ["static", "rsspp", "dyssect"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(b)),
+            "{b} row missing: {out}"
+        );
+    }
+    assert!(out.contains("sprayer   skipped"), "{out}");
+    let rs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rs = rs.as_array().unwrap();
+    assert_eq!(rs.len(), 3);
+    for r in rs {
+        assert_eq!(r["reordered"], 0, "{}", r["balancer"]);
+        let drops: u64 = r["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(r["packets_out"].as_u64().unwrap() + drops, 30000);
+    }
+    assert_eq!(rs[2]["balancer"], "dyssect");
+    assert!(
+        rs[2]["controller"]["dyssect_short_solves"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // a bad dyssect parameter is named
+    let cfg = tmp("bad-dyssect.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nbalancer = \"dyssect\"\n[run.dyssect]\nobjective = \"fastest\"\n[[nf]]\nkind = \"seqcheck\"\n",
+    )
+    .unwrap();
+    let o = flowshift(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("objective"));
+}

@@ -218,6 +218,25 @@ impl Balancer for Dyssect {
         "dyssect"
     }
 
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let st = &self.stats;
+        let mut t = st.solve_ns.clone();
+        t.sort_unstable();
+        let pct = |q: f64| {
+            t.get(((t.len().max(1) - 1) as f64 * q) as usize)
+                .map_or(0.0, |v| *v as f64 / 1e6)
+        };
+        vec![
+            ("dyssect_long_solves", st.long_solves as f64),
+            ("dyssect_short_solves", st.short_solves as f64),
+            ("dyssect_infeasible", st.infeasible as f64),
+            ("dyssect_timeouts", st.timeouts as f64),
+            ("dyssect_errors", st.errors as f64),
+            ("dyssect_solve_ms_p50", pct(0.5)),
+            ("dyssect_solve_ms_max", pct(1.0)),
+        ]
+    }
+
     fn plan(&mut self, snap: &Snapshot) -> Plan {
         let mut plan = Plan::default();
         let Some((inst, fixed)) = self.instance(snap) else {

@@ -172,6 +172,11 @@ impl Chain {
         }
     }
 
+    /// True if some NF keeps per-flow state (in flow entries).
+    pub fn has_per_flow_state(&self) -> bool {
+        self.per_flow
+    }
+
     /// The steering key the NIC model must use.
     pub fn steering(&self) -> SteerKey {
         self.steering

@@ -18,6 +18,33 @@ pub enum BalancerKind {
     /// RSS++ (§3.1–3.2, §4): heuristic rebalancing of shards between cores, core
     /// scaling, adaptive period.
     Rsspp(balance::balancers::RssppConfig),
+    /// Sprayer (the RSS++ paper's §2 baseline): every packet steered by a hash of a
+    /// non-flow field (its L4 checksum), ignoring flows. Breaks flow affinity, so
+    /// only chains without per-flow state may run under it (each core then has
+    /// its own copy of every shard, and mergeable state is per core anyway);
+    /// reordering is counted at the exit.
+    Sprayer,
+    /// Any other balancer (e.g. Dyssect's, from the `flowshift-dyssect` crate, so
+    /// that the runtime does not build its solver): a name and a constructor.
+    Custom(&'static str, MakeBalancer),
+}
+
+/// Builds a balancer (given the run's seed).
+#[derive(Clone)]
+pub struct MakeBalancer(
+    pub std::sync::Arc<dyn Fn(u64) -> Box<dyn balance::Balancer> + Send + Sync>,
+);
+
+impl std::fmt::Debug for MakeBalancer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MakeBalancer(..)")
+    }
+}
+
+impl PartialEq for MakeBalancer {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// One move of a [`BalancerKind::Script`].
@@ -48,6 +75,8 @@ impl BalancerKind {
                     .collect(),
             )),
             BalancerKind::Rsspp(cfg) => Box::new(balance::balancers::Rsspp::new(cfg.clone())),
+            BalancerKind::Sprayer => Box::new(balance::balancers::Static),
+            BalancerKind::Custom(_, make) => (make.0)(seed),
         }
     }
 
@@ -58,6 +87,8 @@ impl BalancerKind {
             BalancerKind::Random => "random",
             BalancerKind::Script(_) => "script",
             BalancerKind::Rsspp(_) => "rsspp",
+            BalancerKind::Sprayer => "sprayer",
+            BalancerKind::Custom(name, _) => name,
         }
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct ControllerStats {
     pub move_ns: Vec<u64>,
     /// Per period: (time ns, load of each core).
     pub load_over_time: Vec<(u64, Vec<f64>)>,
+    /// The balancer's own counters at the end.
+    pub balancer: Vec<(&'static str, f64)>,
 }
 
 pub(crate) struct Controller {
@@ -159,6 +161,7 @@ impl Controller {
             }
             std::thread::yield_now();
         }
+        st.balancer = self.balancer.counters();
         st
     }
 

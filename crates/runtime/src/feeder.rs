@@ -25,15 +25,30 @@ pub(crate) struct FeederStats {
     pub duration_ns: u64,
 }
 
+/// How the feeder plays the trace.
+pub(crate) struct FeedOptions {
+    pub schedule: Schedule,
+    /// Packets steered per table version.
+    pub burst: usize,
+    /// Stop after this long (ns), whatever the schedule says.
+    pub duration_ns: Option<u64>,
+    /// Sprayer: steer by a non-flow field.
+    pub spray: bool,
+}
+
 pub(crate) fn feed(
     trace: &Trace,
-    schedule: Schedule,
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
-    burst: usize,
-    duration_ns: Option<u64>,
+    opts: FeedOptions,
 ) -> FeederStats {
+    let FeedOptions {
+        schedule,
+        burst,
+        duration_ns,
+        spray,
+    } = opts;
     let mut st = FeederStats::default();
     let total = schedule.packets(trace);
     let mut n = 0u64;
@@ -69,7 +84,14 @@ pub(crate) fn feed(
                 let info = p.info;
                 wire::seqtag::relap(&mut p.data, &info, lap as u8);
             }
-            let q = usize::from(shared.table.queue_of(p.hash));
+            let q = if spray {
+                // Sprayer: the bucket from a non-flow field (the L4 checksum, as
+                // Sprayer does; the packet's number otherwise)
+                let b = spray_hash(&p, n) as usize % shared.table.len();
+                usize::from(shared.table.get(b))
+            } else {
+                usize::from(shared.table.queue_of(p.hash))
+            };
             loop {
                 match queues[q].push(p) {
                     Ok(()) => break,
@@ -94,4 +116,20 @@ pub(crate) fn feed(
     st.duration_ns = shared.now_ns() - t0;
     shared.finish_feeding();
     st
+}
+
+/// A hash of a field that is not part of the flow: the TCP or UDP checksum, or the
+/// packet's number when there is none.
+fn spray_hash(p: &Packet, n: u64) -> u32 {
+    let at = p.info.l4_offset as usize;
+    let field = match p.info.tuple.proto {
+        wire::proto::TCP => p.data.get(at + 16..at + 18),
+        wire::proto::UDP => p.data.get(at + 6..at + 8),
+        _ => None,
+    };
+    let x = match field {
+        Some(b) => u64::from(u16::from_be_bytes([b[0], b[1]])) ^ (n << 16),
+        None => n,
+    };
+    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
 }

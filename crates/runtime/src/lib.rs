@@ -37,6 +37,6 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use config::{BalancerKind, Progress, RunConfig, ScriptedMove};
+pub use config::{BalancerKind, MakeBalancer, Progress, RunConfig, ScriptedMove};
 pub use report::{Drops, Latency, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

@@ -105,6 +105,7 @@ impl Offloader {
                                 self.priority_dscp,
                                 self.keep_output,
                                 &mut output,
+                                &mut None,
                             );
                             packets += 1;
                         }

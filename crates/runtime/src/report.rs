@@ -72,6 +72,10 @@ pub struct RunReport {
     pub malformed: Drops,
     /// Packets whose sequence tag was lower than one already seen on their flow.
     pub reordered: u64,
+    /// Packets that left after a later packet of their flow had left, counted at
+    /// the exit from departure times (Sprayer runs, whose chains cannot count it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reordered_at_exit: Option<u64>,
     /// Flow entries: created, expired (slots), largest live count per shard summed.
     pub flows: BTreeMap<&'static str, u64>,
     /// Offered and achieved rates.

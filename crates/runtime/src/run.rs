@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::thread;
 
 use balance::CoreId;
+
+use crate::BalancerKind;
 use hdrhistogram::Histogram;
 use nf::{Chain, DropCause, Packet, Shard};
 use rtrb::RingBuffer;
@@ -14,7 +16,7 @@ use trace::{Schedule, Trace};
 use wire::Malformed;
 
 use crate::controller::Controller;
-use crate::feeder::feed;
+use crate::feeder::{feed, FeedOptions};
 use crate::offloader::{Offloader, OffloaderResult, ToOffload};
 use crate::report::{Latency, PerCore, RunReport};
 use crate::shared::{AbortOnPanic, Shared};
@@ -74,6 +76,25 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             "ring_size must be ≥ 2 and burst ≥ 1".into(),
         ));
     }
+    let spray = cfg.balancer == BalancerKind::Sprayer;
+    if spray && chain.has_per_flow_state() {
+        return Err(RunError::Config(format!(
+            "the sprayer balancer sends a flow's packets to every core, which would split per-flow state: \
+             only chains without per-flow state can run under it (this chain's per-flow NFs: {})",
+            chain
+                .nfs()
+                .iter()
+                .filter(|n| n.state_kind() == nf::StateKind::PerFlow)
+                .map(|n| n.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if spray && o > 0 {
+        return Err(RunError::Config(
+            "the sprayer balancer does not offload: use --offloaders 0".into(),
+        ));
+    }
     if trace.is_empty() {
         return Err(RunError::Config("the trace has no packet".into()));
     }
@@ -110,8 +131,17 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     let mut per_worker: Vec<Vec<Option<Shard>>> = (0..w)
         .map(|_| (0..shards_n).map(|_| None).collect())
         .collect();
-    for (s, shard) in chain.new_shards().into_iter().enumerate() {
-        per_worker[s % w][s] = Some(shard);
+    if spray {
+        // no flow affinity: every core has its own copy of every (stateless) shard
+        for shards in per_worker.iter_mut() {
+            for (s, shard) in chain.new_shards().into_iter().enumerate() {
+                shards[s] = Some(shard);
+            }
+        }
+    } else {
+        for (s, shard) in chain.new_shards().into_iter().enumerate() {
+            per_worker[s % w][s] = Some(shard);
+        }
     }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let stats: Vec<Arc<WorkerStats>> = (0..w + o)
@@ -152,6 +182,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 offload_rings,
                 offload_target: offload_core[i],
                 offload_ratio: ratio0,
+                exit_order: spray,
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let guard = AbortOnPanic(shared.clone());
@@ -208,7 +239,16 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         let duration = cfg.duration.map(|d| d.as_nanos() as u64);
         let queues = std::mem::take(&mut producers);
         let feeder = feed(
-            trace, schedule, &hasher, &shared, queues, cfg.burst, duration,
+            trace,
+            &hasher,
+            &shared,
+            queues,
+            FeedOptions {
+                schedule,
+                burst: cfg.burst,
+                duration_ns: duration,
+                spray,
+            },
         );
         let ctl = ctl.join().expect("controller thread");
         let results: Vec<WorkerResult> = handles
@@ -245,6 +285,24 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         priority_packets: r.latency[0].len(),
     }));
     let leftover: usize = offloaded.iter().map(|r| r.leftover).sum();
+    let reordered_at_exit = spray.then(|| {
+        let mut exits: Vec<_> = results
+            .iter()
+            .flat_map(|r| r.exit.iter().copied())
+            .collect();
+        exits.sort_by_key(|x| x.at_ns);
+        let mut last: std::collections::HashMap<u32, u32> = Default::default();
+        let mut late = 0u64;
+        for x in exits {
+            let m = last.entry(x.flow).or_insert(0);
+            if x.seq < *m {
+                late += 1;
+            } else {
+                *m = x.seq;
+            }
+        }
+        late
+    });
     let mut ostats = balance::migrate::OffloadStats::default();
     let mut offload_waits = 0;
     for r in &results {
@@ -336,7 +394,8 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             .filter(|m| feeder.malformed[**m as usize] > 0)
             .map(|m| (m.name().to_string(), feeder.malformed[*m as usize]))
             .collect(),
-        reordered: counter("reordered"),
+        reordered: counter("reordered") + reordered_at_exit.unwrap_or(0),
+        reordered_at_exit,
         flows: BTreeMap::from([
             ("created", created),
             ("expired", expired),
@@ -365,13 +424,17 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             ("entries_moved", ctl.entries_moved),
             ("packets_held", ctl.packets_held),
         ]),
-        controller: BTreeMap::from([
-            ("rounds", ctl.rounds as f64),
-            ("plan_us_p50", pct(&ctl.plan_ns, 0.5)),
-            ("plan_us_max", pct(&ctl.plan_ns, 1.0)),
-            ("move_us_p50", pct(&ctl.move_ns, 0.5)),
-            ("move_us_max", pct(&ctl.move_ns, 1.0)),
-        ]),
+        controller: BTreeMap::from_iter(
+            [
+                ("rounds", ctl.rounds as f64),
+                ("plan_us_p50", pct(&ctl.plan_ns, 0.5)),
+                ("plan_us_max", pct(&ctl.plan_ns, 1.0)),
+                ("move_us_p50", pct(&ctl.move_ns, 0.5)),
+                ("move_us_max", pct(&ctl.move_ns, 1.0)),
+            ]
+            .into_iter()
+            .chain(ctl.balancer.iter().copied()),
+        ),
         per_core,
         imbalance: BTreeMap::from([
             ("max_over_min", if lmin > 0.0 { lmax / lmin } else { 0.0 }),

@@ -66,6 +66,8 @@ pub(crate) struct WorkerResult {
     pub offload: OffloadStats,
     /// Times the worker found an offload ring full and waited.
     pub offload_waits: u64,
+    /// Exit records, when measured.
+    pub exit: Vec<ExitRecord>,
 }
 
 /// Where a packet of a burst went.
@@ -93,6 +95,8 @@ pub(crate) struct Worker {
     pub offload_target: Option<CoreId>,
     /// r_s of the shards it starts with.
     pub offload_ratio: u32,
+    /// Record every forwarded packet's exit (Sprayer runs).
+    pub exit_order: bool,
 }
 
 /// A worker's loop state besides its fields.
@@ -105,6 +109,8 @@ struct Loop {
     output: Vec<(u64, Vec<u8>)>,
     verdicts: Vec<Verdict>,
     offload_waits: u64,
+    /// Exit records, when measured.
+    exit: Option<Vec<ExitRecord>>,
 }
 
 impl Worker {
@@ -130,6 +136,7 @@ impl Worker {
             output: Vec::new(),
             verdicts: Vec::with_capacity(self.burst),
             offload_waits: 0,
+            exit: self.exit_order.then(Vec::new),
         };
         let offloading = !self.offload_rings.is_empty();
         let prio = self.priority_dscp;
@@ -247,6 +254,7 @@ impl Worker {
                             prio,
                             self.keep_output,
                             &mut lp.output,
+                            &mut lp.exit,
                         ),
                         (Fate::Away(to, lease), None) => {
                             let shard = self.chain.shard_of(p.hash) as ShardId;
@@ -278,6 +286,7 @@ impl Worker {
                         prio,
                         self.keep_output,
                         &mut lp.output,
+                        &mut lp.exit,
                     );
                 }
             }
@@ -302,6 +311,7 @@ impl Worker {
             output: lp.output,
             offload: lp.offload.stats().clone(),
             offload_waits: lp.offload_waits,
+            exit: lp.exit.take().unwrap_or_default(),
         }
     }
 
@@ -382,6 +392,7 @@ impl Worker {
                     self.priority_dscp,
                     self.keep_output,
                     &mut lp.output,
+                    &mut lp.exit,
                 );
             }
         }
@@ -434,6 +445,7 @@ impl Worker {
 }
 
 /// Counts a packet's outcome: latency per class, and the packet itself when kept.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sink_one(
     p: &Packet,
     v: Verdict,
@@ -442,10 +454,32 @@ pub(crate) fn sink_one(
     prio: u8,
     keep: bool,
     output: &mut Vec<(u64, Vec<u8>)>,
+    exit: &mut Option<Vec<ExitRecord>>,
 ) {
     let class = usize::from(p.info.dscp != prio);
     latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
-    if keep && v == Verdict::Forward {
-        output.push((p.ts_ns, p.data.clone()));
+    if v == Verdict::Forward {
+        if keep {
+            output.push((p.ts_ns, p.data.clone()));
+        }
+        if let Some(x) = exit {
+            if let Some(seq) = wire::seqtag::decode(p.info.payload(&p.data)) {
+                let flow = state::FlowKey::of(&p.info.tuple).0.mix();
+                x.push(ExitRecord {
+                    at_ns: now,
+                    flow,
+                    seq,
+                });
+            }
+        }
     }
+}
+
+/// A forwarded packet as it left: when, its flow, its sequence tag (for counting
+/// reordering at the exit when the chain cannot, e.g. under Sprayer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExitRecord {
+    pub at_ns: u64,
+    pub flow: u32,
+    pub seq: u32,
 }

@@ -469,3 +469,40 @@ fn nic_update_delay_delays_the_move() {
     let took = o.report.controller["move_us_max"];
     assert!(took >= 30_000.0, "the move took {took} µs");
 }
+
+/// Sprayer ignores flows: it refuses a chain with per-flow state, and with a
+/// stateless chain it balances packets evenly but reorders flows — counted at the
+/// exit (0 with a single core, where nothing can overtake).
+#[test]
+fn sprayer_balances_packets_and_reorders_flows() {
+    let fw = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(2_000, 60_000, 1.1);
+    let cfg = RunConfig {
+        workers: 2,
+        balancer: BalancerKind::Sprayer,
+        pin: false,
+        ..Default::default()
+    };
+    let e = run(&fw, &t, &cfg).err().expect("refused").to_string();
+    assert!(e.contains("firewall") && e.contains("per-flow"), "{e}");
+    let mon = ChainConfig::from_toml("[[nf]]\nkind = \"monitor\"\nstate = \"mergeable\"\n")
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap();
+    let o = run(&mon, &t, &cfg).unwrap();
+    let r = &o.report;
+    assert_eq!(r.packets_in, r.packets_out + r.dropped());
+    let late = r.reordered_at_exit.expect("measured under sprayer");
+    assert_eq!(r.reordered, late);
+    let (a, b) = (r.per_core[0].packets as f64, r.per_core[1].packets as f64);
+    assert!(
+        (a / b - 1.0).abs() < 0.1,
+        "packets spread evenly: {a} vs {b}"
+    );
+    eprintln!(
+        "sprayer: {late} packets reordered at the exit of {}",
+        r.packets_out
+    );
+    let one = run(&mon, &t, &RunConfig { workers: 1, ..cfg }).unwrap();
+    assert_eq!(one.report.reordered_at_exit, Some(0));
+}

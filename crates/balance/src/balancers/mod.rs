@@ -86,6 +86,10 @@ pub trait Balancer: Send {
     fn name(&self) -> &'static str;
     /// The plan for this period.
     fn plan(&mut self, snap: &Snapshot) -> Plan;
+    /// What it counted (for the run's report), e.g. solver timeouts.
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// RSS as initialised: never moves anything.

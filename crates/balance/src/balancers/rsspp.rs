@@ -93,6 +93,8 @@ pub struct Rsspp {
     received: Vec<CoreId>,
     period_ns: u64,
     last: RoundInfo,
+    rounds: u64,
+    runs: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +112,8 @@ impl Rsspp {
             received: Vec::new(),
             period_ns: 0,
             last: RoundInfo::default(),
+            rounds: 0,
+            runs: 0,
         }
     }
 
@@ -314,7 +318,21 @@ impl Balancer for Rsspp {
     fn plan(&mut self, snap: &Snapshot) -> Plan {
         let mut plan = self.round(snap);
         plan.next_period_ns = Some(self.adapt_period(snap, &plan));
+        self.rounds += 1;
+        self.runs += self.last.runs as u64;
         plan
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("rsspp_rounds", self.rounds as f64),
+            ("rsspp_solver_runs", self.runs as f64),
+            (
+                "rsspp_active_cores",
+                self.active().iter().filter(|a| **a).count() as f64,
+            ),
+            ("rsspp_period_ms", self.period_ns as f64 / 1e6),
+        ]
     }
 }
 
