@@ -31,6 +31,11 @@ pub struct RunArgs {
     /// changes it (`static` never does).
     #[arg(long)]
     pub offload_ratio: Option<f64>,
+    /// Which flows are offloaded: `hash` (flows whose hash slice is below r_s) or
+    /// `heaviest` (a shard's heaviest flows first, up to r_s of its traffic rounded
+    /// up to a flow boundary) [default: hash].
+    #[arg(long)]
+    pub offload_select: Option<String>,
     /// Balancer: static, rsspp, dyssect, sprayer (stateless chains only), or random
     /// (testing) [default: static].
     #[arg(long)]
@@ -67,6 +72,7 @@ pub(crate) struct RunSection {
     workers: Option<usize>,
     offloaders: Option<usize>,
     offload_ratio: Option<f64>,
+    offload_select: Option<String>,
     ring_size: Option<usize>,
     burst: Option<usize>,
     balancer: Option<String>,
@@ -156,6 +162,17 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     }
     if let Some(b) = sec.burst {
         cfg.burst = b;
+    }
+    if let Some(m) = a
+        .offload_select
+        .as_deref()
+        .or(sec.offload_select.as_deref())
+    {
+        cfg.offload_select = match m {
+            "hash" => runtime::OffloadSelect::Hash,
+            "heaviest" => runtime::OffloadSelect::Heaviest,
+            other => bail!("`offload_select` = `{other}`: expected `hash` or `heaviest`"),
+        };
     }
     if let Some(p) = a.period.as_deref().or(sec.period.as_deref()) {
         cfg.period = duration("period", p)?;

@@ -263,6 +263,8 @@ fn run_writes_a_consistent_report_and_a_valid_pcap() {
         "1",
         "--offload-ratio",
         "0.5",
+        "--offload-select",
+        "heaviest",
         "--balancer",
         "random",
         "--period",
@@ -315,6 +317,8 @@ fn run_rejects_what_it_cannot_do() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--offloaders"));
     let o = flowshift(&["run", "--offloaders", "1", "--offload-ratio", "2"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("between 0 and 1"));
+    let o = flowshift(&["run", "--offload-select", "biggest"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`offload_select` = `biggest`"));
     let o = flowshift(&["run", "--balancer", "magic"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("`balancer` = `magic`"));
     let cfg = tmp("run-bad.toml");

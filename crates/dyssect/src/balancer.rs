@@ -307,7 +307,12 @@ impl Balancer for Dyssect {
             }
         }
         for (s, &r) in sol.ratio.iter().enumerate() {
-            let units = (r * f64::from(RATIO_ONE)).round() as u32;
+            // rounded up to a flow boundary when the shard's heaviest flows are known
+            let r = match snap.shard_heavy.get(s) {
+                Some(cum) if r > 0.0 => cum.iter().copied().find(|c| *c >= r).unwrap_or(r),
+                _ => r,
+            };
+            let units = (r.min(1.0) * f64::from(RATIO_ONE)).round() as u32;
             let now = snap.ratio.get(s).copied().unwrap_or(0);
             if units != now && sol.owner[s] == inst.owner[s] {
                 plan.ratios.push((s as ShardId, units));

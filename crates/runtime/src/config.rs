@@ -93,6 +93,19 @@ impl BalancerKind {
     }
 }
 
+/// How a working core picks the flows of a shard to offload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OffloadSelect {
+    /// Flows whose slice (16 stable bits of a hash of the key) is below r_s: a
+    /// share r_s of the *flows*, stable while r_s is.
+    #[default]
+    Hash,
+    /// The shard's heaviest flows of the last window (controller period) while the
+    /// share of traffic before each stays below r_s: about r_s of the *traffic*,
+    /// rounded up to a flow boundary; only the few heaviest flows are tracked.
+    Heaviest,
+}
+
 /// Run parameters.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -105,6 +118,9 @@ pub struct RunConfig {
     /// shard that moves starts again from 0 at its new owner; the balancer sets
     /// ratios from then on.
     pub offload_ratio: f64,
+    /// Which flows of a shard are offloaded: hash slices below r_s, or its
+    /// heaviest flows first (Dyssect's code) up to r_s of its traffic.
+    pub offload_select: OffloadSelect,
     /// Descriptors per NIC queue (ring size).
     pub ring_size: usize,
     /// Packets per poll.
@@ -151,6 +167,7 @@ impl Default for RunConfig {
             workers: 2,
             offloaders: 0,
             offload_ratio: 0.0,
+            offload_select: OffloadSelect::Hash,
             ring_size: 1024,
             burst: 32,
             pace: Pace::Max,

@@ -217,6 +217,13 @@ impl Controller {
             offload_core: self.offload_core.clone(),
             bucket_priority,
             core_queue,
+            shard_heavy: (0..self.shards)
+                .map(|s| {
+                    now.get(usize::from(self.owner[s]))
+                        .and_then(|t| t.heavy.get(s).cloned())
+                        .unwrap_or_default()
+                })
+                .collect(),
         }
     }
 }

@@ -26,6 +26,7 @@
 mod config;
 mod controller;
 mod feeder;
+mod heavy;
 mod offloader;
 mod report;
 mod run;
@@ -37,6 +38,6 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use config::{BalancerKind, MakeBalancer, Progress, RunConfig, ScriptedMove};
+pub use config::{BalancerKind, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove};
 pub use report::{Drops, Latency, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

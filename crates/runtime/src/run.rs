@@ -145,7 +145,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let stats: Vec<Arc<WorkerStats>> = (0..w + o)
-        .map(|_| Arc::new(WorkerStats::new(chain.buckets())))
+        .map(|_| Arc::new(WorkerStats::new(chain.buckets(), shards_n)))
         .collect();
     // with a duration, loop (practically) forever and let the feeder stop on time
     let loops = if cfg.duration.is_some() {
@@ -183,6 +183,8 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 offload_target: offload_core[i],
                 offload_ratio: ratio0,
                 exit_order: spray,
+                window_ns: cfg.period.as_nanos().max(1) as u64,
+                heaviest: cfg.offload_select == crate::OffloadSelect::Heaviest,
             };
             let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let guard = AbortOnPanic(shared.clone());

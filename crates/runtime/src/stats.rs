@@ -15,6 +15,9 @@ pub(crate) struct WorkerStats {
     buckets: Box<[AtomicU64]>,
     priority: Box<[AtomicU64]>,
     queue: AtomicU64,
+    /// Per shard, the cumulative traffic shares of its heaviest flows in the last
+    /// window (f64 bits, `heavy::K` per shard; 0 = none).
+    heavy: Box<[AtomicU64]>,
     busy_ns: AtomicU64,
     idle_ns: AtomicU64,
     packets: AtomicU64,
@@ -27,14 +30,19 @@ pub(crate) struct Totals {
     pub priority: Vec<u64>,
     /// Queue occupancy at the last publication (a level, not a total).
     pub queue: u64,
+    /// Per shard: cumulative shares of its heaviest flows (last window).
+    pub heavy: Vec<Vec<f64>>,
     pub busy_ns: u64,
     pub idle_ns: u64,
     pub packets: u64,
 }
 
 impl WorkerStats {
-    pub fn new(buckets: usize) -> WorkerStats {
+    pub fn new(buckets: usize, shards: usize) -> WorkerStats {
         WorkerStats {
+            heavy: (0..shards * crate::heavy::K)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             priority: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             queue: AtomicU64::new(0),
@@ -52,6 +60,15 @@ impl WorkerStats {
     /// Worker: publish a bucket's running total of priority-class packets.
     pub fn publish_priority(&self, bucket: usize, total: u64) {
         self.priority[bucket].store(total, Relaxed);
+    }
+
+    /// Worker: publish a shard's heaviest-flow shares (last window).
+    pub fn publish_heavy(&self, shard: usize, cum: &[f64]) {
+        let k = crate::heavy::K;
+        for i in 0..k {
+            let v = cum.get(i).copied().unwrap_or(0.0);
+            self.heavy[shard * k + i].store(v.to_bits(), Relaxed);
+        }
     }
 
     /// Worker: publish its queue's occupancy.
@@ -72,6 +89,16 @@ impl WorkerStats {
             buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
             priority: self.priority.iter().map(|b| b.load(Relaxed)).collect(),
             queue: self.queue.load(Relaxed),
+            heavy: self
+                .heavy
+                .chunks(crate::heavy::K)
+                .map(|c| {
+                    c.iter()
+                        .map(|x| f64::from_bits(x.load(Relaxed)))
+                        .filter(|v| *v > 0.0)
+                        .collect()
+                })
+                .collect(),
             busy_ns: self.busy_ns.load(Relaxed),
             idle_ns: self.idle_ns.load(Relaxed),
             packets: self.packets.load(Relaxed),

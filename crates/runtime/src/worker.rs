@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use balance::migrate::offload::{EntryIdx, Ticket};
 use balance::migrate::{
-    slice_of, OffloadStats, Recall, Received, Route, WorkerMoves, WorkingOffload,
+    slice_of, OffloadStats, Recall, Received, Route, WorkerMoves, WorkingOffload, RATIO_ONE,
 };
 use balance::{CoreId, ShardId};
 use crossbeam_channel::{Receiver, Sender};
@@ -16,6 +16,7 @@ use nf::{Chain, Leased, Packet, Shard, Verdict};
 use rtrb::{Consumer, Producer};
 use state::EntryId;
 
+use crate::heavy::{self, Sampler, TopK};
 use crate::offloader::ToOffload;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
@@ -97,6 +98,10 @@ pub(crate) struct Worker {
     pub offload_ratio: u32,
     /// Record every forwarded packet's exit (Sprayer runs).
     pub exit_order: bool,
+    /// Heavy-flow window (the controller's period).
+    pub window_ns: u64,
+    /// Offload a shard's heaviest flows first (instead of hash slices).
+    pub heaviest: bool,
 }
 
 /// A worker's loop state besides its fields.
@@ -111,6 +116,10 @@ struct Loop {
     offload_waits: u64,
     /// Exit records, when measured.
     exit: Option<Vec<ExitRecord>>,
+    /// Heaviest flows per shard, this window and the last one.
+    heavy: Vec<TopK>,
+    last_heavy: Vec<Vec<(EntryIdx, f64)>>,
+    sampler: Sampler,
 }
 
 impl Worker {
@@ -137,7 +146,11 @@ impl Worker {
             verdicts: Vec::with_capacity(self.burst),
             offload_waits: 0,
             exit: self.exit_order.then(Vec::new),
+            heavy: vec![TopK::default(); self.shards.len()],
+            last_heavy: vec![Vec::new(); self.shards.len()],
+            sampler: Sampler::default(),
         };
+        let mut next_window = self.shared.now_ns() + self.window_ns;
         let offloading = !self.offload_rings.is_empty();
         let prio = self.priority_dscp;
         let mut batch: Vec<Packet> = Vec::with_capacity(self.burst);
@@ -161,6 +174,10 @@ impl Worker {
                 if let Some(r) = lp.offload.recall_idle(now, IDLE_RECALL_NS) {
                     self.push_recall(&mut lp, r);
                 }
+            }
+            if now >= next_window {
+                next_window = now + self.window_ns;
+                self.close_window(&mut lp);
             }
             // control messages first: a hand-over's held packets go before new ones
             while let Ok(msg) = self.inbox.try_recv() {
@@ -208,78 +225,54 @@ impl Worker {
                 }
             }
             let now = self.shared.now_ns();
-            if offloading {
-                fates.clear();
-                let offload = &mut lp.offload;
-                self.chain.process_burst_routed(
-                    &mut self.shards,
-                    &mut batch,
-                    now,
-                    &mut routed,
-                    |i, p, hit| {
-                        // misses before this packet ran here without asking
-                        fates.resize_with(i, || Fate::Here);
-                        let shard = hit.shard.info.index as ShardId;
-                        let slice = slice_of(hit.shard.table.key(hit.entry).mix());
-                        let route = offload.route(
-                            shard,
-                            Some(hit.entry.0),
-                            slice,
-                            p.info.dscp == prio,
-                            now,
-                            || hit.offloadable(),
-                        );
-                        let fate = match route {
-                            Route::Local => Fate::Here,
-                            Route::Offload { to, lease } => Fate::Away(
-                                to,
-                                lease.then(|| Box::new(hit.shard.table.detach(hit.entry))),
-                            ),
-                            Route::Pend(t) => Fate::Pend(t),
-                        };
-                        let here = matches!(fate, Fate::Here);
-                        fates.push(fate);
-                        here
-                    },
-                );
-                // misses never reach the router: they run here
-                fates.resize_with(batch.len(), || Fate::Here);
-                for ((p, v), fate) in batch.drain(..).zip(&routed).zip(fates.drain(..)) {
-                    match (fate, v) {
-                        (_, Some(v)) => sink_one(
-                            &p,
-                            *v,
-                            now,
-                            &mut lp.latency,
-                            prio,
-                            self.keep_output,
-                            &mut lp.output,
-                            &mut lp.exit,
-                        ),
-                        (Fate::Away(to, lease), None) => {
-                            let shard = self.chain.shard_of(p.hash) as ShardId;
-                            let entry = p.entry.expect("a routed packet carries its entry").0;
-                            let job = ToOffload::Job {
-                                shard,
-                                entry,
-                                lease,
-                                pkt: p,
-                            };
-                            self.push_offload(&mut lp, to, job);
-                        }
-                        (Fate::Pend(t), None) => {
-                            let shard = self.chain.shard_of(p.hash) as ShardId;
-                            lp.offload.pend(t, shard, p);
-                        }
-                        (Fate::Here, None) => unreachable!("a packet routed here ran here"),
+            fates.clear();
+            let offload = &mut lp.offload;
+            let heavy = &mut lp.heavy;
+            let sampler = &mut lp.sampler;
+            self.chain.process_burst_routed(
+                &mut self.shards,
+                &mut batch,
+                now,
+                &mut routed,
+                |i, p, hit| {
+                    // misses before this packet ran here without asking
+                    fates.resize_with(i, || Fate::Here);
+                    let shard = hit.shard.info.index as ShardId;
+                    if sampler.tick() {
+                        heavy[usize::from(shard)].add(hit.entry.0);
                     }
-                }
-            } else {
-                self.chain
-                    .process_burst(&mut self.shards, &mut batch, now, &mut lp.verdicts);
-                for (p, v) in batch.iter().zip(&lp.verdicts) {
-                    sink_one(
-                        p,
+                    if !offloading {
+                        fates.push(Fate::Here);
+                        return true;
+                    }
+                    let slice = slice_of(hit.shard.table.key(hit.entry).mix());
+                    let route = offload.route(
+                        shard,
+                        Some(hit.entry.0),
+                        slice,
+                        p.info.dscp == prio,
+                        now,
+                        || hit.offloadable(),
+                    );
+                    let fate = match route {
+                        Route::Local => Fate::Here,
+                        Route::Offload { to, lease } => Fate::Away(
+                            to,
+                            lease.then(|| Box::new(hit.shard.table.detach(hit.entry))),
+                        ),
+                        Route::Pend(t) => Fate::Pend(t),
+                    };
+                    let here = matches!(fate, Fate::Here);
+                    fates.push(fate);
+                    here
+                },
+            );
+            // misses never reach the router: they run here
+            fates.resize_with(batch.len(), || Fate::Here);
+            for ((p, v), fate) in batch.drain(..).zip(&routed).zip(fates.drain(..)) {
+                match (fate, v) {
+                    (_, Some(v)) => sink_one(
+                        &p,
                         *v,
                         now,
                         &mut lp.latency,
@@ -287,7 +280,23 @@ impl Worker {
                         self.keep_output,
                         &mut lp.output,
                         &mut lp.exit,
-                    );
+                    ),
+                    (Fate::Away(to, lease), None) => {
+                        let shard = self.chain.shard_of(p.hash) as ShardId;
+                        let entry = p.entry.expect("a routed packet carries its entry").0;
+                        let job = ToOffload::Job {
+                            shard,
+                            entry,
+                            lease,
+                            pkt: p,
+                        };
+                        self.push_offload(&mut lp, to, job);
+                    }
+                    (Fate::Pend(t), None) => {
+                        let shard = self.chain.shard_of(p.hash) as ShardId;
+                        lp.offload.pend(t, shard, p);
+                    }
+                    (Fate::Here, None) => unreachable!("a packet routed here ran here"),
                 }
             }
             for _ in 0..n {
@@ -346,6 +355,9 @@ impl Worker {
                     if let Some(r) = lp.offload.set_ratio(shard, ratio) {
                         self.push_recall(lp, r);
                     }
+                    if self.heaviest {
+                        self.select_heaviest(lp, shard);
+                    }
                 }
             }
             ToWorker::SetOffloader { to } => {
@@ -374,6 +386,33 @@ impl Worker {
                     self.hand_over_when_settled(lp, s, to);
                 }
             }
+        }
+    }
+
+    /// Ends a heavy-flow window: publish each owned shard's heaviest flows and,
+    /// with heaviest-first selection, re-pick the flows to offload.
+    fn close_window(&mut self, lp: &mut Loop) {
+        for s in 0..self.shards.len() {
+            let h = lp.heavy[s].take();
+            if self.shards[s].is_none() {
+                continue;
+            }
+            let cum: Vec<f64> = h.iter().map(|x| x.1).collect();
+            self.stats.publish_heavy(s, &cum);
+            lp.last_heavy[s] = h;
+            if self.heaviest && !lp.moves.is_releasing(s as ShardId) {
+                self.select_heaviest(lp, s as ShardId);
+            }
+        }
+    }
+
+    /// Heaviest-first selection: offload the shard's heaviest flows while the share
+    /// before each stays below r_s.
+    fn select_heaviest(&mut self, lp: &mut Loop, shard: ShardId) {
+        let r = f64::from(lp.offload.ratio(shard)) / f64::from(RATIO_ONE);
+        let ids = heavy::eligible(&lp.last_heavy[usize::from(shard)], r);
+        if let Some(rc) = lp.offload.set_eligible(shard, Some(ids)) {
+            self.push_recall(lp, rc);
         }
     }
 

@@ -506,3 +506,63 @@ fn sprayer_balances_packets_and_reorders_flows() {
     let one = run(&mon, &t, &RunConfig { workers: 1, ..cfg }).unwrap();
     assert_eq!(one.report.reordered_at_exit, Some(0));
 }
+
+/// Heaviest-first offload selection: the same ratio offloads far fewer flows than
+/// hash slices but a large share of the traffic (the elephants), and the snapshot
+/// carries each shard's heavy-flow shares.
+#[test]
+fn heaviest_first_offloads_the_elephants() {
+    use std::sync::{Arc, Mutex};
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(3_000, 200_000, 1.3);
+    let heavy_seen = Arc::new(Mutex::new(0usize));
+    let seen = heavy_seen.clone();
+    let base = RunConfig {
+        workers: 2,
+        offloaders: 1,
+        offload_ratio: 0.5,
+        period: Duration::from_millis(5),
+        pin: false,
+        progress: Some(runtime::Progress(Arc::new(move |s: &balance::Snapshot| {
+            *seen.lock().unwrap() += s.shard_heavy.iter().filter(|h| !h.is_empty()).count();
+        }))),
+        ..Default::default()
+    };
+    let hash = run(&chain, &t, &base).unwrap();
+    check(&hash, chain.shard_count());
+    let heavy = run(
+        &chain,
+        &t,
+        &RunConfig {
+            offload_select: runtime::OffloadSelect::Heaviest,
+            ..base
+        },
+    )
+    .unwrap();
+    check(&heavy, chain.shard_count());
+    let per_flow = |o: &RunOutcome| {
+        o.report.per_core[2].packets as f64 / o.report.migrations["flows_offloaded"].max(1) as f64
+    };
+    eprintln!(
+        "hash: {} flows offloaded, {} packets on the offloading core; heaviest: {} flows, {} packets",
+        hash.report.migrations["flows_offloaded"],
+        hash.report.per_core[2].packets,
+        heavy.report.migrations["flows_offloaded"],
+        heavy.report.per_core[2].packets
+    );
+    assert!(
+        heavy.report.per_core[2].packets > 20_000,
+        "{:?}",
+        heavy.report.per_core
+    );
+    assert!(
+        per_flow(&heavy) > 5.0 * per_flow(&hash),
+        "{} vs {}",
+        per_flow(&heavy),
+        per_flow(&hash)
+    );
+    assert!(
+        *heavy_seen.lock().unwrap() > 0,
+        "snapshots carry heavy-flow shares"
+    );
+}

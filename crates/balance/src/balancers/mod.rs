@@ -44,6 +44,10 @@ pub struct Snapshot {
     pub bucket_priority: Vec<u64>,
     /// Packets waiting in each core's queue when the snapshot was taken.
     pub core_queue: Vec<u64>,
+    /// Per shard, the cumulative shares of its traffic carried by its heaviest
+    /// flows (heaviest first; at most a few; empty when unknown), so an offload
+    /// ratio can be rounded to a flow boundary.
+    pub shard_heavy: Vec<Vec<f64>>,
 }
 
 impl Snapshot {

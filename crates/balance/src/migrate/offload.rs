@@ -82,6 +82,9 @@ struct ShardSide {
     lease: Vec<Lease>,
     /// Entries away or returning.
     out: usize,
+    /// Heaviest-flows selection: the flows that may be offloaded (instead of
+    /// slices below the ratio).
+    eligible: Option<Vec<EntryIdx>>,
 }
 
 /// What to do with a packet after its lookup.
@@ -212,7 +215,10 @@ impl<P> WorkingOffload<P> {
                 Some(to)
                     if !priority
                         && self.changing.is_none()
-                        && slice < side.ratio
+                        && match &side.eligible {
+                            Some(ids) => ids.contains(&(e as EntryIdx)),
+                            None => slice < side.ratio,
+                        }
                         && offloadable() =>
                 {
                     side.lease[e] = Lease::Away {
@@ -245,32 +251,53 @@ impl<P> WorkingOffload<P> {
         side.ratio = ratio;
         self.stats.ratio_changes += 1;
         if lower {
-            self.recall_where(|s, l| {
-                s == shard && matches!(l, Lease::Away { slice, .. } if *slice >= ratio)
+            let heaviest = self.shards[usize::from(shard)].eligible.is_some();
+            self.recall_where(|s, _, l| {
+                s == shard && !heaviest && matches!(l, Lease::Away { slice, .. } if *slice >= ratio)
             })
         } else {
             None
         }
     }
 
+    /// Heaviest-flows selection (Dyssect's code offloads a shard's heaviest flows
+    /// whose cumulative share stays within r_s, rounded up to a flow boundary):
+    /// from now on exactly the flows `ids` of `shard` may be offloaded (`None`:
+    /// back to slices below the ratio). Away flows no longer eligible are recalled.
+    pub fn set_eligible(&mut self, shard: ShardId, ids: Option<Vec<EntryIdx>>) -> Option<Recall> {
+        let side = &mut self.shards[usize::from(shard)];
+        side.eligible = ids;
+        let keep: Option<Vec<EntryIdx>> = side.eligible.clone();
+        let ratio = side.ratio;
+        self.recall_where(|s, e, l| {
+            s == shard
+                && match (l, &keep) {
+                    (Lease::Away { .. }, Some(ids)) => !ids.contains(&e),
+                    (Lease::Away { slice, .. }, None) => *slice >= ratio,
+                    _ => false,
+                }
+        })
+    }
+
     /// Before `shard` leaves this core: r_s = 0 and every away flow of it recalled.
     /// The shard may be handed over once [`is_settled`](Self::is_settled).
     pub fn recall_shard(&mut self, shard: ShardId) -> Option<Recall> {
         self.shards[usize::from(shard)].ratio = 0;
-        self.recall_where(|s, l| s == shard && matches!(l, Lease::Away { .. }))
+        self.shards[usize::from(shard)].eligible = None;
+        self.recall_where(|s, _, l| s == shard && matches!(l, Lease::Away { .. }))
     }
 
     /// Recalls flows whose last packet was `idle_ns` or more before `now_ns`, so that
     /// the owner's timers can expire them.
     pub fn recall_idle(&mut self, now_ns: u64, idle_ns: u64) -> Option<Recall> {
         self.recall_where(
-            |_, l| matches!(l, Lease::Away { last_ns, .. } if now_ns.saturating_sub(*last_ns) >= idle_ns),
+            |_, _, l| matches!(l, Lease::Away { last_ns, .. } if now_ns.saturating_sub(*last_ns) >= idle_ns),
         )
     }
 
     /// Recalls every away flow (end of run).
     pub fn recall_all(&mut self) -> Option<Recall> {
-        self.recall_where(|_, l| matches!(l, Lease::Away { .. }))
+        self.recall_where(|_, _, l| matches!(l, Lease::Away { .. }))
     }
 
     /// Switches to offloading core `to` (`None`: stop offloading). With flows away,
@@ -299,7 +326,7 @@ impl<P> WorkingOffload<P> {
         }
     }
 
-    fn recall_where(&mut self, pick: impl Fn(ShardId, &Lease) -> bool) -> Option<Recall> {
+    fn recall_where(&mut self, pick: impl Fn(ShardId, EntryIdx, &Lease) -> bool) -> Option<Recall> {
         let to = self.target?;
         let ticket = self.next_ticket;
         let mut entries = Vec::new();
@@ -308,7 +335,7 @@ impl<P> WorkingOffload<P> {
                 continue;
             }
             for (e, l) in side.lease.iter_mut().enumerate() {
-                if pick(s as ShardId, l) {
+                if pick(s as ShardId, e as EntryIdx, l) {
                     *l = Lease::Returning { ticket };
                     entries.push((s as ShardId, e as EntryIdx));
                 }
@@ -478,6 +505,38 @@ mod tests {
         let mut v: WorkingOffload<u32> = WorkingOffload::new(1, None);
         assert_eq!(v.set_target(Some(3)), None);
         assert_eq!(v.target(), Some(3));
+    }
+
+    #[test]
+    fn heaviest_selection_offloads_exactly_the_eligible_flows() {
+        let mut w: WorkingOffload<u32> = WorkingOffload::new(1, Some(0));
+        w.set_ratio(0, RATIO_ONE / 10);
+        assert_eq!(w.set_eligible(0, Some(vec![7, 9])), None);
+        // slices no longer matter: flow 7 has a high slice but is eligible
+        assert_eq!(
+            w.route(0, Some(7), 60_000, false, 0, || true),
+            Route::Offload { to: 0, lease: true }
+        );
+        assert_eq!(w.route(0, Some(3), 0, false, 0, || true), Route::Local);
+        assert_eq!(
+            w.route(0, Some(9), 0, false, 0, || true),
+            Route::Offload { to: 0, lease: true }
+        );
+        // 9 drops out of the heavy set: recalled; 7 stays away
+        let r = w.set_eligible(0, Some(vec![7])).expect("a recall");
+        assert_eq!(r.entries, vec![(0, 9)]);
+        // a ratio change does not recall by slice in this mode
+        assert_eq!(w.set_ratio(0, 0), None);
+        assert_eq!(
+            w.route(0, Some(7), 60_000, false, 0, || true),
+            Route::Offload {
+                to: 0,
+                lease: false
+            }
+        );
+        // back to slices: 7's slice is above the ratio, so it comes home
+        let r = w.set_eligible(0, None).expect("a recall");
+        assert_eq!(r.entries, vec![(0, 7)]);
     }
 
     #[test]
