@@ -387,27 +387,7 @@ pub fn solve(inst: &Instance, obj: Objective, limit: Duration) -> Result<Solutio
         }
     }
     let mut model = pb.optimise(Sense::Minimise);
-    // FLOWSHIFT_HIGHS_LOG=1 shows HiGHS's log (for tuning)
-    if std::env::var_os("FLOWSHIFT_HIGHS_LOG").is_some() {
-        model.set_option("output_flag", true);
-        model.set_option("log_to_console", true);
-    } else {
-        model.make_quiet();
-    }
-    // FLOWSHIFT_HIGHS_OPTS="name=value,…" tries solver options (for tuning)
-    if let Ok(opts) = std::env::var("FLOWSHIFT_HIGHS_OPTS") {
-        for kv in opts.split(',').filter(|kv| !kv.is_empty()) {
-            if let Some((k, v)) = kv.split_once('=') {
-                match (v.parse::<i32>(), v.parse::<f64>(), v) {
-                    (Ok(i), _, _) => model.set_option(k, i),
-                    (_, Ok(f), _) => model.set_option(k, f),
-                    (_, _, "true") => model.set_option(k, true),
-                    (_, _, "false") => model.set_option(k, false),
-                    _ => model.set_option(k, v),
-                }
-            }
-        }
-    }
+    model.make_quiet();
     model.set_option("time_limit", limit.as_secs_f64().max(1e-3));
     model.set_option("threads", 1);
     // optimal within 0.1 % (and 1e-4 absolute): the data are measurements
