@@ -7,8 +7,8 @@ use clap::Args;
 
 use crate::run::{balancer_kind, setup, RunArgs, Setup};
 
-/// Options of `flowshift compare`: those of `flowshift run` (its `--balancer` is
-/// ignored) and the balancers to compare.
+/// Options of `flowshift compare`: those of `flowshift run` (but `--balancers`
+/// instead of `--balancer`, and no `--output`) and the balancers to compare.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     #[command(flatten)]
@@ -20,6 +20,10 @@ pub struct CompareArgs {
 
 pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.run.output.is_none(), "compare writes no --output pcap");
+    anyhow::ensure!(
+        a.run.balancer.is_none(),
+        "compare takes --balancers a,b,c (not --balancer)"
+    );
     let Setup {
         chain,
         mut cfg,
