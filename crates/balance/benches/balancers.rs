@@ -8,18 +8,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// Zipf-like bucket loads (α ≈ 1.1 over buckets), owners round-robin, core loads
-/// the sums scaled so the mean is 0.6.
-fn skewed(shards: usize, cores: usize, seed: u64) -> Snapshot {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut pk: Vec<f64> = (0..shards)
-        .map(|i| 1.0 / ((i + 1) as f64).powf(1.1) * rng.gen_range(0.5..1.5))
-        .collect();
-    // shuffle so heavy buckets land on random cores
-    for i in (1..pk.len()).rev() {
-        let j = rng.gen_range(0..=i);
-        pk.swap(i, j);
-    }
+/// A snapshot of `pk` packets per shard (relative), owners round-robin over
+/// `cores`, core loads the sums scaled so the mean is 0.6.
+fn snapshot(pk: &[f64], cores: usize) -> Snapshot {
+    let shards = pk.len();
     let owner: Vec<CoreId> = (0..shards).map(|s| (s % cores) as CoreId).collect();
     let mut core = vec![0.0; cores];
     for (s, &o) in owner.iter().enumerate() {
@@ -38,27 +30,25 @@ fn skewed(shards: usize, cores: usize, seed: u64) -> Snapshot {
     }
 }
 
+/// Zipf-like bucket loads (α ≈ 1.1 over buckets), shuffled over the cores.
+fn skewed(shards: usize, cores: usize, seed: u64) -> Snapshot {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut pk: Vec<f64> = (0..shards)
+        .map(|i| 1.0 / ((i + 1) as f64).powf(1.1) * rng.gen_range(0.5..1.5))
+        .collect();
+    for i in (1..pk.len()).rev() {
+        let j = rng.gen_range(0..=i);
+        pk.swap(i, j);
+    }
+    snapshot(&pk, cores)
+}
+
 /// RSS's usual imbalance: bucket loads uniform ± 50 % (many mid-size flows per
-/// bucket), round-robin owners — the common case where a round settles in one run.
+/// bucket) — the common case where a round settles in one run.
 fn mild(shards: usize, cores: usize, seed: u64) -> Snapshot {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let pk: Vec<f64> = (0..shards).map(|_| rng.gen_range(0.5..1.5)).collect();
-    let owner: Vec<CoreId> = (0..shards).map(|s| (s % cores) as CoreId).collect();
-    let mut core = vec![0.0; cores];
-    for (s, &o) in owner.iter().enumerate() {
-        core[usize::from(o)] += pk[s];
-    }
-    let total: f64 = core.iter().sum();
-    let scale = 0.6 * cores as f64 / total;
-    Snapshot {
-        period_ns: 100_000_000,
-        shards,
-        workers: cores,
-        owner,
-        bucket_packets: pk.iter().map(|p| (p * 1e6) as u64).collect(),
-        core_load: core.iter().map(|c| (c * scale).min(1.0)).collect(),
-        ..Default::default()
-    }
+    snapshot(&pk, cores)
 }
 
 fn rsspp(c: &mut Criterion) {
