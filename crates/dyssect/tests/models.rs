@@ -161,43 +161,26 @@ fn balance_matches_brute_force() {
     }
 }
 
+/// Table III with both working cores active and no offloading core.
+const MIG2: Objective = Objective::Migrations {
+    working: 2,
+    offloading: 0,
+};
+
 #[test]
 fn migrations_objective_keeps_a_feasible_assignment() {
     let mut i = inst(&[0.3, 0.3, 0.3, 0.3], 2, 0);
-    let s = solve(
-        &i,
-        Objective::Migrations {
-            working: 2,
-            offloading: 0,
-        },
-        LIMIT,
-    )
-    .unwrap();
+    let s = solve(&i, MIG2, LIMIT).unwrap();
     assert_eq!(s.migrations, 0);
     assert_eq!(s.owner, i.owner);
     // overloaded core 0: one shard moves, not more
     i.load = vec![0.6, 0.1, 0.6, 0.1];
-    let s = solve(
-        &i,
-        Objective::Migrations {
-            working: 2,
-            offloading: 0,
-        },
-        LIMIT,
-    )
-    .unwrap();
+    let s = solve(&i, MIG2, LIMIT).unwrap();
     assert_eq!(s.migrations, 1, "{s:?}");
     check_feasible(&i, &s);
     // a fixed (moving) shard stays
     i.fixed = vec![true, false, true, false];
-    let s = solve(
-        &i,
-        Objective::Migrations {
-            working: 2,
-            offloading: 0,
-        },
-        LIMIT,
-    );
+    let s = solve(&i, MIG2, LIMIT);
     assert_eq!(
         s,
         Err(SolveError::Infeasible),
