@@ -97,6 +97,8 @@ fn random_moves_keep_every_invariant() {
     };
     let o = run(&chain, &t, &cfg).unwrap();
     check(&o, chain.shard_count());
+    // the whole report, with --nocapture
+    eprintln!("{}", serde_json::to_string_pretty(&o.report).unwrap());
     assert_eq!(o.report.packets_in, 600_000);
     assert!(
         o.report.migrations["shard_moves"] > 50,
@@ -168,23 +170,6 @@ fn timed_replay_accounts_for_every_packet() {
     check(&o, chain.shard_count());
     assert_eq!(o.report.packets_in, 20_000);
     assert_eq!(o.report.packets_out + o.report.drops["ring_full"], 20_000);
-}
-
-#[test]
-#[ignore = "prints a report; run with --ignored --nocapture"]
-fn print_report() {
-    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
-    let t = trace(3_000, 30_000, 1.1);
-    let cfg = RunConfig {
-        workers: 3,
-        balancer: BalancerKind::Random,
-        period: Duration::from_micros(200),
-        loops: 20,
-        pin: false,
-        ..Default::default()
-    };
-    let o = run(&chain, &t, &cfg).unwrap();
-    println!("{}", serde_json::to_string_pretty(&o.report).unwrap());
 }
 
 /// The stress run of the issue: ≥ 10⁴ random shard moves and ≥ 10⁴ offload
