@@ -155,6 +155,9 @@ impl Ctx<'_> {
 pub trait Nf: Send + Any {
     /// The NF's name in the chain (messages, counters).
     fn name(&self) -> &str;
+    /// Its kind as in the `[[nf]]` table's `kind` (e.g. `firewall`): the simulator's
+    /// cost model prices NFs by kind.
+    fn kind(&self) -> &'static str;
     /// What a flow is for this NF.
     fn nflow(&self) -> NflowKey;
     /// Where its state lives.

@@ -166,6 +166,10 @@ impl Nf for Monitor {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "monitor"
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::SrcIp
     }

@@ -83,6 +83,10 @@ impl Nf for SeqCheck {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "seqcheck"
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

@@ -26,7 +26,6 @@
 mod config;
 mod controller;
 mod feeder;
-mod heavy;
 mod offloader;
 mod report;
 mod run;
@@ -39,5 +38,5 @@ mod worker;
 mod loom_tests;
 
 pub use config::{BalancerKind, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove};
-pub use report::{Drops, Latency, PerCore, RunReport};
+pub use report::{Drops, Latency, LoadSample, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

@@ -100,7 +100,7 @@ impl Offloader {
                             sink_one(
                                 &pkt,
                                 v,
-                                now,
+                                self.shared.now_ns(),
                                 &mut latency,
                                 self.priority_dscp,
                                 self.keep_output,

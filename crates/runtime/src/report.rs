@@ -10,6 +10,8 @@ pub type Drops = BTreeMap<String, u64>;
 /// Latency percentiles, ns.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Latency {
+    /// Mean.
+    pub mean: u64,
     /// Median.
     pub p50: u64,
     /// 99th percentile.
@@ -28,6 +30,7 @@ impl Latency {
         }
         let q = |v| h.value_at_quantile(v);
         Latency {
+            mean: h.mean().round() as u64,
             p50: q(0.5),
             p99: q(0.99),
             p999: q(0.999),
@@ -51,7 +54,7 @@ pub struct PerCore {
     pub priority_packets: u64,
 }
 
-/// Everything a run reports.
+/// Everything a run (or a simulated run: `mode = "sim"`) reports.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunReport {
     /// Schema version.
@@ -91,6 +94,17 @@ pub struct RunReport {
     pub per_core: Vec<PerCore>,
     /// Load imbalance across cores.
     pub imbalance: BTreeMap<&'static str, f64>,
+    /// Per controller period: the time and the busy share of each core.
+    pub load_over_time: Vec<LoadSample>,
+}
+
+/// The busy share of each core over one controller period.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LoadSample {
+    /// End of the period, ns since the run started.
+    pub t_ns: u64,
+    /// Busy share of each core (working cores, then offloading cores).
+    pub load: Vec<f64>,
 }
 
 impl RunReport {

@@ -18,7 +18,7 @@ use wire::Malformed;
 use crate::controller::Controller;
 use crate::feeder::{feed, FeedOptions};
 use crate::offloader::{Offloader, OffloaderResult, ToOffload};
-use crate::report::{Latency, PerCore, RunReport};
+use crate::report::{Latency, LoadSample, PerCore, RunReport};
 use crate::shared::{AbortOnPanic, Shared};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
@@ -409,6 +409,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 feeder.offered as f64 / (feeder.duration_ns.max(1) as f64 / 1e9) / 1e6,
             ),
             ("mpps", c.forwarded as f64 / secs / 1e6),
+            ("seconds", secs),
             ("gbps", out_bytes * 8.0 / secs / 1e9),
         ]),
         latency_ns: BTreeMap::from([
@@ -445,6 +446,14 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 loads.iter().map(|l| (l - mean) * (l - mean)).sum(),
             ),
         ]),
+        load_over_time: ctl
+            .load_over_time
+            .iter()
+            .map(|(t, l)| LoadSample {
+                t_ns: *t,
+                load: l.clone(),
+            })
+            .collect(),
     };
     Ok(RunOutcome {
         report,

@@ -40,7 +40,7 @@ pub(crate) struct Totals {
 impl WorkerStats {
     pub fn new(buckets: usize, shards: usize) -> WorkerStats {
         WorkerStats {
-            heavy: (0..shards * crate::heavy::K)
+            heavy: (0..shards * balance::migrate::heavy::K)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
@@ -64,7 +64,7 @@ impl WorkerStats {
 
     /// Worker: publish a shard's heaviest-flow shares (last window).
     pub fn publish_heavy(&self, shard: usize, cum: &[f64]) {
-        let k = crate::heavy::K;
+        let k = balance::migrate::heavy::K;
         for i in 0..k {
             let v = cum.get(i).copied().unwrap_or(0.0);
             self.heavy[shard * k + i].store(v.to_bits(), Relaxed);
@@ -91,7 +91,7 @@ impl WorkerStats {
             queue: self.queue.load(Relaxed),
             heavy: self
                 .heavy
-                .chunks(crate::heavy::K)
+                .chunks(balance::migrate::heavy::K)
                 .map(|c| {
                     c.iter()
                         .map(|x| f64::from_bits(x.load(Relaxed)))

@@ -16,10 +16,10 @@ use nf::{Chain, Leased, Packet, Shard, Verdict};
 use rtrb::{Consumer, Producer};
 use state::EntryId;
 
-use crate::heavy::{self, Sampler, TopK};
 use crate::offloader::ToOffload;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+use balance::migrate::heavy::{self, Sampler, TopK};
 
 /// Every `TIMER_NS`, idle timeouts of the owned shards run.
 const TIMER_NS: u64 = 10_000_000;
@@ -267,6 +267,8 @@ impl Worker {
                     here
                 },
             );
+            // latency ends when the chain is done with the burst
+            let done = self.shared.now_ns();
             // misses never reach the router: they run here
             fates.resize_with(batch.len(), || Fate::Here);
             for ((p, v), fate) in batch.drain(..).zip(&routed).zip(fates.drain(..)) {
@@ -274,7 +276,7 @@ impl Worker {
                     (_, Some(v)) => sink_one(
                         &p,
                         *v,
-                        now,
+                        done,
                         &mut lp.latency,
                         prio,
                         self.keep_output,
@@ -422,11 +424,12 @@ impl Worker {
             let now = self.shared.now_ns();
             self.chain
                 .process_burst(&mut self.shards, chunk, now, &mut lp.verdicts);
+            let done = self.shared.now_ns();
             for (p, v) in chunk.iter().zip(&lp.verdicts) {
                 sink_one(
                     p,
                     *v,
-                    now,
+                    done,
                     &mut lp.latency,
                     self.priority_dscp,
                     self.keep_output,

@@ -1,5 +1,6 @@
 //! Migration protocols (RSS++ §3.3, Dyssect Algorithms 1–3).
 
+pub mod heavy;
 pub mod offload;
 pub mod shard_move;
 

@@ -73,6 +73,10 @@ impl Nf for Firewall {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "firewall"
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

@@ -301,6 +301,10 @@ impl Nf for Nat {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "nat"
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

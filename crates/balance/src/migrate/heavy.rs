@@ -3,15 +3,16 @@
 //! heaviest flows carry, so an offload ratio can be rounded to a flow boundary and
 //! the heaviest flows offloaded first (as Dyssect's code does).
 
-use balance::migrate::offload::EntryIdx;
+use super::offload::EntryIdx;
 
 /// Counters per shard.
-pub(crate) const K: usize = 8;
+pub const K: usize = 8;
 /// One packet in `SAMPLE` is counted.
 const SAMPLE: u32 = 4;
 
 #[derive(Clone, Debug, Default)]
-pub(crate) struct TopK {
+/// Space-Saving counters of one shard over one window.
+pub struct TopK {
     items: Vec<(EntryIdx, u32)>,
     total: u64,
 }
@@ -51,10 +52,12 @@ impl TopK {
 }
 
 /// A sampling clock shared by a core's shards.
+/// Counts one packet in `SAMPLE`.
 #[derive(Debug, Default)]
-pub(crate) struct Sampler(u32);
+pub struct Sampler(u32);
 
 impl Sampler {
+    /// True for the packets to count.
     #[inline]
     pub fn tick(&mut self) -> bool {
         self.0 = self.0.wrapping_add(1);
@@ -64,7 +67,7 @@ impl Sampler {
 
 /// The flows to offload for ratio `r` (0..=1): the heaviest first, while the share
 /// before each stays below `r` (so the share is rounded up to a flow boundary).
-pub(crate) fn eligible(heavy: &[(EntryIdx, f64)], r: f64) -> Vec<EntryIdx> {
+pub fn eligible(heavy: &[(EntryIdx, f64)], r: f64) -> Vec<EntryIdx> {
     let mut before = 0.0;
     let mut out = Vec::new();
     for &(e, cum) in heavy {

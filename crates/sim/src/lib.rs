@@ -1,0 +1,109 @@
+//! flowshift's deterministic discrete-event simulator.
+//!
+//! It replays a trace through the runtime's NIC model (the same
+//! [`steer::IndirectionTable`] and RSS hash), per-core bounded queues and the
+//! controller, with **the same** balancers ([`balance::Balancer`], built from the
+//! same [`runtime::BalancerKind`]) and **the same** migration state machines
+//! ([`balance::migrate::Mover`], [`WorkerMoves`](balance::migrate::WorkerMoves),
+//! [`WorkingOffload`](balance::migrate::WorkingOffload)) as the threaded runtime —
+//! only time is modelled: each packet costs what the [`CostModel`] says, which
+//! `flowshift calibrate` measures on the real runtime.
+//!
+//! Verdicts come from one functional pass of the real chain over the trace
+//! ([`Prepared`]); the timing pass ([`simulate`]) is pure — no threads, clocks or
+//! I/O — so the same inputs give the same report, bit for bit. Its report has the
+//! runtime's schema (`mode = "sim"`), so the two compare field by field.
+//!
+//! What is modelled: NIC-model rate (`nic_ns` per packet) and tail drops on full
+//! queues (timed pace) or back-pressure (as-fast-as-possible pace); bursts of up to
+//! `burst` packets per poll; per-packet service time from the chain, the core's
+//! flow working set and shard count, new-flow set-up; shard moves (table rewrite
+//! with the NIC update delay, queue cycling, hold queues, hand-over messages,
+//! cache warm-up per moved entry); flow offloading (offload rings with
+//! back-pressure, leases, recall markers, pending queues); the controller's rounds
+//! and adaptive period. What is not: the time the balancer itself takes (plans
+//! apply at the round's instant; `plan_us_*` are 0), flow-table expiry, contention
+//! between cores for shared caches or memory bandwidth beyond the per-core curve,
+//! and the sprayer balancer.
+
+mod cost;
+mod engine;
+mod prep;
+mod report;
+
+pub use cost::{Caches, CostError, CostModel, Curve};
+pub use prep::{PktInfo, Prepared};
+
+use runtime::{RunConfig, RunReport};
+use trace::Trace;
+
+/// A simulation that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A parameter is out of range or unsupported.
+    #[error("{0}")]
+    Config(String),
+    /// The cost model does not fit the chain.
+    #[error(transparent)]
+    Cost(#[from] CostError),
+}
+
+/// The report plus what tests need.
+#[derive(Debug)]
+pub struct SimOutcome {
+    /// The report (`mode = "sim"`).
+    pub report: RunReport,
+    /// Packets still held or pending at the end (must be 0).
+    pub held: u64,
+    /// Flows still leased to an offloading core at the end (must be 0).
+    pub leftover_leases: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// Simulates `cfg` on a prepared trace (see [`Prepared::new`]) with `model`.
+pub fn simulate(
+    prep: &Prepared,
+    trace: &Trace,
+    cfg: &RunConfig,
+    model: &CostModel,
+) -> Result<SimOutcome, SimError> {
+    let w = cfg.workers;
+    if w == 0 || w > usize::from(u16::MAX) {
+        return Err(SimError::Config(format!(
+            "workers = {w}: must be at least 1"
+        )));
+    }
+    if cfg.offloaders > usize::from(u16::MAX) {
+        return Err(SimError::Config(format!(
+            "offloaders = {}: too many",
+            cfg.offloaders
+        )));
+    }
+    if !(0.0..=1.0).contains(&cfg.offload_ratio) {
+        return Err(SimError::Config(format!(
+            "offload_ratio = {}: must be between 0 and 1",
+            cfg.offload_ratio
+        )));
+    }
+    if cfg.ring_size < 2 || cfg.burst == 0 {
+        return Err(SimError::Config(
+            "ring_size must be ≥ 2 and burst ≥ 1".into(),
+        ));
+    }
+    if trace.is_empty() || prep.pkts.len() != trace.len() {
+        return Err(SimError::Config(
+            "the trace has no packet (or was not the one prepared)".into(),
+        ));
+    }
+    engine::supported(&cfg.balancer).map_err(SimError::Config)?;
+    let chain_ns = model.chain_ns(&prep.kinds)?;
+    let eng = engine::Engine::new(prep, trace, cfg, model, chain_ns).map_err(SimError::Config)?;
+    let tally = eng.run();
+    Ok(SimOutcome {
+        held: tally.held_left,
+        leftover_leases: tally.leased_left,
+        events: tally.events,
+        report: report::build(&tally, cfg),
+    })
+}

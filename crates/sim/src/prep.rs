@@ -1,0 +1,172 @@
+//! The functional pass: the real chain runs once over the trace, in trace order,
+//! on one set of shards, and records for every packet what the timing model needs —
+//! its RSS hash, shard, flow entry, whether its lookup hit and whether its flow
+//! could be offloaded, its class and its verdict. The simulator then replays only
+//! time; verdicts do not depend on the core a packet runs on, because the runtime
+//! keeps every flow's packets in order whatever the moves (its tests check the
+//! output byte for byte against a static run).
+
+use balance::migrate::slice_of;
+use nf::{Chain, DropCause, Shard, Verdict};
+use trace::Trace;
+use wire::Malformed;
+
+/// What the simulator knows about one trace packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PktInfo {
+    /// RSS hash (the NIC model's).
+    pub hash: u32,
+    /// Flow entry index in its shard's table.
+    pub entry: u32,
+    /// The flow's offload slice (`slice_of`), for hits.
+    pub slice: u16,
+    /// Flags: [`HIT`], [`OFFLOADABLE`], [`PRIORITY`], [`MALFORMED`].
+    pub flags: u8,
+    /// 0: forwarded; 1 + index in `DropCause::ALL`: dropped by the chain; for a
+    /// malformed packet, its `Malformed` cause.
+    pub verdict: u8,
+    /// Wire bytes (FCS included).
+    pub bytes: u16,
+}
+
+/// The lookup found the flow's entry (not a new flow).
+pub const HIT: u8 = 1;
+/// Every NF could work on the flow with its entry detached.
+pub const OFFLOADABLE: u8 = 2;
+/// The packet is of the priority class.
+pub const PRIORITY: u8 = 4;
+/// The NIC model could not parse it.
+pub const MALFORMED: u8 = 8;
+
+/// A trace prepared for one chain (reusable across balancers and core counts).
+pub struct Prepared {
+    /// One record per trace packet.
+    pub pkts: Vec<PktInfo>,
+    /// The NF kinds of the chain, in order.
+    pub kinds: Vec<&'static str>,
+    /// Shards and indirection-table buckets of the chain.
+    pub shards: usize,
+    /// Indirection-table size.
+    pub buckets: usize,
+    /// True if the chain keeps per-flow state.
+    pub per_flow: bool,
+}
+
+impl Prepared {
+    /// Runs `chain` (a fresh instance) over `trace`; `priority_dscp` marks the
+    /// priority class.
+    pub fn new(chain: &Chain, trace: &Trace, priority_dscp: u8) -> Prepared {
+        let mut chain = chain.instance();
+        let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
+        let mut pkts = Vec::with_capacity(trace.len());
+        const BURST: usize = 32;
+        let mut batch = Vec::with_capacity(BURST);
+        let mut idx = Vec::with_capacity(BURST);
+        let mut out = Vec::with_capacity(BURST);
+        let mut meta: Vec<(u16, u8)> = Vec::with_capacity(BURST);
+        let flush = |chain: &mut Chain,
+                     shards: &mut Vec<Option<Shard>>,
+                     batch: &mut Vec<nf::Packet>,
+                     idx: &mut Vec<usize>,
+                     out: &mut Vec<Option<Verdict>>,
+                     meta: &mut Vec<(u16, u8)>,
+                     pkts: &mut Vec<PktInfo>| {
+            if batch.is_empty() {
+                return;
+            }
+            let now = batch.last().map(|p| p.ts_ns).unwrap_or(0);
+            meta.clear();
+            meta.resize(batch.len(), (0, 0));
+            chain.process_burst_routed(shards, batch, now, out, |i, _, hit| {
+                let slice = slice_of(hit.shard.table.key(hit.entry).mix()) as u16;
+                let mut f = HIT;
+                if hit.offloadable() {
+                    f |= OFFLOADABLE;
+                }
+                meta[i] = (slice, f);
+                true
+            });
+            for ((p, v), (i, (slice, f))) in batch
+                .iter()
+                .zip(out.iter())
+                .zip(idx.iter().zip(meta.iter()))
+            {
+                let r = &mut pkts[*i];
+                r.hash = p.hash;
+                r.entry = p.entry.map_or(0, |e| e.0);
+                r.slice = *slice;
+                r.flags |= f;
+                r.verdict = match v.expect("every packet runs here") {
+                    Verdict::Forward => 0,
+                    Verdict::Drop(c) => {
+                        1 + DropCause::ALL.iter().position(|x| *x == c).unwrap_or(0) as u8
+                    }
+                };
+            }
+            batch.clear();
+            idx.clear();
+        };
+        for (i, (ts, frame)) in trace.iter().enumerate() {
+            let bytes = (trace.orig_len(i) + trace::FCS_LEN).min(u32::from(u16::MAX)) as u16;
+            match chain.packet(frame.to_vec(), ts) {
+                Ok(p) => {
+                    let flags = if p.info.dscp == priority_dscp {
+                        PRIORITY
+                    } else {
+                        0
+                    };
+                    pkts.push(PktInfo {
+                        flags,
+                        bytes,
+                        ..PktInfo::default()
+                    });
+                    batch.push(p);
+                    idx.push(i);
+                }
+                Err((_, m)) => pkts.push(PktInfo {
+                    flags: MALFORMED,
+                    verdict: m as u8,
+                    bytes,
+                    ..PktInfo::default()
+                }),
+            }
+            if batch.len() == BURST {
+                flush(
+                    &mut chain,
+                    &mut shards,
+                    &mut batch,
+                    &mut idx,
+                    &mut out,
+                    &mut meta,
+                    &mut pkts,
+                );
+            }
+        }
+        flush(
+            &mut chain,
+            &mut shards,
+            &mut batch,
+            &mut idx,
+            &mut out,
+            &mut meta,
+            &mut pkts,
+        );
+        Prepared {
+            pkts,
+            kinds: chain.nfs().iter().map(|n| n.kind()).collect(),
+            shards: chain.shard_count(),
+            buckets: chain.buckets(),
+            per_flow: chain.has_per_flow_state(),
+        }
+    }
+
+    /// The drop cause of a chain verdict code.
+    pub fn drop_cause(code: u8) -> Option<DropCause> {
+        code.checked_sub(1).map(|c| DropCause::ALL[usize::from(c)])
+    }
+
+    /// The parse cause of a malformed packet's code.
+    pub fn malformed_cause(code: u8) -> Malformed {
+        Malformed::ALL[usize::from(code)]
+    }
+}
