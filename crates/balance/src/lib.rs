@@ -8,6 +8,7 @@
 
 pub mod balancers;
 pub mod migrate;
+pub mod probe;
 
 pub use balancers::{Balancer, Plan, Snapshot};
 

@@ -1,12 +1,10 @@
 //! The simulator end to end: conservation, determinism, protocols exercised, and
 //! the same balancer code as the runtime.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use nf::ChainConfig;
-use runtime::{BalancerKind, MakeBalancer, RunConfig};
+use runtime::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
 use trace::{Generator, Trace, TraceSpec};
 
@@ -68,4 +66,87 @@ fn conserves_packets_and_keeps_order_under_random_moves_and_offloads() {
         r.packets_out + r.dropped() - r.drops["ring_full"] - r.drops["malformed"]
     );
     assert!(r.per_core[3].packets > 0, "the offloading core worked");
+}
+
+#[test]
+fn same_inputs_same_report_bit_for_bit() {
+    let t = trace(3000, 120_000, 1.2);
+    let c = chain();
+    let prep = Prepared::new(&c, &t, 46);
+    let mut cfg = cfg(4, BalancerKind::Rsspp(Default::default()));
+    cfg.offloaders = 1;
+    cfg.offload_ratio = 0.3;
+    cfg.period = Duration::from_micros(500);
+    let m = CostModel::default();
+    let a = serde_json::to_string(&simulate(&prep, &t, &cfg, &m).unwrap().report).unwrap();
+    // a second functional pass too: nothing depends on addresses or hash-map order
+    let prep2 = Prepared::new(&c, &t, 46);
+    let b = serde_json::to_string(&simulate(&prep2, &t, &cfg, &m).unwrap().report).unwrap();
+    assert_eq!(a, b);
+    // and the seed matters where it should: the random balancer
+    let mut r1 = cfg.clone();
+    r1.balancer = BalancerKind::Random;
+    let mut r2 = r1.clone();
+    r2.seed = 2;
+    let x = simulate(&prep, &t, &r1, &m).unwrap().report;
+    let y = simulate(&prep, &t, &r2, &m).unwrap().report;
+    assert_ne!(
+        serde_json::to_string(&x).unwrap(),
+        serde_json::to_string(&y).unwrap()
+    );
+}
+
+#[test]
+fn timed_overload_drops_at_the_ring_and_more_cores_carry_it() {
+    // 4 000 flows offered at 4 Mpps: one core (≈ 2–3 Mpps) drops, four do not
+    let spec = TraceSpec {
+        flows: 4000,
+        packets: 100_000,
+        rate: trace::Rate::Mpps(4.0),
+        arrival: trace::Arrival::Constant,
+        ..TraceSpec::default()
+    };
+    let t = Trace::from_generated(Generator::new(&spec).unwrap());
+    let c = chain();
+    let prep = Prepared::new(&c, &t, 46);
+    let m = CostModel::default();
+    let mut one = cfg(1, BalancerKind::Static);
+    one.pace = trace::Pace::Timed { speed: 1.0 };
+    let mut four = one.clone();
+    four.workers = 4;
+    let a = simulate(&prep, &t, &one, &m).unwrap().report;
+    let b = simulate(&prep, &t, &four, &m).unwrap().report;
+    assert!(a.drops["ring_full"] > 10_000, "{:?}", a.drops);
+    assert_eq!(b.drops["ring_full"], 0);
+    assert!(
+        (b.throughput["offered_mpps"] - 4.0).abs() < 0.1,
+        "{:?}",
+        b.throughput
+    );
+    assert!(
+        b.latency_ns["all"].p99 < a.latency_ns["all"].p50,
+        "queues build up on one core only"
+    );
+    for r in [&a, &b] {
+        assert_eq!(r.packets_in, r.packets_out + r.dropped());
+    }
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let t = trace(100, 2000, 1.0);
+    let c = chain();
+    let prep = Prepared::new(&c, &t, 46);
+    let m = CostModel::default();
+    let e = simulate(&prep, &t, &cfg(0, BalancerKind::Static), &m).unwrap_err();
+    assert!(e.to_string().contains("workers"), "{e}");
+    let e = simulate(&prep, &t, &cfg(2, BalancerKind::Sprayer), &m).unwrap_err();
+    assert!(e.to_string().contains("sprayer"), "{e}");
+    let other = trace(100, 1000, 1.0);
+    let e = simulate(&prep, &other, &cfg(2, BalancerKind::Static), &m).unwrap_err();
+    assert!(e.to_string().contains("prepared"), "{e}");
+    let mut model = m.clone();
+    model.nf_ns.remove("nat");
+    let e = simulate(&prep, &t, &cfg(2, BalancerKind::Static), &model).unwrap_err();
+    assert!(e.to_string().contains("`nat`"), "{e}");
 }

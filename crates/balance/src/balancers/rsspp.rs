@@ -316,6 +316,7 @@ impl Balancer for Rsspp {
     }
 
     fn plan(&mut self, snap: &Snapshot) -> Plan {
+        crate::probe::hit(crate::probe::Probe::RssppPlan);
         let mut plan = self.round(snap);
         plan.next_period_ns = Some(self.adapt_period(snap, &plan));
         self.rounds += 1;

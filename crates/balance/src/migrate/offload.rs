@@ -189,6 +189,7 @@ impl<P> WorkingOffload<P> {
         now_ns: u64,
         offloadable: impl FnOnce() -> bool,
     ) -> Route {
+        crate::probe::hit(crate::probe::Probe::Route);
         let Some(e) = entry else {
             return Route::Local;
         };

@@ -111,6 +111,7 @@ impl Mover {
         from: CoreId,
         to: CoreId,
     ) -> Result<Command, MoveError> {
+        crate::probe::hit(crate::probe::Probe::MoverBegin);
         if from == to {
             return Err(MoveError::SameCore(shard));
         }
@@ -235,6 +236,7 @@ impl<P> WorkerMoves<P> {
 
     /// A packet of `shard` taken from the queue (step 2): process it, or hold it.
     pub fn on_packet(&mut self, shard: ShardId, p: P) -> Received<P> {
+        crate::probe::hit(crate::probe::Probe::OnPacket);
         if self.owned.contains(&shard) && !self.held.contains_key(&shard) {
             return Received::Process(p);
         }
@@ -292,6 +294,7 @@ impl<P> WorkerMoves<P> {
     /// `shard` arrived (step 5): this worker owns it; returns its held packets, in
     /// arrival order, to process before anything else of the shard.
     pub fn on_shard(&mut self, shard: ShardId) -> VecDeque<P> {
+        crate::probe::hit(crate::probe::Probe::OnShard);
         self.owned.insert(shard);
         let q = self.held.remove(&shard).unwrap_or_default();
         self.held_total -= q.len() as u64;
