@@ -1,21 +1,81 @@
-//! `flowshift compare`: the same chain, trace and cores under several balancers,
-//! one after the other, in one table — imbalance, throughput, p99 latency per
-//! class, reordering, migrations — and optionally every report as JSON.
+//! `flowshift compare`: the same chain and trace under several balancers and core
+//! counts — on the runtime, or in the simulator with `--sim` — in one table
+//! (imbalance, throughput, p99 latency per class, reordering, migrations), every
+//! report as JSON, and plots (PNG and SVG): per-core load heatmaps, latency CDFs,
+//! imbalance over time, migrations per balancer.
+//!
+//! A balancer may carry its own shard count, `name@shards` (e.g. `rsspp@128`,
+//! `dyssect@16`, as in Dyssect's Use Case II). `--offloaders N` gives N of each
+//! core count to offloading cores for the balancers that offload (dyssect,
+//! random); the others use every core as a working core.
 
-use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
 use clap::Args;
+use runtime::RunReport;
+use sim::Prepared;
 
+use crate::plots::{self, Labeled};
 use crate::run::{balancer_kind, setup, RunArgs, Setup};
+use crate::sim::{prepare, simulate, ModelArg};
 
 /// Options of `flowshift compare`: those of `flowshift run` (but `--balancers`
-/// instead of `--balancer`, and no `--output`) and the balancers to compare.
+/// instead of `--balancer`, and no `--output`), the balancers and core counts.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     #[command(flatten)]
     pub run: RunArgs,
-    /// Balancers, comma-separated.
+    /// Balancers, comma-separated, each optionally `name@shards`.
     #[arg(long, default_value = "static,rsspp,dyssect")]
     pub balancers: String,
+    /// Core counts to compare at, comma-separated [default: --workers].
+    #[arg(long)]
+    pub cores: Option<String>,
+    /// Simulate instead of running (any core count).
+    #[arg(long)]
+    pub sim: bool,
+    #[command(flatten)]
+    pub model: ModelArg,
+    /// Directory for the plots.
+    #[arg(long, default_value = "out/compare")]
+    pub plots: PathBuf,
+    /// Write no plots.
+    #[arg(long)]
+    pub no_plots: bool,
+}
+
+/// `name` or `name@shards`.
+fn parse_spec(spec: &str) -> anyhow::Result<(&str, Option<usize>)> {
+    match spec.split_once('@') {
+        None => Ok((spec, None)),
+        Some((n, s)) => {
+            let s: usize = s
+                .parse()
+                .ok()
+                .filter(|s: &usize| s.is_power_of_two())
+                .with_context(|| format!("`{spec}`: shards after @ must be a power of two"))?;
+            Ok((n, Some(s)))
+        }
+    }
+}
+
+pub(crate) fn parse_list(s: &str) -> anyhow::Result<Vec<usize>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("`{x}` in --cores: expected a positive number"))
+        })
+        .collect()
+}
+
+fn offloads(name: &str) -> bool {
+    matches!(name, "dyssect" | "random")
 }
 
 pub fn run(a: CompareArgs) -> anyhow::Result<()> {
@@ -26,15 +86,38 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     );
     let Setup {
         chain,
+        chain_cfg,
+        base,
         mut cfg,
         trace,
         sec,
     } = setup(&a.run)?;
     cfg.progress = None;
-    let mut reports = Vec::new();
+    let model = if a.sim { Some(a.model.load()?) } else { None };
+    let cores = match &a.cores {
+        Some(c) => parse_list(c)?,
+        None => vec![cfg.workers],
+    };
+    let specs: Vec<&str> = a
+        .balancers
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    if specs.is_empty() {
+        bail!("--balancers is empty");
+    }
+    let offloaders = cfg.offloaders;
+    let ratio0 = cfg.offload_ratio;
+    // chains and functional passes per shard count, built once
+    let mut chains: BTreeMap<usize, nf::Chain> = BTreeMap::new();
+    let mut preps: BTreeMap<usize, Prepared> = BTreeMap::new();
+    let default_shards = chain.shard_count();
+    chains.insert(default_shards, chain);
     println!(
-        "{:<9} {:>8} {:>9} {:>9} {:>8} {:>11} {:>11} {:>11} {:>7} {:>8} {:>8}",
+        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>11} {:>11} {:>11} {:>7} {:>8} {:>8}",
         "balancer",
+        "cores",
         "Mpps",
         "dropped",
         "reordered",
@@ -46,46 +129,100 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         "offload",
         "solver!"
     );
-    for name in a
-        .balancers
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    {
-        cfg.balancer = balancer_kind(name, &sec)?;
-        if name == "sprayer" && chain.has_per_flow_state() {
-            println!("{name:<9} skipped: this chain keeps per-flow state (sprayer needs a stateless chain)");
-            continue;
+    let mut reports: Vec<(String, RunReport)> = Vec::new();
+    for &n in &cores {
+        for spec in &specs {
+            let (name, shards) = parse_spec(spec)?;
+            let shards = shards.unwrap_or(default_shards);
+            if !chains.contains_key(&shards) {
+                let mut c = chain_cfg.clone();
+                c.steering.shards = shards;
+                c.steering.buckets = c.steering.buckets.max(shards);
+                chains.insert(shards, c.build(&base).with_context(|| spec.to_string())?);
+            }
+            let chain = &chains[&shards];
+            cfg.balancer = balancer_kind(name, &sec)?;
+            if name == "sprayer" && chain.has_per_flow_state() {
+                println!("{spec:<14} skipped: this chain keeps per-flow state (sprayer needs a stateless chain)");
+                continue;
+            }
+            let o = if offloads(name) { offloaders } else { 0 };
+            if o >= n {
+                bail!("{spec} at {n} cores: {o} offloading cores leave no working core");
+            }
+            cfg.offloaders = o;
+            cfg.workers = n - o;
+            cfg.offload_ratio = if o > 0 { ratio0 } else { 0.0 };
+            let label = if cores.len() > 1 {
+                format!("{spec} {n}c")
+            } else {
+                spec.to_string()
+            };
+            let r = match &model {
+                Some(m) => {
+                    if !preps.contains_key(&shards) {
+                        preps.insert(shards, prepare(chain, &trace, cfg.priority_dscp));
+                    }
+                    eprintln!("flowshift compare: simulating {label}…");
+                    simulate(&preps[&shards], &trace, &cfg, m)
+                        .with_context(|| label.clone())?
+                        .report
+                }
+                None => {
+                    eprintln!("flowshift compare: running {label}…");
+                    runtime::run(chain, &trace, &cfg)
+                        .with_context(|| label.clone())?
+                        .report
+                }
+            };
+            print_row(spec, n, &r);
+            reports.push((label, r));
         }
-        eprintln!("flowshift compare: running {name}…");
-        let out = runtime::run(&chain, &trace, &cfg).with_context(|| name.to_string())?;
-        let r = out.report;
-        let l = &r.latency_ns;
-        let solver = r.controller.get("dyssect_timeouts").copied().unwrap_or(0.0)
-            + r.controller
-                .get("dyssect_infeasible")
-                .copied()
-                .unwrap_or(0.0);
-        println!(
-            "{:<9} {:>8.3} {:>9} {:>9} {:>8.3} {:>11.1} {:>11.1} {:>11.1} {:>7} {:>8} {:>8}",
-            name,
-            r.throughput["mpps"],
-            r.dropped(),
-            r.reordered,
-            r.imbalance["max_over_min"],
-            l["priority"].p99 as f64 / 1e3,
-            l["regular"].p99 as f64 / 1e3,
-            l["all"].p999 as f64 / 1e3,
-            r.migrations["shard_moves"],
-            r.migrations["offload_changes"],
-            solver
-        );
-        reports.push(r);
     }
     println!("(max/min: busiest over least busy core's load; solver!: Dyssect solves that timed out or were infeasible — the previous plan was kept)");
     if let Some(p) = &a.run.json {
-        std::fs::write(p, serde_json::to_string_pretty(&reports)?)
+        let all: Vec<&RunReport> = reports.iter().map(|(_, r)| r).collect();
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("writing {}", p.display()))?;
     }
+    if !a.no_plots && !reports.is_empty() {
+        let runs: Vec<Labeled<'_>> = reports
+            .iter()
+            .map(|(label, report)| Labeled {
+                label: label.clone(),
+                report,
+            })
+            .collect();
+        let files = plots::write_all(&a.plots, &runs)?;
+        eprintln!(
+            "flowshift compare: wrote {} plots (PNG and SVG) to {}",
+            files.len() / 2,
+            a.plots.display()
+        );
+    }
     Ok(())
+}
+
+fn print_row(spec: &str, cores: usize, r: &RunReport) {
+    let l = &r.latency_ns;
+    let solver = r.controller.get("dyssect_timeouts").copied().unwrap_or(0.0)
+        + r.controller
+            .get("dyssect_infeasible")
+            .copied()
+            .unwrap_or(0.0);
+    println!(
+        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>11.1} {:>11.1} {:>11.1} {:>7} {:>8} {:>8}",
+        spec,
+        cores,
+        r.throughput["mpps"],
+        r.dropped(),
+        r.reordered,
+        r.imbalance["max_over_min"],
+        l["priority"].p99 as f64 / 1e3,
+        l["regular"].p99 as f64 / 1e3,
+        l["all"].p999 as f64 / 1e3,
+        r.migrations["shard_moves"],
+        r.migrations["offload_changes"],
+        solver
+    );
 }

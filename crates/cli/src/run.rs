@@ -124,6 +124,9 @@ fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathB
 /// What a run needs, from the flags and the config file.
 pub(crate) struct Setup {
     pub chain: nf::Chain,
+    /// The chain's configuration and the directory its paths resolve against.
+    pub chain_cfg: ChainConfig,
+    pub base: PathBuf,
     pub cfg: RunConfig,
     pub trace: Trace,
     pub sec: RunSection,
@@ -227,6 +230,8 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     };
     Ok(Setup {
         chain,
+        chain_cfg,
+        base,
         cfg,
         trace,
         sec,
@@ -269,7 +274,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_report(r: &RunReport) {
+pub(crate) fn print_report(r: &RunReport) {
     println!(
         "packets     in {}  out {}  dropped {}",
         r.packets_in,

@@ -32,6 +32,9 @@ pub(crate) struct ControllerStats {
     pub balancer: Vec<(&'static str, f64)>,
 }
 
+/// How long the controller sleeps between checks when no move is under way.
+const IDLE_NAP: Duration = Duration::from_micros(100);
+
 pub(crate) struct Controller {
     pub shared: Arc<Shared>,
     pub workers: Vec<Sender<ToWorker>>,
@@ -159,7 +162,14 @@ impl Controller {
                     st.offload_changes += 1;
                 }
             }
-            std::thread::yield_now();
+            if mover.in_flight() == 0 && rewrites.is_empty() {
+                // nothing to watch closely: leave the CPU to the feeder and the
+                // workers (on a small machine they share cores with this thread)
+                let until_round = next.saturating_duration_since(Instant::now());
+                std::thread::sleep(until_round.min(IDLE_NAP));
+            } else {
+                std::thread::yield_now();
+            }
         }
         st.balancer = self.balancer.counters();
         st

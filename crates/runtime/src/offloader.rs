@@ -140,6 +140,10 @@ impl Offloader {
                     break;
                 }
                 std::thread::yield_now();
+                // the yield is idle time too, not the next burst's
+                let now = Instant::now();
+                idle_ns += now.duration_since(last).as_nanos() as u64;
+                last = now;
             } else {
                 busy_ns += now.duration_since(last).as_nanos() as u64;
                 last = now;

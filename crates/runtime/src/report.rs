@@ -39,6 +39,21 @@ impl Latency {
     }
 }
 
+/// The quantiles [`cdf`] samples: every percent, then the tail.
+const CDF_QUANTILES: [f64; 6] = [0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0];
+
+/// A histogram's distribution as (value, quantile) points (empty when it is).
+pub fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    (1..=99)
+        .map(|p| f64::from(p) / 100.0)
+        .chain(CDF_QUANTILES)
+        .map(|q| (h.value_at_quantile(q), q))
+        .collect()
+}
+
 /// One core.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PerCore {
@@ -86,6 +101,9 @@ pub struct RunReport {
     /// Latency from NIC-model arrival to chain done: `all`, `priority` (the
     /// priority DSCP), `regular`.
     pub latency_ns: BTreeMap<&'static str, Latency>,
+    /// Latency distribution per class (`all`, `priority`, `regular`): (latency ns,
+    /// share of packets at or below it), at fixed quantiles (for CDF plots).
+    pub latency_cdf: BTreeMap<&'static str, Vec<(u64, f64)>>,
     /// Shard moves, offload changes, entries moved.
     pub migrations: BTreeMap<&'static str, u64>,
     /// Controller rounds and plan / move times.

@@ -18,7 +18,7 @@ use wire::Malformed;
 use crate::controller::Controller;
 use crate::feeder::{feed, FeedOptions};
 use crate::offloader::{Offloader, OffloaderResult, ToOffload};
-use crate::report::{Latency, LoadSample, PerCore, RunReport};
+use crate::report::{cdf, Latency, LoadSample, PerCore, RunReport};
 use crate::shared::{AbortOnPanic, Shared};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
@@ -240,18 +240,31 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         });
         let duration = cfg.duration.map(|d| d.as_nanos() as u64);
         let queues = std::mem::take(&mut producers);
-        let feeder = feed(
-            trace,
-            &hasher,
-            &shared,
-            queues,
-            FeedOptions {
-                schedule,
-                burst: cfg.burst,
-                duration_ns: duration,
-                spray,
-            },
-        );
+        // the NIC model gets its own core after the cores' (shared when there are
+        // too few): left to the scheduler it may land on a worker's core
+        let feeder_core = (cfg.pin && !cores.is_empty()).then(|| cores[(w + o) % cores.len()]);
+        let feeder_shared = shared.clone();
+        let hasher = &hasher;
+        let guard = AbortOnPanic(shared.clone());
+        let feeder = sc.spawn(move || {
+            let _guard = guard;
+            if let Some(c) = feeder_core {
+                core_affinity::set_for_current(c);
+            }
+            feed(
+                trace,
+                hasher,
+                &feeder_shared,
+                queues,
+                FeedOptions {
+                    schedule,
+                    burst: cfg.burst,
+                    duration_ns: duration,
+                    spray,
+                },
+            )
+        });
+        let feeder = feeder.join().expect("feeder thread");
         let ctl = ctl.join().expect("controller thread");
         let results: Vec<WorkerResult> = handles
             .into_iter()
@@ -416,6 +429,11 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             ("all", Latency::of(&latency)),
             ("priority", Latency::of(&by_class[0])),
             ("regular", Latency::of(&by_class[1])),
+        ]),
+        latency_cdf: BTreeMap::from([
+            ("all", cdf(&latency)),
+            ("priority", cdf(&by_class[0])),
+            ("regular", cdf(&by_class[1])),
         ]),
         migrations: BTreeMap::from([
             ("shard_moves", ctl.shard_moves),

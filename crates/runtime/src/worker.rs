@@ -207,6 +207,10 @@ impl Worker {
                 last = now;
                 self.stats.publish(busy_ns, idle_ns, packets);
                 std::thread::yield_now();
+                // the yield is idle time too, not the next burst's
+                let now = Instant::now();
+                idle_ns += now.duration_since(last).as_nanos() as u64;
+                last = now;
                 continue;
             }
             batch.clear();

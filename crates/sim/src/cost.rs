@@ -96,6 +96,13 @@ pub struct CostModel {
     pub offload_ns: f64,
     /// Latency of a control message between cores (release, hand-over, recall).
     pub message_ns: f64,
+    /// CPUs the simulated machine gives the runtime's threads (the NIC model and
+    /// every core); 0: one each. With fewer CPUs than threads, every thread gets
+    /// `cpus / threads` of a CPU (time sharing), so every cost grows by the
+    /// inverse — how the runtime behaves on a small machine (`flowshift
+    /// validate` sets this machine's count).
+    #[serde(default)]
+    pub cpus: usize,
 }
 
 /// A model file that cannot be used.
@@ -167,6 +174,29 @@ impl CostModel {
         }
         self.flows.check("flows")?;
         self.shards.check("shards")
+    }
+
+    /// The model on a machine where `threads` spinning threads share `cpus`
+    /// CPUs: every per-packet and per-entry cost stretched by the time sharing.
+    pub fn time_shared(&self, threads: usize) -> CostModel {
+        if self.cpus == 0 || threads <= self.cpus {
+            return self.clone();
+        }
+        let f = threads as f64 / self.cpus as f64;
+        let mut m = self.clone();
+        for v in [
+            &mut m.nic_ns,
+            &mut m.overhead_ns,
+            &mut m.new_flow_ns,
+            &mut m.warm_ns_per_entry,
+            &mut m.offload_ns,
+        ] {
+            *v *= f;
+        }
+        m.nf_ns.values_mut().for_each(|v| *v *= f);
+        m.flows.0.iter_mut().for_each(|p| p.1 *= f);
+        m.shards.0.iter_mut().for_each(|p| p.1 *= f);
+        m
     }
 
     /// The chain's cost per packet on a small working set and one shard: the

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use nf::DropCause;
-use runtime::{Latency, LoadSample, PerCore, RunConfig, RunReport};
+use runtime::{cdf, Latency, LoadSample, PerCore, RunConfig, RunReport};
 use wire::Malformed;
 
 use crate::engine::Tally;
@@ -86,6 +86,11 @@ pub(crate) fn build(t: &Tally, cfg: &RunConfig) -> RunReport {
             ("all", Latency::of(&all)),
             ("priority", Latency::of(&t.latency[0])),
             ("regular", Latency::of(&t.latency[1])),
+        ]),
+        latency_cdf: BTreeMap::from([
+            ("all", cdf(&all)),
+            ("priority", cdf(&t.latency[0])),
+            ("regular", cdf(&t.latency[1])),
         ]),
         migrations: BTreeMap::from([
             ("shard_moves", t.shard_moves),

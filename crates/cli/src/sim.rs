@@ -1,0 +1,127 @@
+//! `flowshift sim`: the run `flowshift run` would do, in the simulator — same
+//! flags, same config file, same report (`mode = "sim"`), plus the per-core load
+//! over time — at any number of cores, with a cost model measured by
+//! `flowshift calibrate`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use sim::{CostModel, Prepared};
+
+use crate::run::{print_report, setup, RunArgs, Setup};
+
+/// Options of `flowshift sim`: those of `flowshift run` (no `--output`) and the model.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub model: ModelArg,
+}
+
+/// The cost model option shared by `sim`, `compare` and `validate`.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArg {
+    /// Cost model file written by `flowshift calibrate`; without it, the bundled
+    /// model (measured on the development machine).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+}
+
+impl ModelArg {
+    pub fn load(&self) -> anyhow::Result<CostModel> {
+        Ok(match &self.model {
+            Some(p) => CostModel::from_file(p)?,
+            None => CostModel::default(),
+        })
+    }
+}
+
+/// Runs the functional pass with a note on stderr (it runs the real chain).
+pub fn prepare(chain: &nf::Chain, trace: &trace::Trace, dscp: u8) -> Prepared {
+    let t = Instant::now();
+    let p = Prepared::new(chain, trace, dscp);
+    eprintln!(
+        "flowshift: functional pass over {} packets in {:.2} s",
+        trace.len(),
+        t.elapsed().as_secs_f64()
+    );
+    p
+}
+
+/// Simulates and says how fast the simulator went.
+pub fn simulate(
+    prep: &Prepared,
+    trace: &trace::Trace,
+    cfg: &runtime::RunConfig,
+    model: &CostModel,
+) -> anyhow::Result<sim::SimOutcome> {
+    let t = Instant::now();
+    let out = sim::simulate(prep, trace, cfg, model)?;
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "flowshift: simulated {} packets ({} events) in {:.2} s: {:.1} M simulated packets/s",
+        out.report.packets_in,
+        out.events,
+        secs,
+        out.report.packets_in as f64 / secs.max(1e-9) / 1e6
+    );
+    if out.held != 0 || out.leftover_leases != 0 {
+        bail!(
+            "simulation ended with {} packets held and {} flows still offloaded: a migration did not complete",
+            out.held,
+            out.leftover_leases
+        );
+    }
+    Ok(out)
+}
+
+pub fn run(a: SimArgs) -> anyhow::Result<()> {
+    if a.run.output.is_some() {
+        bail!("the simulator forwards no real packets: --output is for `flowshift run`");
+    }
+    let Setup {
+        chain,
+        mut cfg,
+        trace,
+        ..
+    } = setup(&a.run)?;
+    cfg.progress = None;
+    let model = a.model.load()?;
+    eprintln!(
+        "flowshift: simulating {} packets, {} working + {} offloading cores, balancer {}",
+        trace.len(),
+        cfg.workers,
+        cfg.offloaders,
+        cfg.balancer.name()
+    );
+    let prep = prepare(&chain, &trace, cfg.priority_dscp);
+    let out = simulate(&prep, &trace, &cfg, &model)?;
+    print_report(&out.report);
+    print_load_over_time(&out.report);
+    if let Some(p) = &a.run.json {
+        std::fs::write(p, serde_json::to_string_pretty(&out.report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Per-core load over time, at most 12 rows (evenly picked periods).
+pub fn print_load_over_time(r: &runtime::RunReport) {
+    let l = &r.load_over_time;
+    if l.is_empty() {
+        return;
+    }
+    println!("load over time (per core, %):");
+    let step = l.len().div_ceil(12);
+    for s in l.iter().step_by(step) {
+        let loads: Vec<String> = s
+            .load
+            .iter()
+            .map(|x| format!("{:5.1}", 100.0 * x))
+            .collect();
+        println!("  {:9.3} ms  {}", s.t_ns as f64 / 1e6, loads.join(" "));
+    }
+}

@@ -1,0 +1,107 @@
+//! `flowshift validate`: the same trace and config through the runtime and the
+//! simulator at 1 and 2 working cores (or `--cores`), and the relative error of
+//! the simulator's throughput, mean and p99 latency against the runtime's. Fails
+//! (exit status 1) when an error is beyond `--tolerance`.
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::compare::parse_list;
+use crate::run::{setup, RunArgs, Setup};
+use crate::sim::{prepare, simulate, ModelArg};
+
+/// Options of `flowshift validate`: those of `flowshift run` (its `--workers` is
+/// replaced by `--cores`), the model and the tolerance.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub model: ModelArg,
+    /// Working-core counts, comma-separated.
+    #[arg(long, default_value = "1,2")]
+    pub cores: String,
+    /// Largest relative error accepted (0.15 = 15 %).
+    #[arg(long, default_value_t = 0.15)]
+    pub tolerance: f64,
+}
+
+/// (sim − runtime) / runtime.
+fn rel(sim: f64, run: f64) -> f64 {
+    if run == 0.0 {
+        if sim == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        (sim - run) / run
+    }
+}
+
+pub fn run(a: ValidateArgs) -> anyhow::Result<()> {
+    if a.run.output.is_some() || a.run.workers.is_some() {
+        bail!("validate takes --cores a,b (not --workers) and writes no --output");
+    }
+    if !(a.tolerance.is_finite() && a.tolerance > 0.0) {
+        bail!("--tolerance {}: must be a positive fraction", a.tolerance);
+    }
+    let Setup {
+        chain,
+        mut cfg,
+        trace,
+        ..
+    } = setup(&a.run)?;
+    cfg.progress = None;
+    let model = a.model.load()?;
+    let prep = prepare(&chain, &trace, cfg.priority_dscp);
+    let mut worst = 0.0f64;
+    let mut rows = Vec::new();
+    for n in parse_list(&a.cores)? {
+        cfg.workers = n;
+        eprintln!("flowshift validate: {n} working core(s): runtime…");
+        let r = runtime::run(&chain, &trace, &cfg)?.report;
+        eprintln!("flowshift validate: {n} working core(s): simulator…");
+        let s = simulate(&prep, &trace, &cfg, &model)?.report;
+        let l = |x: &runtime::RunReport, f: fn(&runtime::Latency) -> u64| {
+            f(&x.latency_ns["all"]) as f64 / 1e3
+        };
+        for (metric, run_v, sim_v) in [
+            (
+                "throughput Mpps",
+                r.throughput["mpps"],
+                s.throughput["mpps"],
+            ),
+            ("latency mean µs", l(&r, |x| x.mean), l(&s, |x| x.mean)),
+            ("latency p99 µs", l(&r, |x| x.p99), l(&s, |x| x.p99)),
+        ] {
+            let e = rel(sim_v, run_v);
+            worst = worst.max(e.abs());
+            rows.push((n, metric, run_v, sim_v, e));
+        }
+    }
+    println!(
+        "{:>5}  {:<16} {:>10} {:>10} {:>8}",
+        "cores", "metric", "runtime", "sim", "error"
+    );
+    for (n, metric, r, s, e) in &rows {
+        println!(
+            "{n:>5}  {metric:<16} {r:>10.3} {s:>10.3} {:>7.1}%{}",
+            100.0 * e,
+            if e.abs() > a.tolerance { "  ✗" } else { "" }
+        );
+    }
+    if worst > a.tolerance {
+        bail!(
+            "the simulator is off by up to {:.1} % (tolerance {:.0} %): recalibrate with `flowshift calibrate` on this machine and pass --model",
+            100.0 * worst,
+            100.0 * a.tolerance
+        );
+    }
+    println!(
+        "validate: every error within {:.0} % (largest {:.1} %)",
+        100.0 * a.tolerance,
+        100.0 * worst
+    );
+    Ok(())
+}
