@@ -134,11 +134,11 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         for spec in &specs {
             let (name, shards) = parse_spec(spec)?;
             let shards = shards.unwrap_or(default_shards);
-            if !chains.contains_key(&shards) {
+            if let std::collections::btree_map::Entry::Vacant(e) = chains.entry(shards) {
                 let mut c = chain_cfg.clone();
                 c.steering.shards = shards;
                 c.steering.buckets = c.steering.buckets.max(shards);
-                chains.insert(shards, c.build(&base).with_context(|| spec.to_string())?);
+                e.insert(c.build(&base).with_context(|| spec.to_string())?);
             }
             let chain = &chains[&shards];
             cfg.balancer = balancer_kind(name, &sec)?;
@@ -160,9 +160,9 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             };
             let r = match &model {
                 Some(m) => {
-                    if !preps.contains_key(&shards) {
-                        preps.insert(shards, prepare(chain, &trace, cfg.priority_dscp));
-                    }
+                    preps
+                        .entry(shards)
+                        .or_insert_with(|| prepare(chain, &trace, cfg.priority_dscp));
                     eprintln!("flowshift compare: simulating {label}…");
                     simulate(&preps[&shards], &trace, &cfg, m)
                         .with_context(|| label.clone())?
