@@ -7,12 +7,15 @@
 //! the share of packets that create their flow is known exactly (1 / loops) and
 //! its cost can be taken out:
 //!
-//! - `nic_ns`: the NIC model's own work per packet (copy, parse, hash, steer),
-//!   timed on this thread without workers;
+//! Base prices are measured on the workload (`--input`, or the trace `flowshift
+//! run` generates by default), so they carry its packet sizes and protocols:
+//!
+//! - `nic_ns`: the NIC model's rate while it feeds a worker with an empty chain
+//!   (the worker outpaces it), i.e. copy, parse, hash, steer and hand over;
 //! - `nf_ns[kind]`: the full chain against the chain without that NF (chains
 //!   with one NF: the chain against the empty chain); `overhead_ns`: the full
-//!   chain minus every NF's share — on this runtime mostly the hand-over of the
-//!   packet from the NIC model's core to the worker's;
+//!   chain minus every NF's share — on this runtime mostly taking the packet
+//!   over from the NIC model's core;
 //! - `new_flow_ns`: the full chain on 128 K flows played once (every packet new)
 //!   against the same flows played four times;
 //! - `flows`: the full chain against the number of flows (1 K … 256 K), relative
@@ -52,12 +55,17 @@ pub struct CalibrateArgs {
     /// Fewer and shorter runs (a rough model in a few seconds).
     #[arg(long)]
     pub quick: bool,
+    /// The workload whose packets set the base prices (sizes, protocols, flow
+    /// mix): a pcap; without it, the trace `flowshift run` generates by default.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
 }
 
 /// Per-packet busy time of one worker (ns) and the rate achieved (Mpps).
 struct Sample {
     ns: f64,
     mpps: f64,
+    offered_mpps: f64,
     offload_ns: Option<f64>,
 }
 
@@ -108,6 +116,7 @@ impl Bench {
             runs.push(Sample {
                 ns: per(0),
                 mpps: r.throughput["mpps"],
+                offered_mpps: r.throughput["offered_mpps"],
                 offload_ns: off,
             });
         }
@@ -222,15 +231,30 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         let _ = bench.measure(&full, &t_small, l_small, false)?;
     }
 
-    let nic_ns = nic_cost(&full, &t_small, bench.packets);
+    // the workload: base prices are per packet of it
+    let work = match &a.input {
+        Some(p) => trace::read_pcap(p)?,
+        None => Trace::from_generated(Generator::new(&TraceSpec::default())?),
+    };
+    let l_work = bench.loops(work.len().min(u32::MAX as usize) as u32);
+    // the NIC model's rate while it feeds a worker that outpaces it (an empty
+    // chain): copying, parsing and hashing, and handing packets to another core
+    let empty = Chain::new(Vec::new(), nf::ChainOptions::default())?;
+    let e = bench.measure(&empty, &work, l_work, false)?;
+    let nic_ns = 1e3 / e.offered_mpps.max(1e-3);
     eprintln!(
-        "flowshift calibrate: {:<34} {nic_ns:7.1} ns/packet",
+        "flowshift calibrate: {:<34} {nic_ns:7.1} ns/packet (NIC model, {:.2} Mpps offered)",
+        "empty chain, workload", e.offered_mpps
+    );
+    let isolated = nic_cost(&full, &work, bench.packets);
+    eprintln!(
+        "flowshift calibrate: {:<34} {isolated:7.1} ns/packet (for reference: parse, hash, steer on one thread)",
         "NIC model alone"
     );
 
     // each NF kind: the chain with it against the chain without it
-    let whole = bench.measure(&full, &t_small, l_small, false)?;
-    say("chain, 1 K flows", &whole);
+    let whole = bench.measure(&full, &work, l_work, false)?;
+    say("chain, workload", &whole);
     let mut nf_ns = std::collections::BTreeMap::new();
     for (i, sec) in cfg.nf.iter().enumerate() {
         let mut rest = cfg.nf.clone();
@@ -243,7 +267,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         let kind = build(&with_nfs(&cfg, vec![sec.clone()]), &base)?.nfs()[0]
             .kind()
             .to_string();
-        let s = bench.measure(&without, &t_small, l_small, false)?;
+        let s = bench.measure(&without, &work, l_work, false)?;
         say(&format!("chain without {kind}"), &s);
         *nf_ns.entry(kind).or_insert(0.0) += (whole.ns - s.ns).max(0.0);
     }
@@ -286,7 +310,6 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         let b = *base_cost.get_or_insert(cost);
         pts.push((f64::from(f), (cost - b).max(0.0)));
     }
-    let chain_small = base_cost.unwrap_or(0.0);
     let flows = monotone(pts);
 
     // shards per core
@@ -308,17 +331,17 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     let shards = monotone(pts);
 
     // offloading
-    let s = bench.measure(&full, &t_small, l_small, true)?;
+    let s = bench.measure(&full, &work, l_work, true)?;
     // three threads (NIC model, working and offloading core) share the CPUs:
     // with fewer CPUs, take the time sharing out
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let share = (cpus / 3.0).min(1.0);
-    let off = s.offload_ns.unwrap_or(chain_small) * share;
+    let off = s.offload_ns.unwrap_or(whole.ns) * share;
     eprintln!(
         "flowshift calibrate: {:<34} {off:7.1} ns/packet on the offloading core",
-        "chain offloaded, 1 K flows"
+        "chain offloaded, workload"
     );
-    let offload_ns = (off - chain_small).max(0.0);
+    let offload_ns = (off - whole.ns).max(0.0);
 
     let bundled = CostModel::default();
     let per_flow_nfs = full

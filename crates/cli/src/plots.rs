@@ -108,7 +108,10 @@ impl Draw for Heatmap<'_> {
         let t_end = l.last().map_or(1.0, |s| s.t_ns as f64 / 1e6).max(1e-3);
         let mut chart = ChartBuilder::on(root)
             .caption(
-                format!("per-core load over time — {}", self.0.label),
+                format!(
+                    "per-core load over time — {} (white 0 % → red 100 %)",
+                    self.0.label
+                ),
                 ("sans-serif", 18),
             )
             .margin(10)
@@ -119,8 +122,15 @@ impl Draw for Heatmap<'_> {
             .configure_mesh()
             .disable_mesh()
             .x_desc("time (ms)")
-            .y_desc("core")
-            .y_label_formatter(&|y| format!("{}", y.floor() as i64))
+            .y_desc("core (row k starts at k)")
+            .y_labels(cores + 1)
+            .y_label_formatter(&|y| {
+                if y.fract() == 0.0 && *y < cores as f64 {
+                    format!("{}", *y as i64)
+                } else {
+                    String::new()
+                }
+            })
             .draw()?;
         let mut prev = 0.0;
         let mut cells = Vec::new();

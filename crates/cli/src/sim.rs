@@ -28,14 +28,26 @@ pub struct ModelArg {
     /// model (measured on the development machine).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Model a hardware NIC of this many Mpps instead of the runtime's NIC-model
+    /// thread (whose rate the model measured): the papers' machines steer in
+    /// the NIC, so their cores, not the steering, are the limit.
+    #[arg(long)]
+    pub nic_mpps: Option<f64>,
 }
 
 impl ModelArg {
     pub fn load(&self) -> anyhow::Result<CostModel> {
-        Ok(match &self.model {
+        let mut m = match &self.model {
             Some(p) => CostModel::from_file(p)?,
             None => CostModel::default(),
-        })
+        };
+        if let Some(r) = self.nic_mpps {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("--nic-mpps {r}: must be a positive rate");
+            }
+            m.nic_ns = 1e3 / r;
+        }
+        Ok(m)
     }
 }
 

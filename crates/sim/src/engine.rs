@@ -245,6 +245,8 @@ pub(crate) struct Engine<'a> {
     /// Per shard, per entry: emission number of the last packet processed.
     last_n: Vec<Vec<u64>>,
     entries: Vec<u64>,
+    /// Time of the last event other than a controller round.
+    last_activity: u64,
     t: Tally,
 }
 
@@ -371,6 +373,7 @@ impl<'a> Engine<'a> {
             win_last: vec![0; shards],
             last_n: vec![Vec::new(); shards],
             entries: vec![0; shards],
+            last_activity: 0,
             t: Tally {
                 offered: 0,
                 bytes: 0,
@@ -446,6 +449,10 @@ impl<'a> Engine<'a> {
         while let Some(Reverse(it)) = self.heap.pop() {
             self.now = it.t;
             self.t.events += 1;
+            // a round after the last packet is not part of the run
+            if !matches!(it.ev, Ev::Tick) {
+                self.last_activity = self.last_activity.max(it.t);
+            }
             match it.ev {
                 Ev::Feed => {
                     self.feed_scheduled = false;
@@ -493,7 +500,7 @@ impl<'a> Engine<'a> {
     }
 
     fn finish(mut self) -> Tally {
-        let mut end = self.now;
+        let mut end = self.last_activity;
         for wk in &self.working {
             end = end.max(wk.busy_until);
             self.t.held_left += wk.moves.held() + wk.offload.pending() as u64;
@@ -549,7 +556,8 @@ impl<'a> Engine<'a> {
                     break;
                 }
             }
-            let emit = self.feeder_clock.max(rel);
+            // (after waiting on a full queue the NIC model's clock is now)
+            let emit = self.feeder_clock.max(rel).max(self.now);
             if emit > horizon {
                 // not yet: the burst goes on when the packet is due
                 self.wake_feeder(emit);
@@ -1057,7 +1065,8 @@ impl<'a> Engine<'a> {
         wk.busy_until = start + cost_ns;
         self.flush_outbox(c);
         let wk = &self.working[c];
-        if !wk.inbox.is_empty() || (!wk.outbox.is_empty() && cost_ns > 0) {
+        let must_recall = self.stopping && !wk.recalled_all && wk.offload.away() > 0;
+        if !wk.inbox.is_empty() || (!wk.outbox.is_empty() && cost_ns > 0) || must_recall {
             self.wake_core(c);
         } else if let Some(p) = wk.ring.front() {
             let t = p.at;

@@ -20,6 +20,34 @@ fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
     Trace::from_generated(Generator::new(&spec).unwrap())
 }
 
+/// A fixed model (so recalibrating the bundled one changes no test): a hardware
+/// NIC at 50 Mpps, ≈ 400 ns per packet of the default chain.
+fn model() -> CostModel {
+    CostModel::from_toml(
+        r#"
+        machine = "tests"
+        entry_bytes = 256
+        nic_ns = 20.0
+        overhead_ns = 250.0
+        new_flow_ns = 800.0
+        flows = [[1024.0, 0.0], [262144.0, 100.0]]
+        shards = [[1.0, 0.0], [64.0, 50.0]]
+        warm_ns_per_entry = 50.0
+        offload_ns = 30.0
+        message_ns = 1000.0
+        [caches]
+        l1 = 32768
+        l2 = 1048576
+        llc = 33554432
+        [nf_ns]
+        firewall = 40.0
+        nat = 60.0
+        seqcheck = 30.0
+        "#,
+    )
+    .unwrap()
+}
+
 fn chain() -> nf::Chain {
     ChainConfig::default_chain()
         .build(std::path::Path::new("."))
@@ -45,7 +73,7 @@ fn conserves_packets_and_keeps_order_under_random_moves_and_offloads() {
     cfg.offloaders = 1;
     cfg.offload_ratio = 0.5;
     cfg.period = Duration::from_micros(200);
-    let out = simulate(&prep, &t, &cfg, &CostModel::default()).unwrap();
+    let out = simulate(&prep, &t, &cfg, &model()).unwrap();
     let r = &out.report;
     println!("{}", serde_json::to_string_pretty(r).unwrap());
     assert_eq!(r.mode, "sim");
@@ -77,7 +105,7 @@ fn same_inputs_same_report_bit_for_bit() {
     cfg.offloaders = 1;
     cfg.offload_ratio = 0.3;
     cfg.period = Duration::from_micros(500);
-    let m = CostModel::default();
+    let m = model();
     let a = serde_json::to_string(&simulate(&prep, &t, &cfg, &m).unwrap().report).unwrap();
     // a second functional pass too: nothing depends on addresses or hash-map order
     let prep2 = Prepared::new(&c, &t, 46);
@@ -109,7 +137,7 @@ fn timed_overload_drops_at_the_ring_and_more_cores_carry_it() {
     let t = Trace::from_generated(Generator::new(&spec).unwrap());
     let c = chain();
     let prep = Prepared::new(&c, &t, 46);
-    let m = CostModel::default();
+    let m = model();
     let mut one = cfg(1, BalancerKind::Static);
     one.pace = trace::Pace::Timed { speed: 1.0 };
     let mut four = one.clone();
@@ -137,7 +165,7 @@ fn bad_input_gets_a_clear_error() {
     let t = trace(100, 2000, 1.0);
     let c = chain();
     let prep = Prepared::new(&c, &t, 46);
-    let m = CostModel::default();
+    let m = model();
     let e = simulate(&prep, &t, &cfg(0, BalancerKind::Static), &m).unwrap_err();
     assert!(e.to_string().contains("workers"), "{e}");
     let e = simulate(&prep, &t, &cfg(2, BalancerKind::Sprayer), &m).unwrap_err();
