@@ -4,6 +4,7 @@
 #   tshark            validates every pcap the test suite writes
 #   cmake, g++        build the HiGHS MILP solver from source (the `highs` crate)
 #   libclang-dev      bindgen, for HiGHS's C bindings
+#   fonts-dejavu-core the font `flowshift compare` draws its plots' text with
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang-dev)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

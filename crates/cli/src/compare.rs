@@ -115,16 +115,17 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     let default_shards = chain.shard_count();
     chains.insert(default_shards, chain);
     println!(
-        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>11} {:>11} {:>11} {:>7} {:>8} {:>8}",
+        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
         "balancer",
         "cores",
         "Mpps",
         "dropped",
         "reordered",
         "max/min",
-        "p99 prio µs",
-        "p99 reg µs",
-        "p99.9 µs",
+        "imb med",
+        "prio p99",
+        "prio p99.5",
+        "reg p99",
         "moves",
         "offload",
         "solver!"
@@ -179,7 +180,11 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             reports.push((label, r));
         }
     }
-    println!("(max/min: busiest over least busy core's load; solver!: Dyssect solves that timed out or were infeasible — the previous plan was kept)");
+    println!(
+        "(max/min: busiest over least busy core's load over the run; imb med: median over controller periods of \
+         (max − min) / min of the working cores' loads; latencies in µs; solver!: Dyssect solves that timed out \
+         or were infeasible — the previous plan was kept)"
+    );
     if let Some(p) = &a.run.json {
         let all: Vec<&RunReport> = reports.iter().map(|(_, r)| r).collect();
         std::fs::write(p, serde_json::to_string_pretty(&all)?)
@@ -210,17 +215,19 @@ fn print_row(spec: &str, cores: usize, r: &RunReport) {
             .get("dyssect_infeasible")
             .copied()
             .unwrap_or(0.0);
+    let us = |v: u64| v as f64 / 1e3;
     println!(
-        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>11.1} {:>11.1} {:>11.1} {:>7} {:>8} {:>8}",
+        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",
         spec,
         cores,
         r.throughput["mpps"],
         r.dropped(),
         r.reordered,
         r.imbalance["max_over_min"],
-        l["priority"].p99 as f64 / 1e3,
-        l["regular"].p99 as f64 / 1e3,
-        l["all"].p999 as f64 / 1e3,
+        100.0 * r.imbalance.get("period_median").copied().unwrap_or(0.0),
+        us(l["priority"].p99),
+        us(l["priority"].p995),
+        us(l["regular"].p99),
         r.migrations["shard_moves"],
         r.migrations["offload_changes"],
         solver

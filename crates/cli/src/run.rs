@@ -51,6 +51,9 @@ pub struct RunArgs {
     /// workers take packets.
     #[arg(long)]
     pub speed: Option<f64>,
+    /// Packets per poll (NIC burst) [default: 32].
+    #[arg(long)]
+    pub burst: Option<usize>,
     /// Times to play the trace [default: 1].
     #[arg(long)]
     pub loops: Option<u32>,
@@ -163,7 +166,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     if let Some(r) = sec.ring_size {
         cfg.ring_size = r;
     }
-    if let Some(b) = sec.burst {
+    if let Some(b) = a.burst.or(sec.burst) {
         cfg.burst = b;
     }
     if let Some(m) = a

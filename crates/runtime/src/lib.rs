@@ -38,5 +38,5 @@ mod worker;
 mod loom_tests;
 
 pub use config::{BalancerKind, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove};
-pub use report::{cdf, Drops, Latency, LoadSample, PerCore, RunReport};
+pub use report::{cdf, period_imbalance_median, Drops, Latency, LoadSample, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};

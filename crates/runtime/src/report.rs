@@ -16,6 +16,8 @@ pub struct Latency {
     pub p50: u64,
     /// 99th percentile.
     pub p99: u64,
+    /// 99.5th percentile (Dyssect's priority-class metric).
+    pub p995: u64,
     /// 99.9th percentile.
     pub p999: u64,
     /// Maximum.
@@ -33,6 +35,7 @@ impl Latency {
             mean: h.mean().round() as u64,
             p50: q(0.5),
             p99: q(0.99),
+            p995: q(0.995),
             p999: q(0.999),
             max: h.max(),
         }
@@ -52,6 +55,25 @@ pub fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, f64)> {
         .chain(CDF_QUANTILES)
         .map(|q| (h.value_at_quantile(q), q))
         .collect()
+}
+
+/// Median over the controller periods of (max − min) / min of the working
+/// cores' loads (RSS++ Fig. 12's imbalance; periods with an idle core skipped).
+pub fn period_imbalance_median(load: &[LoadSample], working: usize) -> f64 {
+    let mut v: Vec<f64> = load
+        .iter()
+        .filter_map(|s| {
+            let w = &s.load[..working.min(s.load.len())];
+            let max = w.iter().copied().fold(0.0, f64::max);
+            let min = w.iter().copied().fold(f64::MAX, f64::min);
+            (min > 0.0 && min < f64::MAX).then(|| (max - min) / min)
+        })
+        .collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// One core.

@@ -18,7 +18,7 @@ use wire::Malformed;
 use crate::controller::Controller;
 use crate::feeder::{feed, FeedOptions};
 use crate::offloader::{Offloader, OffloaderResult, ToOffload};
-use crate::report::{cdf, Latency, LoadSample, PerCore, RunReport};
+use crate::report::{cdf, period_imbalance_median, Latency, LoadSample, PerCore, RunReport};
 use crate::shared::{AbortOnPanic, Shared};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
@@ -473,6 +473,9 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
             })
             .collect(),
     };
+    let mut report = report;
+    let med = period_imbalance_median(&report.load_over_time, w);
+    report.imbalance.insert("period_median", med);
     Ok(RunOutcome {
         report,
         output,

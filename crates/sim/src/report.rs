@@ -4,12 +4,19 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use nf::DropCause;
-use runtime::{cdf, Latency, LoadSample, PerCore, RunConfig, RunReport};
+use runtime::{cdf, period_imbalance_median, Latency, LoadSample, PerCore, RunConfig, RunReport};
 use wire::Malformed;
 
 use crate::engine::Tally;
 
 pub(crate) fn build(t: &Tally, cfg: &RunConfig) -> RunReport {
+    let mut r = build_report(t, cfg);
+    let med = period_imbalance_median(&r.load_over_time, cfg.workers);
+    r.imbalance.insert("period_median", med);
+    r
+}
+
+fn build_report(t: &Tally, cfg: &RunConfig) -> RunReport {
     let w = cfg.workers;
     let o = cfg.offloaders;
     let secs = t.end_ns as f64 / 1e9;

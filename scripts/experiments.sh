@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
+# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|uc2|uc1|all]
+# Traces and results go to out/exp/ (ignored by git). Needs a release build:
+#   cargo build --release -p flowshift-cli
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fs=./target/release/flowshift
+[ -x "$fs" ] || cargo build --release -p flowshift-cli
+mkdir -p out/exp
+what=${1:-all}
+# the papers' NICs steer in hardware: model a 100 Mpps NIC, not this runtime's
+# NIC-model thread
+sim=(--sim --nic-mpps 100 --no-plots)
+
+gen() { # name, flags…
+  local f=out/exp/$1.pcap; shift
+  [ -f "$f" ] || "$fs" gen -o "$f" "$@" >/dev/null
+}
+
+if [[ $what == fig12 || $what == all ]]; then
+  # RSS++ Fig. 12b: campus-like trace (bimodal sizes, ~80 K active flows, heavy
+  # tail), one shard per bucket (512), ~50 % mean core load at every core count
+  # (the paper scales the per-packet work with the cores; we scale the rate)
+  gen campus --flows 400000 --active-flows 80000 --packets 4000000 --alpha 1.0 \
+    --sizes campus --rate 15gbps --tcp-share 0.8
+  cat > out/exp/fig12.toml <<'EOF'
+[steering]
+buckets = 512
+shards = 512
+[table]
+capacity = 4096
+[[nf]]
+kind = "firewall"
+rules = "allow any 10.0.0.0/8 -> any"
+[[nf]]
+kind = "seqcheck"
+[run]
+period = "10ms"
+[run.rsspp]
+min_period_ns = 10000000
+max_period_ns = 10000000
+EOF
+  : > out/exp/fig12.txt
+  for c in 2 4 8 12 16; do
+    speed=$(awk -v c="$c" 'BEGIN { printf "%.3f", 0.27 * c }')
+    "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus.pcap \
+      --cores "$c" --speed "$speed" --duration 2s --balancers static,rsspp \
+      --json "out/exp/fig12-$c.json" | tee -a out/exp/fig12.txt
+  done
+fi
+
+if [[ $what == uc2 || $what == all ]]; then
+  # Dyssect Use Case II: 8 cores (dyssect: 7 working + 1 offloading), 16 shards
+  # for dyssect and 128 for rsspp (and static RSS), Zipf α 0.7…1.1, batch
+  # 1/4/16/32; offered above capacity, throughput = what leaves
+  : > out/exp/uc2.txt
+  for a in 0.7 0.8 0.9 1.0 1.1; do
+    gen "zipf$a" --flows 20000 --active-flows 4096 --packets 2000000 --alpha "$a" \
+      --sizes fixed:64 --rate 30mpps
+    for b in 1 4 16 32; do
+      echo "# alpha $a batch $b" | tee -a out/exp/uc2.txt
+      "$fs" compare "${sim[@]}" --input "out/exp/zipf$a.pcap" --cores 8 --offloaders 1 \
+        --offload-select heaviest --burst "$b" --speed 1 --period 50ms --duration 1s \
+        --balancers static@128,rsspp@128,dyssect@16 \
+        --json "out/exp/uc2-$a-$b.json" | tee -a out/exp/uc2.txt
+    done
+  done
+fi
+
+if [[ $what == uc1 || $what == all ]]; then
+  # Dyssect Use Case I: a priority class (0.1 % of the flows) and a regular one;
+  # p99.5 latency of the priority class, dyssect vs rsspp, across offered loads
+  gen prio --flows 20000 --active-flows 4096 --packets 2000000 --alpha 1.1 \
+    --sizes fixed:64 --rate 10mpps --priority-share 0.001
+  : > out/exp/uc1.txt
+  for s in 0.8 1.0 1.2 1.4; do
+    echo "# speed $s (offered $(awk -v s="$s" 'BEGIN { print 10 * s }') Mpps)" | tee -a out/exp/uc1.txt
+    "$fs" compare "${sim[@]}" --input out/exp/prio.pcap --cores 8 --offloaders 1 \
+      --offload-select heaviest --speed "$s" --period 50ms --duration 1s \
+      --balancers rsspp@128,dyssect@16 \
+      --json "out/exp/uc1-$s.json" | tee -a out/exp/uc1.txt
+  done
+fi
