@@ -50,18 +50,34 @@ EOF
   done
 fi
 
+# Dyssect's use cases: the default chain, NIC queues of 4096 descriptors (as on
+# the papers' testbeds)
+cat > out/exp/uc.toml <<'EOF'
+[[nf]]
+kind = "firewall"
+rules = "allow any 10.0.0.0/8 -> any"
+[[nf]]
+kind = "nat"
+internal = "10.0.0.0/8"
+external = ["203.0.113.0/24"]
+[[nf]]
+kind = "seqcheck"
+[run]
+ring_size = 4096
+EOF
+
 if [[ $what == uc2 || $what == all ]]; then
   # Dyssect Use Case II: 8 cores (dyssect: 7 working + 1 offloading), 16 shards
   # for dyssect and 128 for rsspp (and static RSS), Zipf α 0.7…1.1, batch
-  # 1/4/16/32; offered above capacity, throughput = what leaves
+  # 1/4/16/32; 18 Mpps offered (≈ 90 % of 8 cores), throughput = what leaves
   : > out/exp/uc2.txt
   for a in 0.7 0.8 0.9 1.0 1.1; do
-    gen "zipf$a" --flows 20000 --active-flows 4096 --packets 2000000 --alpha "$a" \
+    gen "zipf$a" --flows 20000 --active-flows 20000 --packets 2000000 --alpha "$a" \
       --sizes fixed:64 --rate 30mpps
     for b in 1 4 16 32; do
       echo "# alpha $a batch $b" | tee -a out/exp/uc2.txt
-      "$fs" compare "${sim[@]}" --input "out/exp/zipf$a.pcap" --cores 8 --offloaders 1 \
-        --offload-select heaviest --burst "$b" --speed 1 --period 50ms --duration 1s \
+      "$fs" compare "${sim[@]}" --config out/exp/uc.toml --input "out/exp/zipf$a.pcap" --cores 8 --offloaders 1 \
+        --offload-select heaviest --burst "$b" --speed 0.6 --period 50ms --duration 1s \
         --balancers static@128,rsspp@128,dyssect@16 \
         --json "out/exp/uc2-$a-$b.json" | tee -a out/exp/uc2.txt
     done
@@ -71,12 +87,12 @@ fi
 if [[ $what == uc1 || $what == all ]]; then
   # Dyssect Use Case I: a priority class (0.1 % of the flows) and a regular one;
   # p99.5 latency of the priority class, dyssect vs rsspp, across offered loads
-  gen prio --flows 20000 --active-flows 4096 --packets 2000000 --alpha 1.1 \
+  gen prio --flows 20000 --active-flows 20000 --packets 2000000 --alpha 1.1 \
     --sizes fixed:64 --rate 10mpps --priority-share 0.001
   : > out/exp/uc1.txt
   for s in 0.8 1.0 1.2 1.4; do
     echo "# speed $s (offered $(awk -v s="$s" 'BEGIN { print 10 * s }') Mpps)" | tee -a out/exp/uc1.txt
-    "$fs" compare "${sim[@]}" --input out/exp/prio.pcap --cores 8 --offloaders 1 \
+    "$fs" compare "${sim[@]}" --config out/exp/uc.toml --input out/exp/prio.pcap --cores 8 --offloaders 1 \
       --offload-select heaviest --speed "$s" --period 50ms --duration 1s \
       --balancers rsspp@128,dyssect@16 \
       --json "out/exp/uc1-$s.json" | tee -a out/exp/uc1.txt

@@ -15,6 +15,7 @@ impl Engine<'_> {
         self.win_id += 1;
         self.win_last.clone_from(&self.win_cur);
         self.win_cur.iter_mut().for_each(|x| *x = 0);
+        self.working.iter_mut().for_each(|w| w.cost_cache = None);
         self.t.rounds += 1;
         let snap = self.snapshot();
         self.t

@@ -151,6 +151,8 @@ struct Working {
     published_heavy: Vec<Vec<f64>>,
     sampler: Sampler,
     recalled_all: bool,
+    /// Per-packet cost and when it was computed (none: recompute).
+    cost_cache: Option<(u64, f64)>,
     stats: CoreStats,
 }
 
@@ -252,6 +254,8 @@ pub(crate) struct Engine<'a> {
     entries: Vec<u64>,
     /// Time of the last event other than a controller round.
     last_activity: u64,
+    scratch_batch: Vec<(SimPkt, ShardId)>,
+    scratch_here: Vec<SimPkt>,
     t: Tally,
 }
 
@@ -314,6 +318,7 @@ impl<'a> Engine<'a> {
                     published_heavy: vec![Vec::new(); shards],
                     sampler: Sampler::default(),
                     recalled_all: false,
+                    cost_cache: None,
                     stats: CoreStats::default(),
                 }
             })
@@ -379,6 +384,8 @@ impl<'a> Engine<'a> {
             last_n: vec![Vec::new(); shards],
             entries: vec![0; shards],
             last_activity: 0,
+            scratch_batch: Vec::new(),
+            scratch_here: Vec::new(),
             t: Tally {
                 offered: 0,
                 bytes: 0,

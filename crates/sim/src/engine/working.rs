@@ -8,12 +8,22 @@ use balance::{CoreId, ShardId};
 use runtime::OffloadSelect;
 
 use super::{Engine, Ev, Job, Msg, SimPkt, IDLE_RECALL_NS, TIMER_NS};
+
+/// How stale a core's per-packet cost may get.
+const COST_REFRESH_NS: u64 = 100_000;
 use crate::prep::{Prepared, HIT, OFFLOADABLE, PRIORITY};
 
 impl Engine<'_> {
     /// Cost of a packet on working core `c` now.
-    pub(super) fn packet_cost(&self, c: usize) -> f64 {
+    /// The cost is refreshed when the core's shards change and otherwise at most
+    /// every `COST_REFRESH_NS` (the working set moves slowly).
+    pub(super) fn packet_cost(&mut self, c: usize) -> f64 {
         let wk = &self.working[c];
+        if let Some((at, v)) = wk.cost_cache {
+            if self.now < at + COST_REFRESH_NS {
+                return v;
+            }
+        }
         let mut flows = 0u64;
         let mut owned = 0u32;
         for s in wk.moves.owned() {
@@ -21,8 +31,11 @@ impl Engine<'_> {
             flows += u64::from(self.win_cur[s].max(self.win_last[s]));
             owned += 1;
         }
-        self.model
-            .packet_ns(self.chain_ns, flows as f64, f64::from(owned.max(1)))
+        let v = self
+            .model
+            .packet_ns(self.chain_ns, flows as f64, f64::from(owned.max(1)));
+        self.working[c].cost_cache = Some((self.now, v));
+        v
     }
 
     /// Accounts one packet run to completion at `done` on core `c` (its cost is
@@ -118,6 +131,8 @@ impl Engine<'_> {
     }
 
     pub(super) fn hand_over_when_settled(&mut self, c: usize, shard: ShardId, to: CoreId, at: u64) {
+        // the shard is no longer among this core's
+        self.working[c].cost_cache = None;
         if self.working[c].offload.is_settled(shard) {
             self.working[c].present[usize::from(shard)] = false;
             let entries = self.entries[usize::from(shard)];
@@ -141,6 +156,7 @@ impl Engine<'_> {
             Msg::Shard { shard, entries } => {
                 self.working[c].present[usize::from(shard)] = true;
                 let held: Vec<SimPkt> = self.working[c].moves.on_shard(shard).into();
+                self.working[c].cost_cache = None;
                 let n = held.len() as u64;
                 // the new owner's caches warm up on the moved entries
                 *cost += entries as f64 * self.model.warm_ns_per_entry;
@@ -249,7 +265,8 @@ impl Engine<'_> {
         }
         let offloading = !self.offloading.is_empty();
         let per = self.packet_cost(c);
-        let mut batch: Vec<(SimPkt, ShardId)> = Vec::with_capacity(n);
+        let mut batch = std::mem::take(&mut self.scratch_batch);
+        batch.clear();
         for _ in 0..n {
             let p = self.working[c].ring.pop_front().expect("n ≤ len");
             let info = self.prep.pkts[p.idx as usize];
@@ -263,9 +280,10 @@ impl Engine<'_> {
                 batch.push((p, s));
             }
         }
-        let mut here: Vec<SimPkt> = Vec::with_capacity(batch.len());
+        let mut here = std::mem::take(&mut self.scratch_here);
+        here.clear();
         let mut burst_cost = 0.0;
-        for (p, s) in batch {
+        for &(p, s) in &batch {
             let info = self.prep.pkts[p.idx as usize];
             let wk = &mut self.working[c];
             let hit = info.flags & HIT != 0;
@@ -307,9 +325,11 @@ impl Engine<'_> {
         }
         cost += burst_cost;
         let done = start + cost.round() as u64;
-        for p in here {
+        for &p in &here {
             self.sink(p, done, Some(c));
         }
+        self.scratch_batch = batch;
+        self.scratch_here = here;
         for (_, job) in self.working[c].outbox.iter_mut() {
             let (Job::Pkt { ready, .. } | Job::Recall { ready, .. }) = job;
             *ready = (*ready).max(done);
