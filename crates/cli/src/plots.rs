@@ -305,27 +305,26 @@ impl Draw for Migrations<'_> {
             .max()
             .unwrap_or(1)
             .max(1) as f64;
-        let labels: Vec<String> = self.0.iter().map(|r| r.label.clone()).collect();
         let mut chart = ChartBuilder::on(root)
             .caption("migrations per balancer", ("sans-serif", 18))
             .margin(10)
-            .x_label_area_size(45)
+            .x_label_area_size(20)
             .y_label_area_size(50)
-            .build_cartesian_2d(0f64..n as f64, 0f64..y_max * 1.1)?;
+            .build_cartesian_2d(0f64..n as f64, 0f64..y_max * 1.2)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n.max(1))
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                if (x - i as f64 - 0.5).abs() < 0.26 || n == 1 {
-                    labels.get(i).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|_| String::new())
             .y_desc("count")
             .draw()?;
+        // each group's name above it
+        chart.draw_series(self.0.iter().enumerate().map(|(i, r)| {
+            Text::new(
+                r.label.clone(),
+                (i as f64 + 0.1, y_max * 1.15),
+                ("sans-serif", 14).into_font(),
+            )
+        }))?;
         for (k, key) in keys.iter().enumerate() {
             let c = color(k);
             chart
