@@ -206,6 +206,19 @@ pub struct SeqCheckSection {
     pub cfg: SeqCheckConfig,
 }
 
+/// `[[nf]] kind = "router"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSection {
+    /// Name in the chain.
+    pub name: Option<String>,
+    /// Routes, `"PREFIX PORT"` each.
+    #[serde(default)]
+    pub routes: Vec<String>,
+    /// A file of routes, one a line (relative to the config file).
+    pub routes_file: Option<PathBuf>,
+}
+
 /// One `[[nf]]` table.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -218,6 +231,8 @@ pub enum NfSection {
     Monitor(MonitorSection),
     /// Sequence check.
     Seqcheck(SeqCheckSection),
+    /// L3 forwarding (longest-prefix match over disjoint entries).
+    Router(RouterSection),
 }
 
 /// A whole chain configuration.
@@ -456,5 +471,31 @@ fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigE
             s.name.clone().unwrap_or_else(|| "seqcheck".into()),
             &s.cfg,
         )),
+        NfSection::Router(r) => {
+            let mut lines: Vec<String> = r.routes.clone();
+            if let Some(f) = &r.routes_file {
+                let path = base.join(f);
+                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                lines.extend(text.lines().map(str::to_string));
+            }
+            if lines
+                .iter()
+                .all(|l| l.split('#').next().unwrap_or("").trim().is_empty())
+            {
+                return Err(field(at("routes"), "a router needs at least one route"));
+            }
+            let routes = crate::router::parse_routes(lines.iter().map(String::as_str))
+                .map_err(|e| field(at("routes"), e))?;
+            Box::new(
+                crate::router::Router::new(
+                    r.name.clone().unwrap_or_else(|| "router".into()),
+                    &routes,
+                )
+                .map_err(|e| field(at("routes"), e))?,
+            )
+        }
     })
 }

@@ -27,6 +27,7 @@ pub mod monitor;
 pub mod nat;
 mod nflow;
 mod packet;
+pub mod router;
 pub mod seqcheck;
 mod verdict;
 

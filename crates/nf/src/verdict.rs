@@ -37,11 +37,15 @@ pub enum DropCause {
     /// hold the flow's state, or an NF needed shard-local state. A flowshift bug if
     /// ever non-zero (counted rather than lost).
     OffloadState,
+    /// The router has no route for the destination.
+    NoRoute,
+    /// The TTL (IPv6: hop limit) would reach 0 at this router.
+    TtlExceeded,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 10] = [
+    pub const ALL: [DropCause; 12] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -52,6 +56,8 @@ impl DropCause {
         DropCause::NatUnsupported,
         DropCause::MonitorThreshold,
         DropCause::OffloadState,
+        DropCause::NoRoute,
+        DropCause::TtlExceeded,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -67,6 +73,8 @@ impl DropCause {
             DropCause::NatUnsupported => "nat_unsupported",
             DropCause::MonitorThreshold => "monitor_threshold",
             DropCause::OffloadState => "offload_state",
+            DropCause::NoRoute => "no_route",
+            DropCause::TtlExceeded => "ttl_exceeded",
         }
     }
 
