@@ -32,7 +32,10 @@ fn hash(name: &str, seed: u64) -> u64 {
 
 /// True if `m` is prime.
 pub fn is_prime(m: usize) -> bool {
-    m >= 2 && (2..).take_while(|d| d * d <= m).all(|d| !m.is_multiple_of(d))
+    m >= 2
+        && (2..)
+            .take_while(|d| d * d <= m)
+            .all(|d| !m.is_multiple_of(d))
 }
 
 /// The smallest prime ≥ `n`.
