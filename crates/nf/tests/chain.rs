@@ -313,6 +313,7 @@ fn config_errors_name_the_field() {
         ("[[nf]]\nkind = \"seqcheck\"\n[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp any -> any\\nallow tpc any -> any\"\n", "line 2"),
         ("[steering]\nkey = \"00\"\n[[nf]]\nkind = \"seqcheck\"\n", "steering.key"),
         ("", "no NF"),
+        ("[[nf]]\nkind = \"router\"\n", "nf[0].routes"),
     ];
     for (toml, want) in cases {
         let e = ChainConfig::from_toml(toml)
@@ -325,7 +326,6 @@ fn config_errors_name_the_field() {
     for (toml, want) in [
         ("[[nf]]\nkind = \"seqcheck\"\nidel = \"1s\"\n", "idel"),
         ("[[nf]]\nkind = \"seqcheck\"\nidle = \"soon\"\n", "soon"),
-        ("[[nf]]\nkind = \"router\"\n", "router"),
         ("[tabel]\n", "tabel"),
     ] {
         let e = ChainConfig::from_toml(toml).expect_err(want);
