@@ -37,6 +37,10 @@ pub const OFFLOADABLE: u8 = 2;
 pub const PRIORITY: u8 = 4;
 /// The NIC model could not parse it.
 pub const MALFORMED: u8 = 8;
+/// The packet created its flow's entry: when the trace is replayed (loops after
+/// the first) the entry exists and the packet is a hit, with the slice and the
+/// [`OFFLOADABLE`] flag of the flow's next hit in the trace.
+pub const REPLAY_HIT: u8 = 16;
 
 /// A trace prepared for one chain (reusable across balancers and core counts).
 pub struct Prepared {
@@ -96,6 +100,9 @@ impl Prepared {
                 r.entry = p.entry.map_or(0, |e| e.0);
                 r.slice = *slice;
                 r.flags |= f;
+                if f & HIT == 0 && p.entry.is_some() {
+                    r.flags |= REPLAY_HIT;
+                }
                 r.verdict = match v.expect("every packet runs here") {
                     Verdict::Forward => 0,
                     Verdict::Drop(c) => {
@@ -151,6 +158,7 @@ impl Prepared {
             &mut meta,
             &mut pkts,
         );
+        replay_hits(&mut pkts, chain.buckets(), chain.shard_count());
         Prepared {
             pkts,
             kinds: chain.nfs().iter().map(|n| n.kind()).collect(),
@@ -158,6 +166,14 @@ impl Prepared {
             buckets: chain.buckets(),
             per_flow: chain.has_per_flow_state(),
         }
+    }
+
+    /// True if packet `idx` finds its flow's entry when emitted as the `n`-th
+    /// packet (1-based, counting the trace's loops): a hit in the first loop, or
+    /// the packet that created the entry in a later one.
+    pub fn is_hit(&self, idx: u32, n: u64) -> bool {
+        let f = self.pkts[idx as usize].flags;
+        f & HIT != 0 || (f & REPLAY_HIT != 0 && n > self.pkts.len() as u64)
     }
 
     /// The drop cause of a chain verdict code.
@@ -168,5 +184,24 @@ impl Prepared {
     /// The parse cause of a malformed packet's code.
     pub fn malformed_cause(code: u8) -> Malformed {
         Malformed::ALL[usize::from(code)]
+    }
+}
+
+/// Gives each entry-creating packet the slice and offloadability of its flow's
+/// next hit (a backward pass; an entry expired and reused later in the trace
+/// belongs to another flow, so each creation ends the search). A flow with no
+/// later hit stays not offloadable.
+fn replay_hits(pkts: &mut [PktInfo], buckets: usize, shards: usize) {
+    let mask = buckets - 1;
+    let mut next: std::collections::HashMap<(usize, u32), (u16, u8)> = Default::default();
+    for p in pkts.iter_mut().rev() {
+        let key = ((p.hash as usize & mask) % shards, p.entry);
+        if p.flags & HIT != 0 {
+            next.insert(key, (p.slice, p.flags & OFFLOADABLE));
+        } else if p.flags & REPLAY_HIT != 0 {
+            let (slice, off) = next.remove(&key).unwrap_or((0, 0));
+            p.slice = slice;
+            p.flags |= off;
+        }
     }
 }

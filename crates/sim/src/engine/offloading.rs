@@ -37,7 +37,7 @@ impl Engine<'_> {
                             self.offloading[k].leased += 1;
                             cost += self.model.warm_ns_per_entry;
                         }
-                        cost += per + self.new_flow_cost(pkt.idx);
+                        cost += per + self.new_flow_cost(&pkt);
                         let done = start + cost.round() as u64;
                         self.sink(pkt, done, None);
                         let info = self.prep.pkts[pkt.idx as usize];

@@ -11,7 +11,7 @@ use super::{Engine, Ev, Job, Msg, SimPkt, IDLE_RECALL_NS, TIMER_NS};
 
 /// How stale a core's per-packet cost may get.
 const COST_REFRESH_NS: u64 = 100_000;
-use crate::prep::{Prepared, HIT, OFFLOADABLE, PRIORITY};
+use crate::prep::{Prepared, OFFLOADABLE, PRIORITY};
 
 impl Engine<'_> {
     /// Cost of a packet on working core `c` now.
@@ -49,7 +49,7 @@ impl Engine<'_> {
             None => self.t.forwarded += 1,
             Some(_) => self.t.dropped[usize::from(info.verdict - 1)] += 1,
         }
-        if info.flags & HIT == 0 {
+        if !self.prep.is_hit(pkt.idx, pkt.n) {
             self.t.created += 1;
             self.entries[shard] += 1;
         }
@@ -81,8 +81,8 @@ impl Engine<'_> {
         st.priority += u64::from(prio);
     }
 
-    pub(super) fn new_flow_cost(&self, idx: u32) -> f64 {
-        if self.prep.pkts[idx as usize].flags & HIT == 0 {
+    pub(super) fn new_flow_cost(&self, p: &SimPkt) -> f64 {
+        if !self.prep.is_hit(p.idx, p.n) {
             self.model.new_flow_ns
         } else {
             0.0
@@ -95,7 +95,7 @@ impl Engine<'_> {
             return 0.0;
         }
         let per = self.packet_cost(c);
-        let cost: f64 = pkts.iter().map(|p| per + self.new_flow_cost(p.idx)).sum();
+        let cost: f64 = pkts.iter().map(|p| per + self.new_flow_cost(p)).sum();
         let done = start + cost.round() as u64;
         for p in pkts {
             self.sink(p, done, Some(c));
@@ -286,7 +286,7 @@ impl Engine<'_> {
         for &(p, s) in &batch {
             let info = self.prep.pkts[p.idx as usize];
             let wk = &mut self.working[c];
-            let hit = info.flags & HIT != 0;
+            let hit = self.prep.is_hit(p.idx, p.n);
             if hit && wk.sampler.tick() {
                 wk.heavy[usize::from(s)].add(info.entry);
             }
@@ -304,7 +304,7 @@ impl Engine<'_> {
             };
             match route {
                 Route::Local => {
-                    burst_cost += per + self.new_flow_cost(p.idx);
+                    burst_cost += per + self.new_flow_cost(&p);
                     here.push(p);
                 }
                 Route::Offload { to, lease } => {
