@@ -233,6 +233,8 @@ pub enum NfSection {
     Seqcheck(SeqCheckSection),
     /// L3 forwarding (longest-prefix match over disjoint entries).
     Router(RouterSection),
+    /// L4 load balancer (Maglev, connections pinned).
+    Lb(crate::lb::config::LbSection),
 }
 
 /// A whole chain configuration.
@@ -497,5 +499,6 @@ fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigE
                 .map_err(|e| field(at("routes"), e))?,
             )
         }
+        NfSection::Lb(l) => Box::new(l.build().map_err(|(f, e)| field(at(&f), e))?),
     })
 }

@@ -5,7 +5,7 @@ use core::any::Any;
 use state::{Detached, EntryId, FlowKey, FlowTable, Side};
 use steer::RssHasher;
 
-use crate::{firewall, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
+use crate::{firewall, lb, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
 
 /// The per-flow state an NF keeps in its slot of a flow entry. One variant per NF
 /// kind with per-flow state; kept inline in the entry (no allocation per flow).
@@ -17,6 +17,8 @@ pub enum FlowState {
     Nat(nat::NatMap),
     /// Sequence check.
     Seq(seqcheck::SeqState),
+    /// Load-balanced connection.
+    Lb(lb::LbConn),
 }
 
 /// State an NF keeps per shard, outside flow entries: it moves with the shard.
@@ -27,6 +29,9 @@ pub enum ShardLocal {
     None,
     /// The NAT's share of the external port pool (an MVT split per shard).
     NatPool(nat::PortPool),
+    /// The load balancer's share of its source ports (split per shard like the
+    /// NAT's).
+    LbPool(nat::PortPool),
     /// The monitor's exact per-source table (when steering is by source IP).
     MonitorExact(monitor::PerSource),
 }

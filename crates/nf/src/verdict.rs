@@ -41,11 +41,20 @@ pub enum DropCause {
     NoRoute,
     /// The TTL (IPv6: hop limit) would reach 0 at this router.
     TtlExceeded,
+    /// A packet to a load balancer VIP on a port or protocol it does not serve.
+    LbNoService,
+    /// The service has no healthy backend.
+    LbNoBackend,
+    /// No free source port (for the reply to come back to this core) in the
+    /// shard's pool of the balancer's addresses.
+    LbPortsExhausted,
+    /// A packet to the balancer's own address, or from a VIP, with no connection.
+    LbNoConnection,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 12] = [
+    pub const ALL: [DropCause; 16] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -58,6 +67,10 @@ impl DropCause {
         DropCause::OffloadState,
         DropCause::NoRoute,
         DropCause::TtlExceeded,
+        DropCause::LbNoService,
+        DropCause::LbNoBackend,
+        DropCause::LbPortsExhausted,
+        DropCause::LbNoConnection,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -75,6 +88,10 @@ impl DropCause {
             DropCause::OffloadState => "offload_state",
             DropCause::NoRoute => "no_route",
             DropCause::TtlExceeded => "ttl_exceeded",
+            DropCause::LbNoService => "lb_no_service",
+            DropCause::LbNoBackend => "lb_no_backend",
+            DropCause::LbPortsExhausted => "lb_ports_exhausted",
+            DropCause::LbNoConnection => "lb_no_connection",
         }
     }
 

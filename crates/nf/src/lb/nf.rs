@@ -1,0 +1,408 @@
+//! The L4 load balancer NF (full NAT): a new flow to a virtual service gets a
+//! backend from the service's Maglev table and a source address and port of the
+//! balancer's own (`snat`), chosen — as the NAT does — so that the backend's reply
+//! hashes to the same RSS bucket and reaches the core holding the flow. Both are
+//! pinned in the flow's state: a later health change never moves an established
+//! connection. Forward packets are rewritten client→VIP ⇒ snat→backend, replies
+//! backend→snat ⇒ VIP→client, with incremental checksums.
+//!
+//! Why full NAT: with destination rewrite alone, the backend's reply tuple
+//! (backend → client) hashes to an unrelated bucket, i.e. another core, and the
+//! flow's state would have to be shared or handed over; rewriting the source too
+//! keeps every packet of a connection in one shard, with no lock.
+
+use core::any::Any;
+use core::net::{IpAddr, Ipv4Addr};
+use core::time::Duration;
+use std::sync::Arc;
+
+use state::{Dir, FlowKey};
+use wire::{FiveTuple, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
+
+use super::service::{LbControl, Service};
+use crate::nat::{NatTcp, NatTimeouts, PortClass, PortPlan, PortPool};
+use crate::{
+    Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
+};
+
+/// A balanced connection (the load balancer's per-flow state).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LbConn {
+    /// The client's address.
+    pub client: Ipv4Addr,
+    /// The client's port.
+    pub client_port: u16,
+    /// Service index.
+    pub service: u16,
+    /// Backend index in the service (pinned).
+    pub backend: u16,
+    /// Index of the balancer's source address.
+    pub snat_idx: u16,
+    /// The balancer's source port.
+    pub snat_port: u16,
+    /// TCP progress (for the timeout).
+    pub tcp: NatTcp,
+}
+
+counters! {
+    /// Load balancer counters.
+    LbCounters {
+        /// Connections placed on a backend.
+        placed,
+        /// Connections released (expired or evicted).
+        released,
+        /// Client → backend packets rewritten.
+        forward,
+        /// Backend → client packets rewritten back.
+        replies,
+        /// Packets not for a service (passed untouched).
+        passed,
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) control: LbControl,
+    pub(super) snat: Vec<Ipv4Addr>,
+    /// `snat`, sorted, for membership tests.
+    pub(super) snat_sorted: Vec<Ipv4Addr>,
+    pub(super) ports: (u16, u16),
+    pub(super) timeouts: NatTimeouts,
+}
+
+/// The load balancer NF.
+#[derive(Clone)]
+pub struct Lb {
+    name: String,
+    shared: Arc<Shared>,
+    plan: Option<Arc<PortPlan>>,
+    counters: LbCounters,
+    /// Connections placed per (service, backend), on this core.
+    per_backend: Vec<Vec<u64>>,
+}
+
+impl Lb {
+    /// A balancer over `services`, sourcing balanced connections from the
+    /// addresses `snat` (at least one) and ports `ports.0..=ports.1`.
+    pub fn new(
+        name: impl Into<String>,
+        services: Vec<Service>,
+        snat: Vec<Ipv4Addr>,
+        ports: (u16, u16),
+        timeouts: NatTimeouts,
+    ) -> Result<Lb, String> {
+        if snat.is_empty() {
+            return Err("a load balancer needs at least one snat address".into());
+        }
+        if services.is_empty() {
+            return Err("a load balancer needs at least one service".into());
+        }
+        let per_backend = services.iter().map(|s| vec![0; s.backends.len()]).collect();
+        let mut snat_sorted = snat.clone();
+        snat_sorted.sort_unstable();
+        Ok(Lb {
+            name: name.into(),
+            shared: Arc::new(Shared {
+                control: LbControl {
+                    services: Arc::new(services),
+                },
+                snat,
+                snat_sorted,
+                ports,
+                timeouts,
+            }),
+            plan: None,
+            counters: LbCounters::default(),
+            per_backend,
+        })
+    }
+
+    /// The control side (health changes while traffic flows).
+    pub fn control(&self) -> LbControl {
+        self.shared.control.clone()
+    }
+
+    /// Connections placed per backend, per service (this instance; merged over
+    /// cores in a run's final chain).
+    pub fn placed_per_backend(&self) -> &[Vec<u64>] {
+        &self.per_backend
+    }
+
+    fn service_of(&self, t: &FiveTuple) -> Option<Option<usize>> {
+        let IpAddr::V4(dst) = t.dst else {
+            return None;
+        };
+        let services = self.shared.control.services();
+        if !services.iter().any(|s| s.vip == dst) {
+            return None;
+        }
+        Some(
+            services
+                .iter()
+                .position(|s| s.vip == dst && s.port == t.dst_port && s.proto == t.proto),
+        )
+    }
+
+    fn timeout(&self, c: &LbConn) -> u64 {
+        let t = &self.shared.timeouts;
+        let d: Duration = match c.tcp {
+            _ if self.is_udp(c) => t.udp,
+            NatTcp::Established => t.tcp_established,
+            _ => t.tcp_transitory,
+        };
+        d.as_nanos() as u64
+    }
+
+    fn is_udp(&self, c: &LbConn) -> bool {
+        self.shared.control.services()[usize::from(c.service)].proto == wire::proto::UDP
+    }
+
+    /// Places a new connection: backend, then a source port whose reply lands
+    /// in this packet's bucket.
+    fn place(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        pkt: &Packet,
+        s: usize,
+        client: Ipv4Addr,
+    ) -> Result<LbConn, DropCause> {
+        let t = pkt.info.tuple;
+        let svc = &self.shared.control.services()[s];
+        let b = svc
+            .place(u64::from(FlowKey::of(&t).0.mix()))
+            .ok_or(DropCause::LbNoBackend)?;
+        let backend = svc.backends[b];
+        let pool = match cx.local {
+            ShardLocal::LbPool(p) => p,
+            // an offloading core: `offloadable` keeps new connections on the owner
+            _ => return Err(DropCause::OffloadState),
+        };
+        let class = if t.proto == wire::proto::TCP {
+            PortClass::Tcp
+        } else {
+            PortClass::Udp
+        };
+        let toeplitz = cx.hasher.toeplitz();
+        let mask = self.plan.as_ref().expect("bound").mask();
+        let n = self.shared.snat.len();
+        let start = (pkt.hash >> 16) as usize % n;
+        for k in 0..n {
+            let e = (start + k) % n;
+            // the reply's input: [backend, snat, backend port, snat port]
+            let partial = toeplitz.contribution(0, &backend.addr.octets())
+                ^ toeplitz.contribution(4, &self.shared.snat[e].octets())
+                ^ toeplitz.contribution(8, &backend.port.to_be_bytes());
+            if let Some(p) = pool.alloc(e, class, (pkt.hash ^ partial) & mask) {
+                self.per_backend[s][b] += 1;
+                return Ok(LbConn {
+                    client,
+                    client_port: t.src_port,
+                    service: s as u16,
+                    backend: b as u16,
+                    snat_idx: e as u16,
+                    snat_port: p,
+                    tcp: NatTcp::Opening,
+                });
+            }
+        }
+        Err(DropCause::LbPortsExhausted)
+    }
+}
+
+/// Rewrites both endpoints of a TCP or UDP packet, checksums updated
+/// incrementally (a zero UDP checksum stays zero).
+fn rewrite(pkt: &mut Packet, src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) {
+    let old = pkt.info.tuple;
+    {
+        let mut ip = Ipv4Packet::new_unchecked(pkt.l3_mut());
+        ip.rewrite_src_addr(src.0);
+        ip.rewrite_dst_addr(dst.0);
+    }
+    let (s, d) = (IpAddr::V4(src.0), IpAddr::V4(dst.0));
+    match pkt.info.l4 {
+        L4Info::Tcp { .. } => {
+            let mut tcp = TcpPacket::new_unchecked(pkt.l4_mut());
+            tcp.update_checksum_for_addr(old.src, s);
+            tcp.update_checksum_for_addr(old.dst, d);
+            tcp.rewrite_src_port(src.1);
+            tcp.rewrite_dst_port(dst.1);
+        }
+        L4Info::Udp => {
+            let mut udp = UdpPacket::new_unchecked(pkt.l4_mut());
+            udp.update_checksum_for_addr(old.src, s);
+            udp.update_checksum_for_addr(old.dst, d);
+            udp.rewrite_src_port(src.1);
+            udp.rewrite_dst_port(dst.1);
+        }
+        _ => {}
+    }
+    let t = &mut pkt.info.tuple;
+    (t.src, t.src_port, t.dst, t.dst_port) = (s, src.1, d, dst.1);
+}
+
+impl Nf for Lb {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "lb"
+    }
+
+    fn nflow(&self) -> NflowKey {
+        NflowKey::BiFiveTuple
+    }
+
+    fn state_kind(&self) -> StateKind {
+        StateKind::PerFlow
+    }
+
+    fn needs_ports(&self) -> bool {
+        true
+    }
+
+    fn needs_alias(&self) -> bool {
+        true
+    }
+
+    /// A placed connection needs only its slot; placing one needs the pool.
+    fn offloadable(&self, slot: Option<&FlowState>) -> bool {
+        slot.is_some()
+    }
+
+    fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
+        let (lo, hi) = self.shared.ports;
+        self.plan = Some(Arc::new(PortPlan::new(
+            hasher.toeplitz(),
+            bucket_mask,
+            lo,
+            hi,
+        )));
+    }
+
+    fn shard_local(&self, shard: &ShardInfo) -> ShardLocal {
+        ShardLocal::LbPool(PortPool::new(
+            self.plan
+                .clone()
+                .expect("the chain binds the balancer first"),
+            shard.index,
+            shard.count,
+            self.shared.snat.len(),
+        ))
+    }
+
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        if let Some(FlowState::Lb(c)) = cx.get() {
+            let c = *c;
+            let mut c2 = c;
+            if let L4Info::Tcp { flags } = pkt.info.l4 {
+                if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
+                    c2.tcp = NatTcp::Closing;
+                } else if pkt.dir == Dir::Reply && c.tcp == NatTcp::Opening {
+                    c2.tcp = NatTcp::Established;
+                }
+            }
+            if c2 != c {
+                cx.insert(FlowState::Lb(c2));
+            }
+            cx.set_timeout(self.timeout(&c2));
+            let svc = &self.shared.control.services()[usize::from(c.service)];
+            let backend = svc.backends[usize::from(c.backend)];
+            let snat = (self.shared.snat[usize::from(c.snat_idx)], c.snat_port);
+            if pkt.dir == Dir::Original {
+                rewrite(pkt, snat, (backend.addr, backend.port));
+                self.counters.forward += 1;
+            } else {
+                rewrite(pkt, (svc.vip, svc.port), (c.client, c.client_port));
+                self.counters.replies += 1;
+            }
+            return Verdict::Forward;
+        }
+        let t = pkt.info.tuple;
+        if let IpAddr::V4(d) = t.dst {
+            if self.shared.snat_sorted.binary_search(&d).is_ok() {
+                return Verdict::Drop(DropCause::LbNoConnection);
+            }
+        }
+        let s = match self.service_of(&t) {
+            None => {
+                self.counters.passed += 1;
+                return Verdict::Forward;
+            }
+            Some(None) => return Verdict::Drop(DropCause::LbNoService),
+            Some(Some(s)) => s,
+        };
+        let IpAddr::V4(client) = t.src else {
+            return Verdict::Drop(DropCause::LbNoService);
+        };
+        if pkt.dir == Dir::Reply {
+            // a packet from the VIP side of an unknown connection
+            return Verdict::Drop(DropCause::LbNoConnection);
+        }
+        let c = match self.place(cx, pkt, s, client) {
+            Ok(c) => c,
+            Err(e) => return Verdict::Drop(e),
+        };
+        let backend = self.shared.control.services()[s].backends[usize::from(c.backend)];
+        rewrite(
+            pkt,
+            (self.shared.snat[usize::from(c.snat_idx)], c.snat_port),
+            (backend.addr, backend.port),
+        );
+        // the rewritten tuple becomes a second key of this entry: the backend's
+        // replies find the connection with the single lookup, in this same shard
+        let translated: FiveTuple = pkt.info.tuple;
+        let (key, side) = FlowKey::of(&translated);
+        let hash = cx.hasher.hash(&translated);
+        debug_assert_eq!(
+            hash & cx.shard.bucket_mask,
+            pkt.hash & cx.shard.bucket_mask,
+            "reply bucket"
+        );
+        if !cx.add_alias(key, side, hash) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
+        cx.insert(FlowState::Lb(c));
+        cx.set_timeout(self.timeout(&c));
+        self.counters.placed += 1;
+        self.counters.forward += 1;
+        Verdict::Forward
+    }
+
+    fn release(&mut self, local: &mut ShardLocal, state: FlowState) {
+        if let (ShardLocal::LbPool(pool), FlowState::Lb(c)) = (local, state) {
+            let class = if self.is_udp(&c) {
+                PortClass::Udp
+            } else {
+                PortClass::Tcp
+            };
+            pool.free(usize::from(c.snat_idx), class, c.snat_port);
+            self.counters.released += 1;
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.counters.list()
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        let mut n = self.clone();
+        n.counters = LbCounters::default();
+        n.per_backend.iter_mut().flatten().for_each(|x| *x = 0);
+        Box::new(n)
+    }
+
+    fn merge_from(&mut self, other: &dyn Nf) {
+        if let Some(o) = other.as_any().downcast_ref::<Lb>() {
+            self.counters.add(&o.counters);
+            for (a, b) in self.per_backend.iter_mut().zip(&o.per_backend) {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+            }
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
