@@ -23,6 +23,7 @@ mod chain;
 pub mod config;
 mod ctx;
 pub mod firewall;
+pub mod ids;
 pub mod lb;
 pub mod monitor;
 pub mod nat;
