@@ -235,6 +235,29 @@ pub enum NfSection {
     Router(RouterSection),
     /// L4 load balancer (Maglev, connections pinned).
     Lb(crate::lb::config::LbSection),
+    /// Streaming IDS.
+    Ids(IdsSection),
+}
+
+/// `[[nf]] kind = "ids"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IdsSection {
+    /// Name in the chain.
+    pub name: Option<String>,
+    /// Rules, inline.
+    pub rules: Option<String>,
+    /// Rules, from a file (relative to the config file).
+    pub rules_file: Option<PathBuf>,
+    /// Alerts file (JSON lines, appended; relative to the config file).
+    pub alerts: Option<PathBuf>,
+    /// Idle timeout of a flow's matcher state.
+    #[serde(default = "ids_idle", with = "duration")]
+    pub idle: core::time::Duration,
+}
+
+fn ids_idle() -> core::time::Duration {
+    core::time::Duration::from_secs(300)
 }
 
 /// A whole chain configuration.
@@ -500,5 +523,33 @@ fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigE
             )
         }
         NfSection::Lb(l) => Box::new(l.build().map_err(|(f, e)| field(at(&f), e))?),
+        NfSection::Ids(d) => {
+            let (text, which) = match (&d.rules, &d.rules_file) {
+                (Some(r), None) => (r.clone(), "rules"),
+                (None, Some(p)) => {
+                    let p = base.join(p);
+                    let t = std::fs::read_to_string(&p)
+                        .map_err(|source| ConfigError::Io { path: p, source })?;
+                    (t, "rules_file")
+                }
+                _ => {
+                    return Err(field(
+                        at("rules"),
+                        "give exactly one of `rules` (inline) and `rules_file`",
+                    ))
+                }
+            };
+            let rules = crate::ids::parse(&text).map_err(|e| field(at(which), e))?;
+            let alerts = d.alerts.as_ref().map(|p| base.join(p));
+            Box::new(
+                crate::ids::Ids::new(
+                    d.name.clone().unwrap_or_else(|| "ids".into()),
+                    rules,
+                    alerts.as_deref(),
+                    d.idle.as_nanos() as u64,
+                )
+                .map_err(|e| field(at(which), e))?,
+            )
+        }
     })
 }

@@ -5,7 +5,7 @@ use core::any::Any;
 use state::{Detached, EntryId, FlowKey, FlowTable, Side};
 use steer::RssHasher;
 
-use crate::{firewall, lb, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
+use crate::{firewall, ids, lb, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
 
 /// The per-flow state an NF keeps in its slot of a flow entry. One variant per NF
 /// kind with per-flow state; kept inline in the entry (no allocation per flow).
@@ -19,6 +19,8 @@ pub enum FlowState {
     Seq(seqcheck::SeqState),
     /// Load-balanced connection.
     Lb(lb::LbConn),
+    /// IDS matcher states.
+    Ids(ids::IdsFlow),
 }
 
 /// State an NF keeps per shard, outside flow entries: it moves with the shard.

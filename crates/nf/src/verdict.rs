@@ -50,11 +50,15 @@ pub enum DropCause {
     LbPortsExhausted,
     /// A packet to the balancer's own address, or from a VIP, with no connection.
     LbNoConnection,
+    /// An IDS `drop` or `blacklist` rule matched the flow.
+    IdsDrop,
+    /// The source was blacklisted by an IDS rule.
+    IdsBlacklisted,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 16] = [
+    pub const ALL: [DropCause; 18] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -71,6 +75,8 @@ impl DropCause {
         DropCause::LbNoBackend,
         DropCause::LbPortsExhausted,
         DropCause::LbNoConnection,
+        DropCause::IdsDrop,
+        DropCause::IdsBlacklisted,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -92,6 +98,8 @@ impl DropCause {
             DropCause::LbNoBackend => "lb_no_backend",
             DropCause::LbPortsExhausted => "lb_ports_exhausted",
             DropCause::LbNoConnection => "lb_no_connection",
+            DropCause::IdsDrop => "ids_drop",
+            DropCause::IdsBlacklisted => "ids_blacklisted",
         }
     }
 

@@ -1,8 +1,20 @@
-//! The streaming IDS (issue 7, in progress): the rule language ([`rules`]) and
-//! the streaming matcher ([`matcher`]). The NF around them is not built yet.
+//! The streaming IDS: rules in a documented subset of Snort/Suricata syntax
+//! ([`rules`]), matched in streaming mode across packet boundaries with the
+//! matcher's DFA states kept per flow ([`matcher`]: NFLOW/MVT's FSM MVT), actions
+//! alert / drop flow / blacklist source, alerts as eve-like JSON lines.
+//!
+//! ```toml
+//! [[nf]]
+//! kind = "ids"
+//! rules_file = "rules.txt"       # or rules = """…"""
+//! alerts = "out/alerts.json"     # optional; JSON lines, appended
+//! idle = "300s"                  # forget a flow's matcher state after this
+//! ```
 
 pub mod matcher;
+mod nf;
 pub mod rules;
 
 pub use matcher::{Matcher, Stream};
+pub use nf::{Ids, IdsCounters, IdsFlow};
 pub use rules::{parse, Action, Header, Pattern, Rule};
