@@ -17,7 +17,8 @@ fn rules(literals: usize, regexes: usize, rng: &mut ChaCha8Rng) -> String {
         (0..n).map(|_| rng.gen_range(b'a'..=b'z') as char).collect()
     };
     for i in 0..literals {
-        let w = word(rng, rng.gen_range(6..12));
+        let n = rng.gen_range(6..12);
+        let w = word(rng, n);
         s.push_str(&format!(
             "alert tcp any any -> any any (msg:\"lit {i}\"; content:\"{w}\"; sid:{};)\n",
             i + 1
@@ -34,8 +35,16 @@ fn rules(literals: usize, regexes: usize, rng: &mut ChaCha8Rng) -> String {
 }
 
 fn bench(c: &mut Criterion) {
+    // `cargo test --all-targets` runs this once, unoptimized, without `--bench`:
+    // a small rule set and text then (the full one takes minutes to compile there)
+    let full = std::env::args().any(|a| a == "--bench");
+    let (lits, res, bytes) = if full {
+        (1000, 20, 1 << 20)
+    } else {
+        (50, 2, 1 << 14)
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let text: Vec<u8> = (0..1 << 20)
+    let text: Vec<u8> = (0..bytes)
         .map(|_| {
             let x = rng.gen_range(0..30u8);
             if x < 26 {
@@ -48,7 +57,10 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("ids_scan");
     g.throughput(Throughput::Bytes(text.len() as u64));
     g.sample_size(20);
-    for (name, lits, res) in [("1000 literals", 1000, 0), ("1000 literals + 20 regexes", 1000, 20)] {
+    for (name, lits, res) in [
+        (format!("{lits} literals"), lits, 0),
+        (format!("{lits} literals + {res} regexes"), lits, res),
+    ] {
         let m = Matcher::new(&parse(&rules(lits, res, &mut rng)).unwrap()).unwrap();
         g.bench_function(format!("{name}, 1460 B packets"), |b| {
             b.iter(|| {

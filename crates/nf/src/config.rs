@@ -10,6 +10,7 @@
 //! capacity = 65536
 //! policy = "refuse"       # or "evict-unassured"
 //! timer_tick = "10ms"
+//! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
 //!
 //! [[nf]]
 //! kind = "firewall"
@@ -128,6 +129,8 @@ pub struct TableSection {
     /// Timer resolution.
     #[serde(with = "duration")]
     pub timer_tick: core::time::Duration,
+    /// Flows in the fast table in front of the shard's table (0 = none).
+    pub fast_entries: usize,
 }
 
 impl Default for TableSection {
@@ -136,6 +139,7 @@ impl Default for TableSection {
             capacity: 65_536,
             policy: "refuse".into(),
             timer_tick: core::time::Duration::from_millis(10),
+            fast_entries: 0,
         }
     }
 }
@@ -353,6 +357,12 @@ impl ChainConfig {
         if self.table.capacity == 0 || self.table.capacity >= (1 << 30) {
             return Err(field("table.capacity", "must be in 1..2^30"));
         }
+        if self.table.fast_entries > self.table.capacity.min(1 << 20) {
+            return Err(field(
+                "table.fast_entries",
+                "must be at most the capacity (and 2^20): it caches the hottest of them",
+            ));
+        }
         if self.nf.is_empty() {
             return Err(field(
                 "nf",
@@ -371,6 +381,7 @@ impl ChainConfig {
                 capacity: self.table.capacity,
                 policy,
                 tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
+                fast_entries: self.table.fast_entries,
                 ..TableConfig::default()
             },
         };

@@ -18,12 +18,14 @@
 //!
 //! Pure logic: no threads, no clocks, no I/O. Time is always an argument (ns).
 
+mod fast;
 mod key;
 pub mod merge;
 mod prefetch;
 mod table;
 mod wheel;
 
+pub use fast::FastStats;
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
     CapPolicy, Detached, EntryId, FlowTable, IndexHash, InsertError, Lookup, Slot, TableConfig,

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use crate::fast::{FastStats, FastTable, Place};
 use crate::prefetch::prefetch;
 use crate::{Dir, FlowKey, Side, TimerWheel};
 
@@ -66,6 +67,9 @@ pub struct TableConfig {
     pub wheel_slots: usize,
     /// What the index is keyed by.
     pub index: IndexHash,
+    /// Flows kept in the fast table in front of the index (GranularNF's fast
+    /// table, see [`fast`](crate::fast)); 0 = none. Rounded up to a power of two.
+    pub fast_entries: usize,
 }
 
 impl Default for TableConfig {
@@ -78,6 +82,7 @@ impl Default for TableConfig {
             tick_ns: 10_000_000,
             wheel_slots: 4096,
             index: IndexHash::Key,
+            fast_entries: 0,
         }
     }
 }
@@ -179,6 +184,11 @@ pub struct FlowTable<S> {
     wheel: TimerWheel<(u32, u32)>,
     due: Vec<(u64, (u32, u32))>,
     stats: TableStats,
+    fast: Option<Box<FastTable>>,
+    /// With a fast table: slow-table lookups per entry this period.
+    heat: Vec<u16>,
+    /// Scratch for the refresh.
+    hottest: Vec<(u32, u32)>,
 }
 
 #[inline]
@@ -209,6 +219,9 @@ impl<S: Slot> FlowTable<S> {
             unassured: VecDeque::new(),
             due: Vec::new(),
             stats: TableStats::default(),
+            fast: (cfg.fast_entries > 0).then(|| Box::new(FastTable::new(cfg.fast_entries))),
+            heat: Vec::new(),
+            hottest: Vec::new(),
             cfg,
         }
     }
@@ -233,6 +246,16 @@ impl<S: Slot> FlowTable<S> {
         &self.stats
     }
 
+    /// The fast table's counters (`None` without one).
+    pub fn fast_stats(&self) -> Option<&FastStats> {
+        self.fast.as_ref().map(|f| f.stats())
+    }
+
+    /// Flows the fast table holds at most (0 without one).
+    pub fn fast_capacity(&self) -> usize {
+        self.fast.as_ref().map_or(0, |f| f.capacity())
+    }
+
     /// The index hash of a key whose RSS hash is `rss`.
     #[inline]
     fn ih(&self, key: &FlowKey, rss: u32) -> u32 {
@@ -254,7 +277,120 @@ impl<S: Slot> FlowTable<S> {
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, side: Side, rss_hash: u32) -> Option<Lookup> {
         let hash = self.ih(key, rss_hash);
-        self.lookup_from(self.home(hash), key, side, hash)
+        self.lookup_hashed(self.home(hash), key, side, hash)
+    }
+
+    /// The fast table first (when there is one), then the index; a flow found in
+    /// the index is offered to the fast table.
+    #[inline]
+    fn lookup_hashed(
+        &mut self,
+        home: usize,
+        key: &FlowKey,
+        side: Side,
+        hash: u32,
+    ) -> Option<Lookup> {
+        if let Some(f) = self.fast.as_deref_mut() {
+            if f.refresh_due() {
+                self.refresh_fast();
+            }
+            let f = self.fast.as_deref_mut().expect("fast table");
+            if let Some(h) = f.get(hash, key, side) {
+                if h.newly_assured {
+                    self.meta[h.id as usize].assured = true;
+                }
+                return Some(Lookup {
+                    id: EntryId(h.id),
+                    dir: h.dir,
+                    gen: h.gen,
+                });
+            }
+            return self.slow_and_offer(home, key, side, hash);
+        }
+        self.lookup_from(home, key, side, hash).map(|(l, _, _)| l)
+    }
+
+    /// The index lookup after a fast-table miss; a flow found counts one towards
+    /// the next refresh.
+    #[inline]
+    fn slow_and_offer(
+        &mut self,
+        home: usize,
+        key: &FlowKey,
+        side: Side,
+        hash: u32,
+    ) -> Option<Lookup> {
+        let (l, _, _) = self.lookup_from(home, key, side, hash)?;
+        let h = &mut self.heat[l.id.0 as usize];
+        *h = h.saturating_add(1);
+        Some(l)
+    }
+
+    /// Rebuilds the fast table from the period's counts: the hottest entries seen
+    /// at least twice, hottest first, each with its key and alias key.
+    #[cold]
+    fn refresh_fast(&mut self) {
+        let Some(f) = self.fast.as_deref_mut() else {
+            return;
+        };
+        for (id, hits) in f.counts() {
+            let h = &mut self.heat[id as usize];
+            *h = u16::try_from(u32::from(*h) + hits).unwrap_or(u16::MAX);
+        }
+        let hottest = &mut self.hottest;
+        hottest.clear();
+        hottest.extend(
+            self.heat
+                .iter()
+                .enumerate()
+                .filter(|(_, &h)| h >= 2)
+                .map(|(id, &h)| (u32::from(h), id as u32)),
+        );
+        let cap = f.capacity();
+        if hottest.len() > cap {
+            hottest.select_nth_unstable_by(cap, |a, b| b.0.cmp(&a.0));
+            hottest.truncate(cap);
+        }
+        hottest.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        f.clear();
+        for &(_, id) in hottest.iter() {
+            let m = &self.meta[id as usize];
+            if !m.live {
+                continue;
+            }
+            let ih = match self.cfg.index {
+                IndexHash::Rss => m.hash,
+                IndexHash::Key => m.key.mix(),
+            };
+            f.place(Place {
+                hash: ih,
+                key: m.key,
+                id,
+                gen: m.gen,
+                orig: m.orig,
+                alias: false,
+                assured: m.assured,
+            });
+            if m.has_alias {
+                let (k, h) = self.aliases[id as usize];
+                f.place(Place {
+                    hash: match self.cfg.index {
+                        IndexHash::Rss => h,
+                        IndexHash::Key => k.mix(),
+                    },
+                    key: k,
+                    id,
+                    gen: m.gen,
+                    orig: match m.alias_side {
+                        Side::Lo => Side::Hi,
+                        Side::Hi => Side::Lo,
+                    },
+                    alias: true,
+                    assured: m.assured,
+                });
+            }
+        }
+        self.heat.fill(0);
     }
 
     #[inline]
@@ -264,7 +400,7 @@ impl<S: Slot> FlowTable<S> {
         key: &FlowKey,
         side: Side,
         hash: u32,
-    ) -> Option<Lookup> {
+    ) -> Option<(Lookup, Side, bool)> {
         loop {
             let b = self.index[i];
             if b == EMPTY {
@@ -280,18 +416,30 @@ impl<S: Slot> FlowTable<S> {
                 };
                 if k == key {
                     let m = &mut self.meta[id];
-                    let dir = match (alias, side == m.orig, side == m.alias_side) {
-                        (false, true, _) | (true, _, false) => Dir::Original,
-                        _ => Dir::Reply,
+                    // the packet side that is the original direction along this key:
+                    // along the alias, replies come from `alias_side`
+                    let orig = match (alias, m.alias_side) {
+                        (false, _) => m.orig,
+                        (true, Side::Lo) => Side::Hi,
+                        (true, Side::Hi) => Side::Lo,
+                    };
+                    let dir = if side == orig {
+                        Dir::Original
+                    } else {
+                        Dir::Reply
                     };
                     if dir == Dir::Reply {
                         m.assured = true;
                     }
-                    return Some(Lookup {
-                        id: EntryId(id as u32),
-                        dir,
-                        gen: m.gen,
-                    });
+                    return Some((
+                        Lookup {
+                            id: EntryId(id as u32),
+                            dir,
+                            gen: m.gen,
+                        },
+                        orig,
+                        alias,
+                    ));
                 }
             }
             i = (i + 1) & self.mask;
@@ -318,12 +466,16 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    /// Looks up a burst in two passes so the cache misses of the burst overlap:
-    /// first prefetch every request's home bucket, then probe each (its bucket is
-    /// in flight or cached by then) and finish it. Same results as
-    /// [`lookup`](Self::lookup), in order.
+    /// Looks up a burst in passes so the cache misses of the burst overlap: first
+    /// prefetch every request's home bucket, then probe each (its bucket is in
+    /// flight or cached by then) and finish it. With a fast table, the fast sets are
+    /// prefetched first and probed, and only the requests they miss go on to the
+    /// index. Same results as [`lookup`](Self::lookup), in order.
     pub fn lookup_batch(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
         out.clear();
+        if self.fast.is_some() {
+            return self.lookup_batch_fast(reqs, out);
+        }
         let mut homes = [(0usize, 0u32); 64];
         for chunk in reqs.chunks(homes.len()) {
             for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
@@ -332,20 +484,78 @@ impl<S: Slot> FlowTable<S> {
                 prefetch(&self.index[h.0]);
             }
             for (h, ih) in homes.iter().take(chunk.len()) {
-                // prefetch the entry of the first signature match while the rest resolve
-                let b = self.index[*h];
-                if b != EMPTY && (b >> 32) as u32 == *ih {
-                    let id = (b & ID_MASK) as usize;
-                    prefetch(&self.meta[id]);
-                    prefetch(&self.slots[id * self.cfg.slots]);
-                }
+                self.prefetch_hit(*h, *ih);
             }
             for ((h, ih), (k, s, _)) in homes.iter().zip(chunk) {
-                out.push(self.lookup_from(*h, k, *s, *ih));
+                out.push(self.lookup_from(*h, k, *s, *ih).map(|(l, _, _)| l));
             }
         }
     }
 
+    /// Prefetches the entry of the first signature match at index bucket `home`.
+    #[inline]
+    fn prefetch_hit(&self, home: usize, ih: u32) {
+        let b = self.index[home];
+        if b != EMPTY && (b >> 32) as u32 == ih {
+            let id = (b & ID_MASK) as usize;
+            prefetch(&self.meta[id]);
+            prefetch(&self.slots[id * self.cfg.slots]);
+        }
+    }
+
+    fn lookup_batch_fast(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
+        const MISS: usize = usize::MAX;
+        let mut homes = [(0usize, 0u32); 64];
+        for chunk in reqs.chunks(homes.len()) {
+            let base = out.len();
+            if self.fast.as_deref().is_some_and(|f| f.refresh_due()) {
+                self.refresh_fast();
+            }
+            let fast = self.fast.as_deref_mut().expect("fast table");
+            for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
+                let ih = match self.cfg.index {
+                    IndexHash::Rss => *rss,
+                    IndexHash::Key => k.mix(),
+                };
+                *h = (0, ih);
+                prefetch(fast.set_ptr(ih));
+            }
+            // fast hits are answered now (and their state prefetched); misses get
+            // their index bucket prefetched
+            for (h, (k, s, _)) in homes.iter_mut().zip(chunk) {
+                let fast = self.fast.as_deref_mut().expect("fast table");
+                match fast.get(h.1, k, *s) {
+                    Some(hit) => {
+                        if hit.newly_assured {
+                            self.meta[hit.id as usize].assured = true;
+                        }
+                        prefetch(&self.slots[hit.id as usize * self.cfg.slots]);
+                        h.0 = MISS;
+                        out.push(Some(Lookup {
+                            id: EntryId(hit.id),
+                            dir: hit.dir,
+                            gen: hit.gen,
+                        }));
+                    }
+                    None => {
+                        h.0 = self.home(h.1);
+                        prefetch(&self.index[h.0]);
+                        out.push(None);
+                    }
+                }
+            }
+            for (h, ih) in homes.iter().take(chunk.len()) {
+                if *h != MISS {
+                    self.prefetch_hit(*h, *ih);
+                }
+            }
+            for (j, ((h, ih), (k, s, _))) in homes.iter().zip(chunk).enumerate() {
+                if *h != MISS {
+                    out[base + j] = self.slow_and_offer(*h, k, *s, *ih);
+                }
+            }
+        }
+    }
     /// Creates an entry for a new flow whose first packet came from `side`. When
     /// the table is full the policy applies; an evicted entry's non-empty slots are
     /// handed to `release(entry, nf, state)` first.
@@ -394,6 +604,9 @@ impl<S: Slot> FlowTable<S> {
                 if self.cfg.keys_per_entry > 1 {
                     self.aliases.push((FlowKey::default(), 0));
                 }
+                if self.fast.is_some() {
+                    self.heat.push(0);
+                }
                 self.slots.extend((0..n).map(|_| Cell::default()));
                 id
             }
@@ -409,6 +622,9 @@ impl<S: Slot> FlowTable<S> {
         m.has_alias = false;
         m.pinned = false;
         let gen = m.gen;
+        if let Some(h) = self.heat.get_mut(id as usize) {
+            *h = 0;
+        }
         let ih = self.ih(&key, hash);
         self.index_insert(pack(ih, id, false), ih);
         self.unassured.push_back((id, gen));
@@ -485,6 +701,9 @@ impl<S: Slot> FlowTable<S> {
     }
 
     fn index_remove(&mut self, packed: u64, hash: u32) {
+        if let Some(f) = self.fast.as_deref_mut() {
+            f.invalidate(hash, (packed & ID_MASK) as u32, packed & ALIAS_BIT != 0);
+        }
         let mut i = self.home(hash);
         while self.index[i] != packed {
             debug_assert!(self.index[i] != EMPTY, "removing a key that is not indexed");

@@ -78,6 +78,11 @@ fn ac(rules: &[Rule], nocase: bool) -> Result<Option<Ac>, String> {
     Ok(Some(Ac { dfa, rules: map }))
 }
 
+/// The most memory the regex DFA (and its construction) may take. A set of
+/// unanchored regexes can determinize into exponentially many states; past this the
+/// rules are refused with an error instead of exhausting memory.
+pub const REGEX_DFA_LIMIT: usize = 256 << 20;
+
 impl Matcher {
     /// Compiles the rules' patterns (seconds for thousands of regexes: do it once,
     /// at load time). Errors name the rule's line.
@@ -102,11 +107,20 @@ impl Matcher {
                 .configure(
                     dense::DFA::config()
                         .match_kind(MatchKind::All)
-                        .start_kind(StartKind::Unanchored),
+                        .start_kind(StartKind::Unanchored)
+                        .dfa_size_limit(Some(REGEX_DFA_LIMIT))
+                        .determinize_size_limit(Some(REGEX_DFA_LIMIT)),
                 )
                 .syntax(syntax())
                 .build_many(&res)
-                .map_err(|e| format!("building the regex DFA: {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "building the regex DFA of {} pcre rules: {e} (limit {} MiB: \
+                         fewer or simpler pcre patterns)",
+                        res.len(),
+                        REGEX_DFA_LIMIT >> 20
+                    )
+                })?;
             Some(Re { dfa, rules: map })
         };
         let ac_start = |a: &Option<Ac>| {
