@@ -1,5 +1,5 @@
 //! The IDS matcher's scan rate (bytes per second, one thread) on 1 000 literal
-//! patterns, with and without 20 regex rules beside them, over 1 MiB of random
+//! patterns, with and without 20 content + pcre rules beside them, over 1 MiB of random
 //! text fed in 1 460-byte packets from saved per-flow states (streaming, as the
 //! NF does), side by side with one unbroken 1 MiB buffer — the cost of stopping
 //! and resuming at packet boundaries — in one run.
@@ -7,7 +7,7 @@
 //! `cargo bench -p flowshift-nf --bench ids`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use nf::ids::{parse, Matcher};
+use nf::ids::{parse, Matcher, Progress};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -65,9 +65,10 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("{name}, 1460 B packets"), |b| {
             b.iter(|| {
                 let mut st = m.start();
+                let mut pr = Progress::default();
                 let mut hits = 0u64;
                 for p in text.chunks(1460) {
-                    m.feed(&mut st, p, |_| hits += 1);
+                    m.feed(&mut st, &mut pr, p, |_| hits += 1);
                 }
                 hits
             })
@@ -75,8 +76,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("{name}, one buffer"), |b| {
             b.iter(|| {
                 let mut st = m.start();
+                let mut pr = Progress::default();
                 let mut hits = 0u64;
-                m.feed(&mut st, &text, |_| hits += 1);
+                m.feed(&mut st, &mut pr, &text, |_| hits += 1);
                 hits
             })
         });

@@ -573,7 +573,10 @@ fn fast_table_changes_nothing_but_where_lookups_are_answered() {
         (h + f.hits, m + f.misses)
     });
     // the first period of each shard (64 × 64 lookups) has no fast table yet
-    assert!(hits * 5 > hits + misses, "fast hits {hits}, misses {misses}");
+    assert!(
+        hits * 5 > hits + misses,
+        "fast hits {hits}, misses {misses}"
+    );
     let bad = ChainConfig::from_toml(
         "[table]\ncapacity = 10\nfast_entries = 11\n[[nf]]\nkind = \"seqcheck\"",
     )

@@ -3,10 +3,13 @@
 //! The input is written as a pcap and read back, processed, and the forwarded
 //! packets are written as a pcap that tshark must accept (checksums validated).
 //!
-//! Packet lines: `T_MS PROTO SRC:PORT > DST:PORT [FLAGS] => VERDICT [SRC:PORT > DST:PORT]`
+//! Packet lines:
+//! `T_MS PROTO SRC:PORT > DST:PORT [FLAGS] ["PAYLOAD"] => VERDICT [SRC:PORT > DST:PORT] [ttl=N] [dmac=M]`
 //! - PROTO `tcp`, `udp`, `icmp` (ports are the echo id; FLAGS `echo` or `reply`);
-//!   FLAGS for TCP are letters S A F R P.
-//! - VERDICT `forward` or `drop(CAUSE)`; the optional header is the expected output.
+//!   FLAGS for TCP are letters S A F R P (`-` for none when a payload follows).
+//! - PAYLOAD: the packet's payload text (default `golden`).
+//! - VERDICT `forward` or `drop(CAUSE)`; the optional header is the expected output,
+//!   `ttl=` its IPv4 TTL / IPv6 hop limit, `dmac=` its destination MAC.
 //! - A port `$name` in an expected output binds what the chain wrote; in an input
 //!   it uses that value. `*` matches any port.
 
@@ -26,8 +29,11 @@ struct Line {
     src: (IpAddr, String),
     dst: (IpAddr, String),
     flags: String,
+    payload: Vec<u8>,
     verdict: Verdict,
     out: Option<((IpAddr, String), (IpAddr, String))>,
+    ttl: Option<u8>,
+    dmac: Option<[u8; 6]>,
 }
 
 fn endpoint(s: &str) -> (IpAddr, String) {
@@ -59,9 +65,39 @@ fn parse(text: &str) -> (String, Vec<Line>) {
         let (input, expect) = l
             .split_once("=>")
             .unwrap_or_else(|| panic!("line `{l}`: missing =>"));
+        let (input, payload) = match input.split_once('"') {
+            Some((head, rest)) => (
+                head,
+                rest.rsplit_once('"')
+                    .unwrap_or_else(|| panic!("line `{l}`: unclosed payload"))
+                    .0
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            None => (input, b"golden".to_vec()),
+        };
         let t: Vec<&str> = input.split_whitespace().collect();
         assert!(t.len() >= 5 && t[3] == ">", "line `{l}`");
-        let e: Vec<&str> = expect.split_whitespace().collect();
+        let mut ttl = None;
+        let mut dmac = None;
+        let e: Vec<&str> = expect
+            .split_whitespace()
+            .filter(|w| {
+                if let Some(v) = w.strip_prefix("ttl=") {
+                    ttl = Some(v.parse().expect("ttl=N"));
+                    false
+                } else if let Some(v) = w.strip_prefix("dmac=") {
+                    let b: Vec<u8> = v
+                        .split(':')
+                        .map(|x| u8::from_str_radix(x, 16).expect("dmac=aa:bb:…"))
+                        .collect();
+                    dmac = Some(b.try_into().expect("six bytes"));
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
         let verdict = match e[0] {
             "forward" => Verdict::Forward,
             d => {
@@ -82,8 +118,11 @@ fn parse(text: &str) -> (String, Vec<Line>) {
             src: endpoint(t[2]),
             dst: endpoint(t[4]),
             flags: t.get(5).copied().unwrap_or("").into(),
+            payload,
             verdict,
             out,
+            ttl,
+            dmac,
         });
     }
     (cfg, lines)
@@ -121,6 +160,7 @@ fn flags(proto: &str, f: &str) -> TcpFlags {
             'F' => TcpFlags::FIN,
             'R' => TcpFlags::RST,
             'P' => TcpFlags::PSH,
+            '-' => TcpFlags::default(),
             o => panic!("flag {o}"),
         };
     }
@@ -149,7 +189,7 @@ fn run_file(path: &Path) {
             l.dst.0,
             port(&l.dst.1, &vars),
             flags(&l.proto, &l.flags),
-            b"golden",
+            &l.payload,
         );
         inputs.push((l.t_ms * 1_000_000, f));
         let in_path = tmp.join(format!("golden-{name}-in.pcap"));
@@ -185,6 +225,13 @@ fn run_file(path: &Path) {
                 "{name}:{}: bytes agree with metadata",
                 l.no + 1
             );
+        }
+        if let Some(ttl) = l.ttl {
+            let off = 14 + if p.info.tuple.src.is_ipv4() { 8 } else { 7 };
+            assert_eq!(p.data[off], ttl, "{name}:{}: ttl", l.no + 1);
+        }
+        if let Some(m) = l.dmac {
+            assert_eq!(p.data[..6], m, "{name}:{}: destination MAC", l.no + 1);
         }
         if v == Verdict::Forward {
             outputs.push((now, p.data));

@@ -15,6 +15,6 @@ pub mod matcher;
 mod nf;
 pub mod rules;
 
-pub use matcher::{Matcher, Stream};
+pub use matcher::{Matcher, Progress, Stream};
 pub use nf::{Ids, IdsCounters, IdsFlow};
-pub use rules::{parse, Action, Header, Pattern, Rule};
+pub use rules::{parse, Action, Header, Piece, Rule, MAX_PIECES};

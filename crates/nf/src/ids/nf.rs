@@ -21,16 +21,19 @@ use crossbeam_channel::{Sender, TrySendError};
 use serde_json::json;
 use state::Dir;
 
-use super::matcher::{Matcher, Stream};
+use super::matcher::{Matcher, Progress, Stream};
 use super::rules::{Action, Rule};
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
-/// The IDS's per-flow state: the matcher's states per direction, and whether a
-/// rule dropped the flow.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// The IDS's per-flow state: the matcher's states per direction, how far each
+/// direction got through multi-piece rules (allocated only once one is part-way),
+/// and whether a rule dropped the flow.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdsFlow {
     /// Original and reply direction.
     pub st: [Stream; 2],
+    /// Multi-piece rules part-way, per direction.
+    pub progress: Option<Box<[Progress; 2]>>,
     /// A `drop` or `blacklist` rule fired: every later packet is dropped.
     pub dropped: bool,
 }
@@ -191,13 +194,16 @@ impl Nf for Ids {
             return Verdict::Drop(DropCause::IdsBlacklisted);
         }
         let mut f = match cx.get() {
-            Some(FlowState::Ids(f)) => *f,
+            // taken out and put back below (no allocation per packet)
+            Some(FlowState::Ids(f)) => core::mem::take(f),
             _ => IdsFlow {
                 st: [shared.matcher.start(); 2],
+                progress: None,
                 dropped: false,
             },
         };
         if f.dropped {
+            cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
         let d = usize::from(pkt.dir == Dir::Reply);
@@ -205,9 +211,29 @@ impl Nf for Ids {
         self.counters.scanned += payload.len() as u64;
         self.fired.clear();
         let fired = &mut self.fired;
-        shared
-            .matcher
-            .feed(&mut f.st[d], payload, |r| fired.push(r));
+        match f.progress.as_deref_mut() {
+            Some(pr) => {
+                shared
+                    .matcher
+                    .feed(&mut f.st[d], &mut pr[d], payload, |r| fired.push(r));
+                if pr.iter().all(|p| p.is_empty()) {
+                    f.progress = None;
+                }
+            }
+            None => {
+                // an empty `Progress` does not allocate: only a flow with a rule
+                // part-way gets its box
+                let mut pr = Progress::default();
+                shared
+                    .matcher
+                    .feed(&mut f.st[d], &mut pr, payload, |r| fired.push(r));
+                if !pr.is_empty() {
+                    let mut b: Box<[Progress; 2]> = Box::default();
+                    b[d] = pr;
+                    f.progress = Some(b);
+                }
+            }
+        }
         let mut verdict = Verdict::Forward;
         // a rule fires at most once per packet (a regex like `x[0-9]+` matches
         // at every further digit)

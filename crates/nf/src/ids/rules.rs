@@ -16,8 +16,10 @@
 //!   `pcre:"/REGEX/FLAGS"` (flags `i` and `s`), `rev:N` and `classtype:…`
 //!   (accepted, ignored). Several contents (and a pcre) must match **in the order
 //!   written**, anywhere in the flow's byte stream of that direction — across
-//!   packet boundaries (as if each content had `distance:0`). `^` and `$` anchors
-//!   are not supported (a flow's stream has no end the matcher can see).
+//!   packet boundaries (as if each content had `distance:0`): a content counts
+//!   when it starts after the previous piece ends, a pcre when it ends after the
+//!   previous piece ends. `^` and `$` anchors are not supported (a flow's stream
+//!   has no end the matcher can see).
 //!
 //! Lines starting with `#` and blank lines are skipped; errors name the line.
 
@@ -91,22 +93,23 @@ pub struct Rule {
     pub msg: String,
     /// `sid`.
     pub sid: u32,
-    /// The rule's byte pattern: a literal (`Literal`) when it is one content, else
-    /// a regular expression over bytes.
-    pub pattern: Pattern,
+    /// What the rule looks for, in order: its contents, then its pcre. Each piece
+    /// is matched on its own (so rules never multiply into one another's automaton
+    /// states) and the matcher tracks each flow's progress through the pieces.
+    pub pieces: Vec<Piece>,
 }
 
-/// What a rule looks for in a flow's stream.
+/// One piece of a rule's pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Pattern {
-    /// One content: matched by the multi-literal automaton.
+pub enum Piece {
+    /// A content: matched by the multi-literal automata.
     Literal {
         /// Bytes.
         bytes: Vec<u8>,
         /// ASCII case-insensitive.
         nocase: bool,
     },
-    /// Several contents and/or a pcre, in order: one regex of the multi-regex DFA.
+    /// A pcre: one pattern of the multi-regex DFA.
     Regex(String),
 }
 
@@ -169,14 +172,8 @@ fn content(s: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Escapes bytes for a regex (every byte as `\xNN`, so any byte is literal).
-fn regex_literal(bytes: &[u8], nocase: bool) -> String {
-    let mut s = String::from(if nocase { "(?i:" } else { "(?:" });
-    for b in bytes {
-        s.push_str(&format!("\\x{b:02x}"));
-    }
-    s.push(')');
-    s
-}
+/// The most contents (and pcre) one rule may have.
+pub const MAX_PIECES: usize = 16;
 
 /// Splits `a; b:"x;y"; c` at semicolons outside quotes.
 fn options(body: &str) -> Result<Vec<(String, String)>, String> {
@@ -321,25 +318,27 @@ fn rule(line: usize, text: &str) -> Result<Rule, String> {
         }
     }
     let sid = sid.ok_or("missing sid")?;
-    let pattern = match (&parts[..], &pcre) {
-        ([], None) => return Err("a rule needs a content or a pcre".into()),
-        ([(b, nc)], None) => Pattern::Literal {
-            bytes: b.clone(),
-            nocase: *nc,
-        },
-        _ => {
-            let mut re: Vec<String> = parts.iter().map(|(b, nc)| regex_literal(b, *nc)).collect();
-            re.extend(pcre);
-            Pattern::Regex(re.join("(?s:.*?)"))
-        }
-    };
+    if parts.is_empty() && pcre.is_none() {
+        return Err("a rule needs a content or a pcre".into());
+    }
+    if parts.iter().any(|(b, _)| b.is_empty()) {
+        return Err("empty content".into());
+    }
+    if parts.len() + usize::from(pcre.is_some()) > MAX_PIECES {
+        return Err(format!("more than {MAX_PIECES} contents"));
+    }
+    let mut pieces: Vec<Piece> = parts
+        .into_iter()
+        .map(|(bytes, nocase)| Piece::Literal { bytes, nocase })
+        .collect();
+    pieces.extend(pcre.map(Piece::Regex));
     Ok(Rule {
         line,
         action,
         header,
         msg,
         sid,
-        pattern,
+        pieces,
     })
 }
 
@@ -384,16 +383,22 @@ mod tests {
         assert_eq!(r[0].line, 2);
         assert_eq!(r[0].msg, "evil; get");
         assert_eq!(
-            r[0].pattern,
-            Pattern::Literal {
+            r[0].pieces,
+            vec![Piece::Literal {
                 bytes: b"GET /evil".to_vec(),
                 nocase: true
-            }
+            }]
         );
         assert_eq!(r[1].action, Action::Drop);
         assert_eq!(
-            r[1].pattern,
-            Pattern::Regex("(?:\\x61\\x62)(?s:.*?)(?i:c[0-9]+d)".into())
+            r[1].pieces,
+            vec![
+                Piece::Literal {
+                    bytes: b"ab".to_vec(),
+                    nocase: false
+                },
+                Piece::Regex("(?i:c[0-9]+d)".into())
+            ]
         );
         let h = &r[1].header;
         let a: IpAddr = "1.2.3.4".parse().unwrap();
@@ -415,6 +420,7 @@ mod tests {
             ("alert tcp any any -> any any (sid:1; pcre:\"/^GET/\";)", "anchors"),
             ("alert tcp any any -> any any (sid:1; depth:4; content:\"x\";)", "option `depth`"),
             ("alert tcp any any -> any any (sid:1;)", "content or a pcre"),
+            ("alert tcp any any -> any any (sid:1; content:\"\";)", "content: empty"),
             ("alert tcp any any -> any any (sid:1; content:\"x\";)\nalert tcp any any -> any any (sid:1; content:\"y\";)", "line 2: sid 1 already used on line 1"),
             ("alert tcp any 70000 -> any any (sid:1; content:\"x\";)", "source port `70000`"),
             ("", "no rule"),
