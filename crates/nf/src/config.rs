@@ -258,6 +258,21 @@ pub struct IdsSection {
     /// Idle timeout of a flow's matcher state.
     #[serde(default = "ids_idle", with = "duration")]
     pub idle: core::time::Duration,
+    /// Where the pattern matching runs: `inline` (default) or `core` (an
+    /// offloading component on its own core).
+    #[serde(default = "ids_placement")]
+    pub placement: String,
+    /// Payloads the ring to the `core` component holds.
+    #[serde(default = "ids_ring")]
+    pub ring: usize,
+}
+
+fn ids_placement() -> String {
+    "inline".into()
+}
+
+fn ids_ring() -> usize {
+    16_384
 }
 
 fn ids_idle() -> core::time::Duration {
@@ -551,6 +566,15 @@ fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigE
                 }
             };
             let rules = crate::ids::parse(&text).map_err(|e| field(at(which), e))?;
+            let placement = crate::component::Placement::parse(&d.placement).ok_or_else(|| {
+                field(
+                    at("placement"),
+                    format!("`{}`: expected `inline` or `core`", d.placement),
+                )
+            })?;
+            if d.ring == 0 || d.ring > 1 << 24 {
+                return Err(field(at("ring"), "must be in 1..=16777216"));
+            }
             let alerts = d.alerts.as_ref().map(|p| base.join(p));
             Box::new(
                 crate::ids::Ids::new(
@@ -559,6 +583,7 @@ fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigE
                     alerts.as_deref(),
                     d.idle.as_nanos() as u64,
                 )
+                .and_then(|i| i.place(placement, d.ring))
                 .map_err(|e| field(at(which), e))?,
             )
         }

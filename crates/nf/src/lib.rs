@@ -20,6 +20,7 @@
 #[macro_use]
 mod counters;
 mod chain;
+pub mod component;
 pub mod config;
 mod ctx;
 pub mod firewall;

@@ -176,3 +176,166 @@ fn rule_errors_name_the_field_and_line() {
         assert!(e.to_string().contains(want), "`{want}` not in: {e}");
     }
 }
+
+fn ids_of(c: &Chain) -> &nf::ids::Ids {
+    c.nfs()[0]
+        .as_any()
+        .downcast_ref::<nf::ids::Ids>()
+        .expect("an ids")
+}
+
+fn placed(placement: &str, ring: usize) -> String {
+    format!(
+        r#"
+[[nf]]
+kind = "ids"
+placement = "{placement}"
+ring = {ring}
+rules = '''
+alert tcp any any -> any 80 (msg:"attack seen"; content:"attack"; sid:1;)
+alert tcp any any -> any 80 (msg:"exploit"; content:"GET"; pcre:"/\/exploit[0-9]+/"; sid:2;)
+drop tcp any any -> any 8080 (msg:"exploit"; content:"GET"; pcre:"/\/exploit[0-9]+/"; sid:3;)
+'''
+"#
+    )
+}
+
+/// GranularNF's offloading component: the matching on a core of its own finds the
+/// same alerts as inline on many interleaved flows whose patterns are split at
+/// random points, and never holds a packet back.
+#[test]
+fn matching_on_its_own_core_finds_what_inline_finds() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    // 300 flows, each a stream with or without each pattern, cut into 1..6 packets
+    let mut flows: Vec<Vec<Vec<u8>>> = Vec::new();
+    for _ in 0..300 {
+        let mut s: Vec<u8> = (0..rng.gen_range(0..40))
+            .map(|_| rng.gen_range(b'a'..=b'z'))
+            .collect();
+        if rng.gen_bool(0.3) {
+            s.extend_from_slice(b"attack");
+        }
+        s.extend((0..rng.gen_range(0..20)).map(|_| b' '));
+        if rng.gen_bool(0.3) {
+            s.extend_from_slice(b"GET /x /exploit77 HTTP");
+        }
+        let mut cuts: Vec<usize> = (0..rng.gen_range(0..5))
+            .map(|_| rng.gen_range(0..=s.len()))
+            .collect();
+        cuts.push(0);
+        cuts.push(s.len());
+        cuts.sort_unstable();
+        flows.push(cuts.windows(2).map(|w| s[w[0]..w[1]].to_vec()).collect());
+    }
+    let (mut inl, mut s1) = chain(&placed("inline", 16_384));
+    let (mut off, mut s2) = chain(&placed("core", 16_384));
+    assert_eq!(ids_of(&off).placement(), nf::component::Placement::Core);
+    let mut with_payload = 0;
+    for round in 0..6 {
+        for (i, f) in flows.iter().enumerate() {
+            if let Some(p) = f.get(round) {
+                let src = format!("10.0.{}.{}", i / 200, i % 200 + 1);
+                let a = send(&mut inl, &mut s1, &src, 1000 + i as u16, 80, p);
+                let b = send(&mut off, &mut s2, &src, 1000 + i as u16, 80, p);
+                assert_eq!((a, b), (Verdict::Forward, Verdict::Forward));
+                with_payload += u64::from(!p.is_empty());
+            }
+        }
+    }
+    assert!(ids_of(&off).wait_idle(Duration::from_secs(10)));
+    let (a, b) = (counters(&inl), counters(&off));
+    assert!(a["alerts"] > 100, "{a:?}");
+    assert_eq!(a["alerts"], b["alerts"]);
+    assert_eq!(a["scanned"], b["scanned"]);
+    assert_eq!((a["offloaded"], a["offload_lost"]), (0, 0));
+    assert_eq!((b["offloaded"], b["offload_lost"]), (with_payload, 0));
+}
+
+/// With the component on its own core a `drop` rule takes effect asynchronously:
+/// the matching packet passes, the flow's packets after the component scanned it
+/// are dropped.
+#[test]
+fn offloaded_drop_applies_to_the_flows_later_packets() {
+    let (mut c, mut s) = chain(&placed("core", 1024));
+    assert_eq!(
+        send(&mut c, &mut s, "10.0.0.4", 4000, 8080, b"GET /expl"),
+        Verdict::Forward
+    );
+    assert_eq!(
+        send(&mut c, &mut s, "10.0.0.4", 4000, 8080, b"oit42 HTTP/1.1"),
+        Verdict::Forward
+    );
+    assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
+    assert_eq!(
+        send(&mut c, &mut s, "10.0.0.4", 4000, 8080, b"more"),
+        Verdict::Drop(DropCause::IdsDrop)
+    );
+    assert_eq!(
+        send(&mut c, &mut s, "10.0.0.4", 4001, 8080, b"fine"),
+        Verdict::Forward
+    );
+    let k = counters(&c);
+    assert_eq!((k["alerts"], k["flows_dropped"]), (1, 1));
+}
+
+/// The data component never waits: with the component held and its ring full, a
+/// payload is counted lost at once, and the flow's stream restarts after the gap,
+/// so bytes before and after it are never matched together.
+#[test]
+fn a_full_ring_is_counted_and_the_stream_restarts_after_the_gap() {
+    let (mut c, mut s) = chain(&placed("core", 1));
+    let ids = ids_of(&c);
+    ids.set_component_paused(true);
+    assert_eq!(
+        send(&mut c, &mut s, "10.0.0.1", 1000, 80, b"xx"),
+        Verdict::Forward
+    );
+    // the component takes "xx" and holds; the ring's one slot then fills
+    let t = Instant::now();
+    while ids_of(&c).component_pending() > 0 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let started = Instant::now();
+    send(&mut c, &mut s, "10.0.0.1", 1000, 80, b"att");
+    send(&mut c, &mut s, "10.0.0.1", 1000, 80, b"zzz");
+    send(&mut c, &mut s, "10.0.0.2", 2000, 80, b"att");
+    assert!(started.elapsed() < Duration::from_secs(1), "never waits");
+    let k = counters(&c);
+    assert_eq!((k["offloaded"], k["offload_lost"]), (2, 2));
+    ids_of(&c).set_component_paused(false);
+    assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
+    // "att" + (lost "zzz") + "ack": not an attack; flow 2 lost its "att" entirely;
+    // a flow without a gap still matches across packets (one payload at a time:
+    // the ring holds one)
+    for (src, port, p) in [
+        ("10.0.0.1", 1000, b"ack"),
+        ("10.0.0.2", 2000, b"ack"),
+        ("10.0.0.3", 3000, b"att"),
+        ("10.0.0.3", 3000, b"ack"),
+    ] {
+        send(&mut c, &mut s, src, port, 80, p);
+        assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
+    }
+    let k = counters(&c);
+    assert_eq!(k["alerts"], 1, "{k:?}");
+    assert_eq!(k["offload_lost"], 2);
+}
+
+#[test]
+fn placement_errors_name_the_field() {
+    for (extra, want) in [
+        ("placement = \"gpu\"", "nf[0].placement"),
+        ("ring = 0", "nf[0].ring"),
+    ] {
+        let toml = format!(
+            "[[nf]]\nkind = \"ids\"\n{extra}\nrules = 'alert tcp any any -> any any (content:\"x\"; sid:1;)'\n"
+        );
+        let e = ChainConfig::from_toml(&toml)
+            .and_then(|c| c.build(std::path::Path::new(".")))
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {extra}"));
+        assert!(e.to_string().contains(want), "`{want}` not in: {e}");
+    }
+}

@@ -8,26 +8,43 @@
 //! thread (never a file write on the packet path; a full channel is a counted
 //! `alerts_lost`). The blacklist is shared by every core: inserting (rare) copies
 //! and swaps the set, checking (every packet) is one lock-free load.
+//!
+//! **Placement** (GranularNF's offloading component, [`crate::component`]):
+//! `inline` scans on the worker, in the packet's processing. `core` splits the
+//! IDS: the data component on the workers checks the blacklist and the flow's
+//! dropped mark and hands a copy of the payload to the **pattern-matching
+//! component** on a core of its own through a lock-free ring, never waiting for it
+//! (a full ring is a counted `offload_lost`, and the flow's stream restarts after
+//! the gap so bytes on either side of it are never matched together). The
+//! component keeps the matcher states per flow and direction, raises the alerts,
+//! marks dropped flows in a shared set and blacklists sources. Detection is then
+//! asynchronous: the packet that completes a match is forwarded, and the flow is
+//! dropped from the first packet after the component has scanned it.
 
 use core::any::Any;
 use core::net::IpAddr;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Sender, TrySendError};
 use serde_json::json;
-use state::Dir;
+use state::{Dir, FlowKey, Side};
+use wire::FiveTuple;
 
 use super::matcher::{Matcher, Progress, Stream};
 use super::rules::{Action, Rule};
+use crate::component::{Placement, Remote};
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
 /// The IDS's per-flow state: the matcher's states per direction, how far each
 /// direction got through multi-piece rules (allocated only once one is part-way),
-/// and whether a rule dropped the flow.
+/// and whether a rule dropped the flow. With the matcher on its own core, the
+/// matcher states live there and only `dropped` and `gaps` are used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdsFlow {
     /// Original and reply direction.
@@ -36,6 +53,9 @@ pub struct IdsFlow {
     pub progress: Option<Box<[Progress; 2]>>,
     /// A `drop` or `blacklist` rule fired: every later packet is dropped.
     pub dropped: bool,
+    /// Per direction (bit 0 original, bit 1 reply): a payload could not be handed
+    /// to the matching component, so its stream restarts with the next one.
+    pub gaps: u8,
 }
 
 counters! {
@@ -51,15 +71,187 @@ counters! {
         flows_dropped,
         /// Sources blacklisted.
         blacklisted,
+        /// Payloads handed to the matching component (placement `core`).
+        offloaded,
+        /// Payloads not scanned because the component's ring was full.
+        offload_lost,
+    }
+}
+
+/// Counters of the matching component (one thread, read by reports).
+#[derive(Default)]
+struct ComponentCounters {
+    scanned: AtomicU64,
+    alerts: AtomicU64,
+    alerts_lost: AtomicU64,
+    flows_dropped: AtomicU64,
+    blacklisted: AtomicU64,
+}
+
+/// What every instance and the component share.
+struct Core {
+    rules: Vec<Rule>,
+    matcher: Matcher,
+    blacklist: ArcSwap<HashSet<IpAddr>>,
+    /// Flows a rule dropped, as marked by the matching component.
+    dropped: ArcSwap<HashSet<FlowKey>>,
+    alerts: Option<Sender<String>>,
+    idle_ns: u64,
+    component: ComponentCounters,
+    /// The component holds off scanning (maintenance, tests).
+    paused: AtomicBool,
+}
+
+/// What the rules that fired on a packet did.
+#[derive(Default)]
+struct Outcome {
+    alerts: u64,
+    alerts_lost: u64,
+    blocks: bool,
+    blacklisted: bool,
+}
+
+impl Core {
+    /// Applies the rules in `hits` (deduplicated here) to a packet `t` at `ts_ns`.
+    fn apply(&self, hits: &mut Vec<u32>, t: &FiveTuple, ts_ns: u64) -> Outcome {
+        let mut o = Outcome::default();
+        // a rule fires at most once per packet (a regex like `x[0-9]+` matches
+        // at every further digit)
+        hits.sort_unstable();
+        hits.dedup();
+        for &r in hits.iter() {
+            let rule = &self.rules[r as usize];
+            if !rule
+                .header
+                .covers(t.proto, t.src, t.src_port, t.dst, t.dst_port)
+            {
+                continue;
+            }
+            let blocks = rule.action != Action::Alert;
+            o.alerts += 1;
+            if !self.alert(rule, t, ts_ns, blocks) {
+                o.alerts_lost += 1;
+            }
+            o.blocks |= blocks;
+            if rule.action == Action::Blacklist && !self.blacklist.load().contains(&t.src) {
+                self.blacklist.rcu(|s| {
+                    let mut s = HashSet::clone(s);
+                    s.insert(t.src);
+                    s
+                });
+                o.blacklisted = true;
+            }
+        }
+        o
+    }
+
+    /// Queues an alert line; false when it was lost.
+    fn alert(&self, r: &Rule, t: &FiveTuple, ts_ns: u64, blocked: bool) -> bool {
+        let Some(tx) = &self.alerts else {
+            return true;
+        };
+        let line = json!({
+            "timestamp_ns": ts_ns,
+            "event_type": "alert",
+            "src_ip": t.src.to_string(),
+            "src_port": t.src_port,
+            "dest_ip": t.dst.to_string(),
+            "dest_port": t.dst_port,
+            "proto": match t.proto { 6 => "TCP".to_string(), 17 => "UDP".to_string(), p => p.to_string() },
+            "alert": {
+                "action": if blocked { "blocked" } else { "allowed" },
+                "rule_action": r.action.name(),
+                "signature_id": r.sid,
+                "signature": r.msg,
+            },
+        })
+        .to_string();
+        match tx.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+/// A payload handed to the matching component.
+struct ScanJob {
+    key: FlowKey,
+    side: Side,
+    tuple: FiveTuple,
+    ts_ns: u64,
+    /// The direction's previous payload was lost: restart its stream.
+    gap: bool,
+    payload: Vec<u8>,
+}
+
+/// The matching component's state of one flow direction.
+struct Scanned {
+    st: Stream,
+    pr: Progress,
+    last_ns: u64,
+}
+
+/// The matching component: runs on its own core, fed by every data component.
+fn component(core: Arc<Core>) -> impl FnMut(ScanJob) + Send + 'static {
+    let mut flows: HashMap<(FlowKey, Side), Scanned> = HashMap::new();
+    let mut hits = Vec::new();
+    let mut jobs = 0u64;
+    move |job: ScanJob| {
+        // Acquire: pairs with the Release store in `set_component_paused`.
+        while core.paused.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        jobs += 1;
+        if jobs.is_multiple_of(65_536) {
+            // forget idle flows (packet time, like the flow tables' timers)
+            flows.retain(|_, f| f.last_ns.saturating_add(core.idle_ns) > job.ts_ns);
+        }
+        if core.dropped.load().contains(&job.key) {
+            return;
+        }
+        let f = flows.entry((job.key, job.side)).or_insert_with(|| Scanned {
+            st: core.matcher.start(),
+            pr: Progress::default(),
+            last_ns: 0,
+        });
+        if job.gap {
+            f.st = core.matcher.start();
+            f.pr = Progress::default();
+        }
+        f.last_ns = job.ts_ns;
+        hits.clear();
+        core.matcher
+            .feed(&mut f.st, &mut f.pr, &job.payload, |r| hits.push(r));
+        let c = &core.component;
+        // Relaxed (all below): statistics, read after `wait_idle`'s Acquire.
+        c.scanned
+            .fetch_add(job.payload.len() as u64, Ordering::Relaxed);
+        if hits.is_empty() {
+            return;
+        }
+        let o = core.apply(&mut hits, &job.tuple, job.ts_ns);
+        c.alerts.fetch_add(o.alerts, Ordering::Relaxed);
+        c.alerts_lost.fetch_add(o.alerts_lost, Ordering::Relaxed);
+        if o.blacklisted {
+            c.blacklisted.fetch_add(1, Ordering::Relaxed);
+        }
+        if o.blocks && !core.dropped.load().contains(&job.key) {
+            core.dropped.rcu(|s| {
+                let mut s = HashSet::clone(s);
+                s.insert(job.key);
+                s
+            });
+            c.flows_dropped.fetch_add(1, Ordering::Relaxed);
+            flows.remove(&(job.key, Side::Lo));
+            flows.remove(&(job.key, Side::Hi));
+        }
     }
 }
 
 struct Shared {
-    rules: Vec<Rule>,
-    matcher: Matcher,
-    blacklist: ArcSwap<HashSet<IpAddr>>,
-    alerts: Option<Sender<String>>,
-    idle_ns: u64,
+    core: Arc<Core>,
+    /// The matching component, with placement `core`.
+    remote: Option<Remote<ScanJob>>,
 }
 
 /// The IDS NF.
@@ -77,7 +269,7 @@ const ALERT_QUEUE: usize = 65_536;
 impl Ids {
     /// An IDS over `rules` (compiled here, once), writing alerts to `alerts` as
     /// JSON lines (appending; `None`: counted only). Flows idle for `idle_ns` are
-    /// forgotten.
+    /// forgotten. Placement `inline`; see [`place`](Self::place).
     pub fn new(
         name: impl Into<String>,
         rules: Vec<Rule>,
@@ -113,60 +305,125 @@ impl Ids {
         Ok(Ids {
             name: name.into(),
             shared: Arc::new(Shared {
-                rules,
-                matcher,
-                blacklist: ArcSwap::from_pointee(HashSet::new()),
-                alerts,
-                idle_ns,
+                core: Arc::new(Core {
+                    rules,
+                    matcher,
+                    blacklist: ArcSwap::from_pointee(HashSet::new()),
+                    dropped: ArcSwap::from_pointee(HashSet::new()),
+                    alerts,
+                    idle_ns,
+                    component: ComponentCounters::default(),
+                    paused: AtomicBool::new(false),
+                }),
+                remote: None,
             }),
             counters: IdsCounters::default(),
             fired: Vec::new(),
         })
     }
 
+    /// Places the pattern matching: `Inline` (as built) or `Core`, a component
+    /// thread fed through a ring of `ring` payloads. Call before instances are made.
+    pub fn place(mut self, placement: Placement, ring: usize) -> Result<Ids, String> {
+        let core = self.shared.core.clone();
+        let remote = match placement {
+            Placement::Inline => None,
+            Placement::Core => Some(
+                Remote::spawn(
+                    &format!("{}-match", self.name),
+                    ring,
+                    component(core.clone()),
+                )
+                .map_err(|e| format!("starting the matching component: {e}"))?,
+            ),
+        };
+        self.shared = Arc::new(Shared { core, remote });
+        Ok(self)
+    }
+
+    /// Where the pattern matching runs.
+    pub fn placement(&self) -> Placement {
+        if self.shared.remote.is_some() {
+            Placement::Core
+        } else {
+            Placement::Inline
+        }
+    }
+
     /// The rules.
     pub fn rules(&self) -> &[Rule] {
-        &self.shared.rules
+        &self.shared.core.rules
     }
 
     /// Memory of the compiled automata, bytes.
     pub fn matcher_memory(&self) -> usize {
-        self.shared.matcher.memory()
+        self.shared.core.matcher.memory()
     }
 
     /// The blacklisted sources now.
     pub fn blacklist(&self) -> Vec<IpAddr> {
-        self.shared.blacklist.load().iter().copied().collect()
+        self.shared.core.blacklist.load().iter().copied().collect()
     }
 
-    fn alert(&mut self, r: &Rule, pkt: &Packet, blocked: bool) {
-        self.counters.alerts += 1;
-        let Some(tx) = &self.shared.alerts else {
-            return;
-        };
+    /// With placement `core`: waits until the component has scanned every payload
+    /// handed to it so far (reports, tests); true at once when inline.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.shared
+            .remote
+            .as_ref()
+            .is_none_or(|r| r.wait_idle(timeout))
+    }
+
+    /// Payloads waiting in the component's ring.
+    pub fn component_pending(&self) -> usize {
+        self.shared.remote.as_ref().map_or(0, |r| r.pending())
+    }
+
+    /// Holds the matching component (payloads queue up, then are counted lost) or
+    /// lets it go on: a maintenance window, e.g. while rules are swapped.
+    pub fn set_component_paused(&self, paused: bool) {
+        // Release: pairs with the component's Acquire load.
+        self.shared.core.paused.store(paused, Ordering::Release);
+    }
+
+    /// The data component of placement `core`: drop what is already known to be
+    /// dropped, hand the payload over, never wait.
+    fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: IdsFlow) -> Verdict {
+        let core = &self.shared.core;
         let t = pkt.info.tuple;
-        let line = json!({
-            "timestamp_ns": pkt.ts_ns,
-            "event_type": "alert",
-            "src_ip": t.src.to_string(),
-            "src_port": t.src_port,
-            "dest_ip": t.dst.to_string(),
-            "dest_port": t.dst_port,
-            "proto": match t.proto { 6 => "TCP".to_string(), 17 => "UDP".to_string(), p => p.to_string() },
-            "alert": {
-                "action": if blocked { "blocked" } else { "allowed" },
-                "rule_action": r.action.name(),
-                "signature_id": r.sid,
-                "signature": r.msg,
-            },
-        })
-        .to_string();
-        match tx.try_send(line) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.counters.alerts_lost += 1
+        let (key, side) = FlowKey::of(&t);
+        let dropped = core.dropped.load();
+        if !dropped.is_empty() && dropped.contains(&key) {
+            f.dropped = true;
+            cx.insert(FlowState::Ids(f));
+            return Verdict::Drop(DropCause::IdsDrop);
+        }
+        let payload = pkt.payload();
+        if !payload.is_empty() {
+            let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
+            let job = ScanJob {
+                key,
+                side,
+                tuple: t,
+                ts_ns: pkt.ts_ns,
+                gap: f.gaps & bit != 0,
+                payload: payload.to_vec(),
+            };
+            let remote = self.shared.remote.as_ref().expect("placement core");
+            match remote.submit(job) {
+                Ok(()) => {
+                    self.counters.offloaded += 1;
+                    f.gaps &= !bit;
+                }
+                Err(_) => {
+                    self.counters.offload_lost += 1;
+                    f.gaps |= bit;
+                }
             }
         }
+        cx.insert(FlowState::Ids(f));
+        cx.set_timeout(core.idle_ns);
+        Verdict::Forward
     }
 }
 
@@ -190,21 +447,24 @@ impl Nf for Ids {
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let t = pkt.info.tuple;
         let shared = self.shared.clone();
-        if shared.blacklist.load().contains(&t.src) {
+        let core = &shared.core;
+        if core.blacklist.load().contains(&t.src) {
             return Verdict::Drop(DropCause::IdsBlacklisted);
         }
         let mut f = match cx.get() {
             // taken out and put back below (no allocation per packet)
             Some(FlowState::Ids(f)) => core::mem::take(f),
             _ => IdsFlow {
-                st: [shared.matcher.start(); 2],
-                progress: None,
-                dropped: false,
+                st: [core.matcher.start(); 2],
+                ..IdsFlow::default()
             },
         };
         if f.dropped {
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
+        }
+        if shared.remote.is_some() {
+            return self.process_data(cx, pkt, f);
         }
         let d = usize::from(pkt.dir == Dir::Reply);
         let payload = pkt.payload();
@@ -213,8 +473,7 @@ impl Nf for Ids {
         let fired = &mut self.fired;
         match f.progress.as_deref_mut() {
             Some(pr) => {
-                shared
-                    .matcher
+                core.matcher
                     .feed(&mut f.st[d], &mut pr[d], payload, |r| fired.push(r));
                 if pr.iter().all(|p| p.is_empty()) {
                     f.progress = None;
@@ -224,8 +483,7 @@ impl Nf for Ids {
                 // an empty `Progress` does not allocate: only a flow with a rule
                 // part-way gets its box
                 let mut pr = Progress::default();
-                shared
-                    .matcher
+                core.matcher
                     .feed(&mut f.st[d], &mut pr, payload, |r| fired.push(r));
                 if !pr.is_empty() {
                     let mut b: Box<[Progress; 2]> = Box::default();
@@ -235,43 +493,40 @@ impl Nf for Ids {
             }
         }
         let mut verdict = Verdict::Forward;
-        // a rule fires at most once per packet (a regex like `x[0-9]+` matches
-        // at every further digit)
-        let mut hits = core::mem::take(&mut self.fired);
-        hits.sort_unstable();
-        hits.dedup();
-        for &r in &hits {
-            let rule = &shared.rules[r as usize];
-            if !rule
-                .header
-                .covers(t.proto, t.src, t.src_port, t.dst, t.dst_port)
-            {
-                continue;
-            }
-            let blocks = rule.action != Action::Alert;
-            self.alert(rule, pkt, blocks);
-            if blocks && !f.dropped {
+        if !self.fired.is_empty() {
+            let o = core.apply(&mut self.fired, &t, pkt.ts_ns);
+            self.counters.alerts += o.alerts;
+            self.counters.alerts_lost += o.alerts_lost;
+            self.counters.blacklisted += u64::from(o.blacklisted);
+            if o.blocks {
                 f.dropped = true;
                 self.counters.flows_dropped += 1;
                 verdict = Verdict::Drop(DropCause::IdsDrop);
             }
-            if rule.action == Action::Blacklist && !shared.blacklist.load().contains(&t.src) {
-                shared.blacklist.rcu(|s| {
-                    let mut s = HashSet::clone(s);
-                    s.insert(t.src);
-                    s
-                });
-                self.counters.blacklisted += 1;
-            }
         }
-        self.fired = hits;
         cx.insert(FlowState::Ids(f));
-        cx.set_timeout(shared.idle_ns);
+        cx.set_timeout(core.idle_ns);
         verdict
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
+        let mut v = self.counters.list();
+        if self.shared.remote.is_some() {
+            // the component's own counters, added once per (merged) instance
+            let c = &self.shared.core.component;
+            for (name, n) in &mut v {
+                // Relaxed: statistics (see `wait_idle` for a settled read).
+                *n += match *name {
+                    "scanned" => c.scanned.load(Ordering::Relaxed),
+                    "alerts" => c.alerts.load(Ordering::Relaxed),
+                    "alerts_lost" => c.alerts_lost.load(Ordering::Relaxed),
+                    "flows_dropped" => c.flows_dropped.load(Ordering::Relaxed),
+                    "blacklisted" => c.blacklisted.load(Ordering::Relaxed),
+                    _ => 0,
+                };
+            }
+        }
+        v
     }
 
     fn instance(&self) -> Box<dyn Nf> {
