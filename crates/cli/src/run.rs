@@ -332,6 +332,16 @@ pub(crate) fn print_report(r: &RunReport) {
             r.migrations["packets_pended"]
         );
     }
+    for (name, counters) in &r.nf {
+        let nonzero: Vec<String> = counters
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !nonzero.is_empty() {
+            println!("nf {name:<8} {}", nonzero.join(", "));
+        }
+    }
     for c in &r.per_core {
         println!(
             "core {:<6} {:<10} load {:>5.1} %  {} packets",

@@ -201,6 +201,9 @@ pub trait Nf: Send + Any {
     }
     /// A fresh instance for another core, with the same configuration.
     fn instance(&self) -> Box<dyn Nf>;
+    /// Waits (bounded) until the NF's components on other cores have finished what
+    /// they were handed, so that its counters are final (before a report).
+    fn settle(&self) {}
     /// Merges another core's instance of the same NF into this one (mergeable
     /// state and counters).
     fn merge_from(&mut self, _other: &dyn Nf) {}

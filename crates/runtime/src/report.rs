@@ -136,6 +136,10 @@ pub struct RunReport {
     pub imbalance: BTreeMap<&'static str, f64>,
     /// Per controller period: the time and the busy share of each core.
     pub load_over_time: Vec<LoadSample>,
+    /// Each NF's own counters, by NF name (e.g. an IDS's `offloaded` and
+    /// `offload_lost`: the cost of its component's placement). Runs only.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
 }
 
 /// The busy share of each core over one controller period.

@@ -357,6 +357,15 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     for r in &offloaded {
         total.merge_from(&r.chain);
     }
+    // components on their own cores finish what they were handed before counting
+    for n in total.nfs() {
+        n.settle();
+    }
+    let nf_counters: BTreeMap<String, BTreeMap<&'static str, u64>> = total
+        .nfs()
+        .iter()
+        .map(|n| (n.name().to_string(), n.counters().into_iter().collect()))
+        .collect();
     let c = total.counters().clone();
     let mut drops = BTreeMap::new();
     drops.insert("ring_full".to_string(), feeder.ring_full);
@@ -397,6 +406,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         0.0
     };
     let report = RunReport {
+        nf: nf_counters,
         schema: 1,
         mode: "run",
         balancer: cfg.balancer.name(),

@@ -551,3 +551,52 @@ fn heaviest_first_offloads_the_elephants() {
         "snapshots carry heavy-flow shares"
     );
 }
+
+/// The IDS's pattern matching on a core of its own (GranularNF's offloading
+/// component) under random shard moves: the component sees each flow's payloads
+/// in order even when the flow changes worker, so it raises exactly the alerts an
+/// inline IDS raises; the report carries the IDS's counters (the cost of the
+/// placement: payloads handed over, none lost with a large ring).
+#[test]
+fn offloaded_ids_under_moves_alerts_like_inline() {
+    // the generator's payload bytes are i·31 + k: the pair 00 1f and the triple
+    // 00 1f 3e occur in some packets, and across packet boundaries of a flow
+    let ids = |placement: &str| {
+        format!(
+            "[[nf]]\nkind = \"ids\"\nplacement = \"{placement}\"\nring = 65536\nrules = '''\n\
+             alert udp any any <> any any (msg:\"pair\"; content:\"|00 1f|\"; sid:1;)\n\
+             alert tcp any any <> any any (msg:\"pair\"; content:\"|00 1f|\"; sid:2;)\n\
+             alert ip any any <> any any (msg:\"triple\"; content:\"|00|\"; content:\"|1f 3e|\"; sid:3;)\n'''\n\
+             [[nf]]\nkind = \"seqcheck\"\n"
+        )
+    };
+    let t = trace(2_000, 20_000, 1.1);
+    let cfg = RunConfig {
+        workers: 2,
+        balancer: BalancerKind::Random,
+        period: Duration::from_micros(200),
+        loops: 3,
+        pin: false,
+        ..Default::default()
+    };
+    let mut alerts = Vec::new();
+    for placement in ["inline", "core"] {
+        let chain = ChainConfig::from_toml(&ids(placement))
+            .unwrap()
+            .build(Path::new("."))
+            .unwrap();
+        let o = run(&chain, &t, &cfg).unwrap();
+        check(&o, chain.shard_count());
+        let k = &o.report.nf["ids"];
+        if placement == "core" {
+            assert_eq!(k["offloaded"], o.report.packets_in, "{k:?}");
+            assert_eq!(k["offload_lost"], 0);
+            assert!(o.report.migrations["shard_moves"] > 0);
+        } else {
+            assert_eq!(k["offloaded"], 0);
+        }
+        alerts.push(k["alerts"]);
+    }
+    assert!(alerts[0] > 1_000, "{alerts:?}");
+    assert_eq!(alerts[0], alerts[1]);
+}

@@ -61,6 +61,7 @@ fn build_report(t: &Tally, cfg: &RunConfig) -> RunReport {
         0.0
     };
     RunReport {
+        nf: BTreeMap::new(),
         schema: 1,
         mode: "sim",
         balancer: cfg.balancer.name(),

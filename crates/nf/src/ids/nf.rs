@@ -535,6 +535,10 @@ impl Nf for Ids {
         Box::new(n)
     }
 
+    fn settle(&self) {
+        self.wait_idle(Duration::from_secs(10));
+    }
+
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Ids>() {
             self.counters.add(&o.counters);
