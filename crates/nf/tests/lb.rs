@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{chain, checksums_ok, frame, run};
 use nf::lb::Lb;
@@ -317,6 +318,203 @@ fn health_flips_while_traffic_flows() {
         .any(|(k, v)| *k == "placed" && *v == 4000));
 }
 
+fn counters(c: &Chain) -> BTreeMap<&'static str, u64> {
+    lb(c).counters().into_iter().collect()
+}
+
+fn placed(placement: &str, extra: &str) -> String {
+    let cfg = CFG.replace(
+        "snat = [",
+        &format!("placement = \"{placement}\"\nsnat = ["),
+    );
+    format!("{cfg}{extra}")
+}
+
+/// GranularNF's control component: a policy request is applied by the data
+/// component before its next packet (`inline`) or by the component thread with
+/// no packet at all (`core`); either way established connections stay, new ones
+/// avoid the down backend, and the counters say where the work ran.
+#[test]
+fn control_component_applies_requests_where_placed() {
+    let gone: IpAddr = "10.1.0.3".parse().unwrap();
+    for placement in ["inline", "core"] {
+        let (mut c, mut s) = chain(&placed(placement, ""));
+        let mut first = HashMap::new();
+        for i in 0..400 {
+            let (v, b, _, _) = open(&mut c, &mut s, i);
+            assert_eq!(v, Verdict::Forward);
+            first.insert(i, b);
+        }
+        assert!(first.values().any(|b| *b == gone));
+        let ctl = lb(&c).control();
+        assert_eq!(ctl.placement().name(), placement);
+        let (svc, down) = ctl.find("10.0.0.100:80", "10.1.0.3:8080").unwrap();
+        assert!(ctl.request(9, 0, false).is_err());
+        assert!(ctl.request(svc, 9, false).is_err());
+        ctl.request(svc, down, false).unwrap();
+        if placement == "core" {
+            assert!(ctl.wait_idle(Duration::from_secs(10)));
+            assert!(
+                !ctl.services()[svc].health()[down],
+                "core: applied without a packet"
+            );
+        } else {
+            assert_eq!(ctl.pending(), 1);
+            assert!(
+                ctl.services()[svc].health()[down],
+                "inline: waits for the data component"
+            );
+        }
+        for i in 0..400 {
+            let (a, p) = client(i);
+            let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, TcpFlags::ACK, b"data");
+            let (v, out) = run(&mut c, &mut s, f, 0);
+            assert_eq!(v, Verdict::Forward);
+            assert_eq!(
+                out.info.tuple.dst, first[&i],
+                "{placement}: connection {i} moved"
+            );
+        }
+        assert!(!ctl.services()[svc].health()[down]);
+        assert_eq!(ctl.pending(), 0);
+        for i in 400..800 {
+            assert_ne!(
+                open(&mut c, &mut s, i).1,
+                gone,
+                "{placement}: new connection {i}"
+            );
+        }
+        let n = counters(&c);
+        let (here, other) = if placement == "core" {
+            ("control_core", "control_inline")
+        } else {
+            ("control_inline", "control_core")
+        };
+        assert_eq!(n["control_requests"], 1);
+        assert_eq!((n[here], n[other]), (1, 0), "{n:?}");
+        assert!(n[format!("{here}_ns").as_str()] > 0);
+        assert_eq!(n["control_failed"], 0);
+        assert!(
+            (16_384..=16_384 + 3_000).contains(&n["table_entries_moved"]),
+            "{n:?}"
+        );
+    }
+}
+
+/// `[[nf.health]]`: policy requests played when the chain's clock reaches `at`,
+/// each once, whichever core's instance gets there first.
+#[test]
+fn health_schedule_plays_at_chain_time() {
+    let gone: IpAddr = "10.1.0.3".parse().unwrap();
+    let sched = "[[nf.health]]\nat = \"3ms\"\nservice = \"10.0.0.100:80\"\nbackend = \"10.1.0.3:8080\"\nup = true\n\
+                 [[nf.health]]\nat = \"1ms\"\nservice = \"10.0.0.100:80\"\nbackend = \"10.1.0.3:8080\"\nup = false\n";
+    for placement in ["inline", "core"] {
+        let (mut c, mut s) = chain(&placed(placement, sched));
+        // a second core's instance of the same chain
+        let mut c2 = c.instance();
+        let mut s2 = c2.new_shards();
+        let on_gone = |c: &mut Chain, s: &mut [Shard], r: std::ops::Range<u32>, now: u64| {
+            r.filter(|&i| {
+                let (a, p) = client(i);
+                let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, TcpFlags::SYN, b"");
+                let (v, out) = run(c, s, f, now);
+                assert_eq!(v, Verdict::Forward);
+                out.info.tuple.dst == gone
+            })
+            .count()
+        };
+        let before = on_gone(&mut c, &mut s, 0..400, 999_999);
+        assert!((60..=140).contains(&before), "{before} of 400 before 1 ms");
+        // the second instance reaches 1 ms first: it issues the request
+        let settle = |c: &Chain| assert!(lb(c).wait_idle(Duration::from_secs(10)));
+        if placement == "core" {
+            on_gone(&mut c2, &mut s2, 400..401, 1_000_000);
+            settle(&c2);
+        }
+        assert_eq!(on_gone(&mut c2, &mut s2, 401..800, 1_500_000), 0);
+        assert_eq!(on_gone(&mut c, &mut s, 800..1200, 2_000_000), 0);
+        if placement == "core" {
+            on_gone(&mut c, &mut s, 1200..1201, 3_000_000);
+            settle(&c);
+        }
+        let back = on_gone(&mut c, &mut s, 1201..1600, 3_500_000);
+        assert!((60..=140).contains(&back), "{back} of 399 after 3 ms");
+        on_gone(&mut c2, &mut s2, 1600..1700, 4_000_000);
+        let mut total = c.instance();
+        total.merge_from(&c);
+        total.merge_from(&c2);
+        let n = counters(&total);
+        assert_eq!(n["control_requests"], 2, "each entry issued once: {n:?}");
+        assert_eq!(n["control_inline"] + n["control_core"], 2, "{n:?}");
+        let want = if placement == "core" { 1700 } else { 1698 };
+        assert_eq!(n["placed"], want);
+    }
+}
+
+/// Policy requests (either placement) while a worker thread processes traffic:
+/// the packet path never waits on the control side, no connection moves, every
+/// request is applied or still queued — none lost.
+#[test]
+fn policy_requests_while_traffic_flows() {
+    for placement in ["inline", "core"] {
+        let (c, s) = chain(&placed(placement, ""));
+        let ctl = lb(&c).control();
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut c, mut s) = (c, s);
+                let mut pinned: HashMap<u32, IpAddr> = HashMap::new();
+                let mut round = 0u32;
+                // Relaxed: the flag only ends the loop; no data is published by it
+                while !stop.load(Ordering::Relaxed) || round < 8 {
+                    for i in 0..500u32 {
+                        let id = i + 500 * (round % 8);
+                        let flags = if pinned.contains_key(&id) {
+                            TcpFlags::ACK
+                        } else {
+                            TcpFlags::SYN
+                        };
+                        let (a, p) = client(id);
+                        let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, flags, b"x");
+                        let (v, out) = run(&mut c, &mut s, f, 0);
+                        assert_eq!(v, Verdict::Forward);
+                        let b = *pinned.entry(id).or_insert(out.info.tuple.dst);
+                        assert_eq!(b, out.info.tuple.dst, "a connection moved");
+                    }
+                    round += 1;
+                }
+                (pinned.len(), c)
+            })
+        };
+        let mut sent = 0u64;
+        while sent < 100 {
+            // never all four down at once: k % 4 down, the one before it up
+            let k = sent as usize;
+            let r = ctl.request(0, (k / 2) % 4, k % 2 == 1);
+            if r.is_ok() {
+                sent += 1;
+            }
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (conns, c) = worker.join().unwrap();
+        assert_eq!(conns, 4000, "every connection got a backend");
+        assert!(lb(&c).wait_idle(Duration::from_secs(10)) || placement == "inline");
+        let n = counters(&c);
+        assert_eq!(n["control_requests"], 100);
+        assert_eq!(
+            n["control_inline"] + n["control_core"] + n["control_pending"],
+            100,
+            "{placement}: {n:?}"
+        );
+        assert_eq!(n["control_failed"], 0);
+        if placement == "core" {
+            assert_eq!(n["control_core"], 100);
+        }
+    }
+}
+
 #[test]
 fn config_errors_name_the_field() {
     let base = |extra: &str, svc: &str| {
@@ -356,6 +554,20 @@ fn config_errors_name_the_field() {
         (
             base("", &format!("{ok_svc}[[nf.service]]\n{ok_svc}")),
             "served twice",
+        ),
+        (base("placement = \"gpu\"\n", ok_svc), "nf[0].placement"),
+        (base("ring = 0\n", ok_svc), "nf[0].ring"),
+        (
+            base("", &format!("{ok_svc}[[nf.health]]\nat = \"1s\"\nservice = \"10.0.0.1:81\"\nbackend = \"10.1.0.1:80\"\nup = false\n")),
+            "nf[0].health[0]",
+        ),
+        (
+            base("", &format!("{ok_svc}[[nf.health]]\nat = \"1s\"\nservice = \"10.0.0.1:80\"\nbackend = \"10.1.0.7:80\"\nup = false\n")),
+            "no backend `10.1.0.7:80`",
+        ),
+        (
+            base("", &format!("{ok_svc}[[nf.health]]\nat = \"soon\"\nservice = \"10.0.0.1:80\"\nbackend = \"10.1.0.1:80\"\nup = false\n")),
+            "`soon`",
         ),
     ] {
         let e = ChainConfig::from_toml(&toml)

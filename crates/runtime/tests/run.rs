@@ -600,3 +600,49 @@ fn offloaded_ids_under_moves_alerts_like_inline() {
     assert!(alerts[0] > 1_000, "{alerts:?}");
     assert_eq!(alerts[0], alerts[1]);
 }
+
+/// The load balancer's control component in a run (2 workers, random shard
+/// moves): the `[[nf.health]]` schedule is played once whichever worker reaches
+/// each entry's time first, the requests are applied where the component is
+/// placed, and the report's `nf` counters show where the control work ran and
+/// what it cost.
+#[test]
+fn lb_control_component_in_a_run() {
+    let lb = |placement: &str| {
+        format!(
+            "[[nf]]\nkind = \"lb\"\nplacement = \"{placement}\"\nsnat = [\"192.0.2.10\"]\n\
+             [[nf.service]]\nvip = \"10.0.0.100:80\"\nbackends = [\"10.1.0.1:80\", \"10.1.0.2:80\"]\n\
+             [[nf.health]]\nat = \"0ms\"\nservice = \"10.0.0.100:80\"\nbackend = \"10.1.0.1:80\"\nup = false\n\
+             [[nf.health]]\nat = \"1ms\"\nservice = \"10.0.0.100:80\"\nbackend = \"10.1.0.1:80\"\nup = true\n"
+        )
+    };
+    let t = trace(500, 20_000, 1.1);
+    let cfg = RunConfig {
+        workers: 2,
+        balancer: BalancerKind::Random,
+        period: Duration::from_micros(200),
+        loops: 2,
+        pin: false,
+        ..Default::default()
+    };
+    for placement in ["inline", "core"] {
+        let chain = ChainConfig::from_toml(&lb(placement))
+            .unwrap()
+            .build(Path::new("."))
+            .unwrap();
+        let o = run(&chain, &t, &cfg).unwrap();
+        check(&o, chain.shard_count());
+        let k = &o.report.nf["lb"];
+        assert_eq!(k["control_requests"], 2, "{k:?}");
+        assert_eq!(k["control_failed"], 0);
+        let (here, other) = if placement == "core" {
+            ("control_core", "control_inline")
+        } else {
+            ("control_inline", "control_core")
+        };
+        assert_eq!((k[here], k[other], k["control_pending"]), (2, 0, 0), "{k:?}");
+        assert!(k["table_entries_moved"] > 0);
+        // the generated trace never addresses the VIP: every packet passed
+        assert_eq!(k["passed"], o.report.packets_in);
+    }
+}

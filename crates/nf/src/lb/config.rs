@@ -2,12 +2,15 @@
 //! (`nf[2].service[0].backends`).
 
 use core::net::{Ipv4Addr, SocketAddrV4};
+use core::time::Duration;
 
 use serde::Deserialize;
 
+use super::control::{PolicyRequest, Scheduled};
 use super::maglev::{is_prime, next_prime};
 use super::service::{Backend, Service};
 use super::Lb;
+use crate::component::Placement;
 use crate::nat::NatTimeouts;
 
 /// `[[nf]] kind = "lb"`.
@@ -30,6 +33,38 @@ pub struct LbSection {
     /// The virtual services.
     #[serde(default)]
     pub service: Vec<ServiceSection>,
+    /// Where the control component runs: `inline` or `core`.
+    #[serde(default = "default_placement")]
+    pub placement: String,
+    /// Policy requests the control component can hold queued.
+    #[serde(default = "default_ring")]
+    pub ring: usize,
+    /// Policy requests played at chain time.
+    #[serde(default)]
+    pub health: Vec<HealthSection>,
+}
+
+/// `[[nf.health]]`: a policy request issued when the chain's clock reaches `at`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSection {
+    /// Chain time (in `flowshift run`: since the run started), e.g. `"2s"`.
+    #[serde(with = "crate::config::duration")]
+    pub at: Duration,
+    /// The service's `VIP:PORT`.
+    pub service: String,
+    /// The backend's `ADDR:PORT`.
+    pub backend: String,
+    /// Up (true) or down (false).
+    pub up: bool,
+}
+
+fn default_placement() -> String {
+    "inline".into()
+}
+
+fn default_ring() -> usize {
+    1024
 }
 
 /// `[[nf.service]]`.
@@ -164,13 +199,42 @@ impl LbSection {
                 .map_err(|e| (at("backends"), e))?;
             services.push(svc);
         }
-        Lb::new(
+        let placement = Placement::parse(&self.placement).ok_or_else(|| {
+            err(
+                "placement",
+                format!("`{}`: expected `inline` or `core`", self.placement),
+            )
+        })?;
+        if !(1..=1 << 20).contains(&self.ring) {
+            return Err(err(
+                "ring",
+                format!("{}: expected 1 to 1048576 requests", self.ring),
+            ));
+        }
+        let lb = Lb::new(
             self.name.clone().unwrap_or_else(|| "lb".into()),
             services,
             snat,
             (lo, hi),
             self.timeouts.clone(),
         )
-        .map_err(|e| err("service", e))
+        .map_err(|e| err("service", e))?;
+        let ctl = lb.control();
+        let mut schedule = Vec::new();
+        for (j, h) in self.health.iter().enumerate() {
+            let (s, b) = ctl
+                .find(&h.service, &h.backend)
+                .map_err(|e| (format!("health[{j}]"), e))?;
+            schedule.push(Scheduled {
+                at_ns: h.at.as_nanos().min(u128::from(u64::MAX)) as u64,
+                request: PolicyRequest {
+                    service: s as u16,
+                    backend: b as u16,
+                    up: h.up,
+                },
+            });
+        }
+        lb.with_control(placement, self.ring, schedule)
+            .map_err(|e| err("placement", e))
     }
 }

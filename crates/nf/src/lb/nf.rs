@@ -19,7 +19,9 @@ use std::sync::Arc;
 use state::{Dir, FlowKey};
 use wire::{FiveTuple, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
+use super::control::{Control, Scheduled};
 use super::service::{LbControl, Service};
+use crate::component::Placement;
 use crate::nat::{NatTcp, NatTimeouts, PortClass, PortPlan, PortPool};
 use crate::{
     Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
@@ -78,6 +80,9 @@ pub struct Lb {
     counters: LbCounters,
     /// Connections placed per (service, backend), on this core.
     per_backend: Vec<Vec<u64>>,
+    /// Chain time of the control schedule's next entry (a local copy, so the
+    /// packet path compares a number instead of loading a shared index).
+    due: u64,
 }
 
 impl Lb {
@@ -99,11 +104,14 @@ impl Lb {
         let per_backend = services.iter().map(|s| vec![0; s.backends.len()]).collect();
         let mut snat_sorted = snat.clone();
         snat_sorted.sort_unstable();
+        let services = Arc::new(services);
+        let component = Control::new(services.clone(), Placement::Inline, 1024, Vec::new())?;
         Ok(Lb {
             name: name.into(),
             shared: Arc::new(Shared {
                 control: LbControl {
-                    services: Arc::new(services),
+                    services,
+                    component: Arc::new(component),
                 },
                 snat,
                 snat_sorted,
@@ -113,7 +121,30 @@ impl Lb {
             plan: None,
             counters: LbCounters::default(),
             per_backend,
+            due: u64::MAX,
         })
+    }
+
+    /// Places the control component (see [`super::control`]): `inline` or on a
+    /// core of its own, with room for `ring` queued requests, playing `schedule`.
+    /// Call before the balancer is copied to other cores.
+    pub fn with_control(
+        mut self,
+        placement: Placement,
+        ring: usize,
+        schedule: Vec<Scheduled>,
+    ) -> Result<Lb, String> {
+        let shared = Arc::get_mut(&mut self.shared)
+            .ok_or("the control component is placed before the balancer is shared")?;
+        let c = Control::new(shared.control.services.clone(), placement, ring, schedule)?;
+        self.due = c.next_due();
+        shared.control.component = Arc::new(c);
+        Ok(self)
+    }
+
+    /// Waits (bounded) until the control component has applied what it was sent.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.shared.control.wait_idle(timeout)
     }
 
     /// The control side (health changes while traffic flows).
@@ -291,6 +322,8 @@ impl Nf for Lb {
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let ctl = &self.shared.control;
+        self.due = ctl.component.poll(&ctl.services, cx.now_ns, self.due);
         if let Some(FlowState::Lb(c)) = cx.get() {
             let c = *c;
             let mut c2 = c;
@@ -381,7 +414,11 @@ impl Nf for Lb {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
+        let mut v = self.counters.list();
+        // the control component's, shared by every core's instance: reported by
+        // each (the run's report reads the merged instance only)
+        v.extend(self.shared.control.component.counters());
+        v
     }
 
     fn instance(&self) -> Box<dyn Nf> {
@@ -389,6 +426,10 @@ impl Nf for Lb {
         n.counters = LbCounters::default();
         n.per_backend.iter_mut().flatten().for_each(|x| *x = 0);
         Box::new(n)
+    }
+
+    fn settle(&self) {
+        self.wait_idle(Duration::from_secs(10));
     }
 
     fn merge_from(&mut self, other: &dyn Nf) {
