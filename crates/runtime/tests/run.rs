@@ -640,7 +640,11 @@ fn lb_control_component_in_a_run() {
         } else {
             ("control_inline", "control_core")
         };
-        assert_eq!((k[here], k[other], k["control_pending"]), (2, 0, 0), "{k:?}");
+        assert_eq!(
+            (k[here], k[other], k["control_pending"]),
+            (2, 0, 0),
+            "{k:?}"
+        );
         assert!(k["table_entries_moved"] > 0);
         // the generated trace never addresses the VIP: every packet passed
         assert_eq!(k["passed"], o.report.packets_in);
