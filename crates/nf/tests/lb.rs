@@ -256,6 +256,47 @@ fn health_changes_never_move_established_connections() {
     );
 }
 
+/// A worker thread opening 4 000 connections (500 at a time, each sent again in
+/// later rounds) until `stop` and at least 8 rounds: asserts that no connection
+/// ever changes backend; returns the connections, those refused for want of a
+/// backend, and the chain.
+fn traffic(
+    c: Chain,
+    s: Vec<Shard>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(usize, u64, Chain)> {
+    std::thread::spawn(move || {
+        let (mut c, mut s) = (c, s);
+        let mut pinned: HashMap<u32, IpAddr> = HashMap::new();
+        let mut round = 0u32;
+        let mut no_backend = 0u64;
+        // Relaxed: the flag only ends the loop; no data is published by it
+        while !stop.load(Ordering::Relaxed) || round < 8 {
+            for i in 0..500u32 {
+                let id = i + 500 * (round % 8);
+                let flags = if pinned.contains_key(&id) {
+                    TcpFlags::ACK
+                } else {
+                    TcpFlags::SYN
+                };
+                let (a, p) = client(id);
+                let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, flags, b"x");
+                let (v, out) = run(&mut c, &mut s, f, 0);
+                match v {
+                    Verdict::Forward => {
+                        let b = *pinned.entry(id).or_insert(out.info.tuple.dst);
+                        assert_eq!(b, out.info.tuple.dst, "a connection moved");
+                    }
+                    Verdict::Drop(DropCause::LbNoBackend) => no_backend += 1,
+                    v => panic!("{v:?}"),
+                }
+            }
+            round += 1;
+        }
+        (pinned.len(), no_backend, c)
+    })
+}
+
 /// The control side flips backends while a worker thread processes traffic:
 /// the packet path never waits, every connection stays on its first backend,
 /// and no packet is lost or misrouted.
@@ -264,40 +305,7 @@ fn health_flips_while_traffic_flows() {
     let (c, s) = chain(CFG);
     let ctl = lb(&c).control();
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let (mut c, mut s) = (c, s);
-            let mut pinned: HashMap<u32, IpAddr> = HashMap::new();
-            let mut round = 0u32;
-            let mut no_backend = 0u64;
-            // Relaxed: the flag only ends the loop; no data is published by it
-            while !stop.load(Ordering::Relaxed) || round < 3 {
-                for i in 0..500u32 {
-                    let (a, p) = client(i + 500 * (round % 8));
-                    let flags = if pinned.contains_key(&(i + 500 * (round % 8))) {
-                        TcpFlags::ACK
-                    } else {
-                        TcpFlags::SYN
-                    };
-                    let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, flags, b"x");
-                    let (v, out) = run(&mut c, &mut s, f, 0);
-                    match v {
-                        Verdict::Forward => {
-                            let b = *pinned
-                                .entry(i + 500 * (round % 8))
-                                .or_insert(out.info.tuple.dst);
-                            assert_eq!(b, out.info.tuple.dst, "a connection moved");
-                        }
-                        Verdict::Drop(DropCause::LbNoBackend) => no_backend += 1,
-                        v => panic!("{v:?}"),
-                    }
-                }
-                round += 1;
-            }
-            (pinned.len(), no_backend, c)
-        })
-    };
+    let worker = traffic(c, s, stop.clone());
     let mut flips = 0;
     for k in 0..200usize {
         ctl.set_healthy(0, k % 4, k % 3 == 0).unwrap();
@@ -460,46 +468,23 @@ fn policy_requests_while_traffic_flows() {
         let (c, s) = chain(&placed(placement, ""));
         let ctl = lb(&c).control();
         let stop = Arc::new(AtomicBool::new(false));
-        let worker = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let (mut c, mut s) = (c, s);
-                let mut pinned: HashMap<u32, IpAddr> = HashMap::new();
-                let mut round = 0u32;
-                // Relaxed: the flag only ends the loop; no data is published by it
-                while !stop.load(Ordering::Relaxed) || round < 8 {
-                    for i in 0..500u32 {
-                        let id = i + 500 * (round % 8);
-                        let flags = if pinned.contains_key(&id) {
-                            TcpFlags::ACK
-                        } else {
-                            TcpFlags::SYN
-                        };
-                        let (a, p) = client(id);
-                        let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, flags, b"x");
-                        let (v, out) = run(&mut c, &mut s, f, 0);
-                        assert_eq!(v, Verdict::Forward);
-                        let b = *pinned.entry(id).or_insert(out.info.tuple.dst);
-                        assert_eq!(b, out.info.tuple.dst, "a connection moved");
-                    }
-                    round += 1;
-                }
-                (pinned.len(), c)
-            })
-        };
+        let worker = traffic(c, s, stop.clone());
         let mut sent = 0u64;
         while sent < 100 {
-            // never all four down at once: k % 4 down, the one before it up
+            // never all four down at once: backend k/2 % 4 down, then up again
             let k = sent as usize;
-            let r = ctl.request(0, (k / 2) % 4, k % 2 == 1);
-            if r.is_ok() {
+            if ctl.request(0, (k / 2) % 4, k % 2 == 1).is_ok() {
                 sent += 1;
             }
             std::thread::yield_now();
         }
         stop.store(true, Ordering::Relaxed);
-        let (conns, c) = worker.join().unwrap();
-        assert_eq!(conns, 4000, "every connection got a backend");
+        let (conns, no_backend, c) = worker.join().unwrap();
+        assert_eq!(
+            (conns, no_backend),
+            (4000, 0),
+            "every connection got a backend"
+        );
         assert!(lb(&c).wait_idle(Duration::from_secs(10)) || placement == "inline");
         let n = counters(&c);
         assert_eq!(n["control_requests"], 100);
