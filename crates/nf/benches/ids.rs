@@ -6,33 +6,12 @@
 //!
 //! `cargo bench -p flowshift-nf --bench ids`
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use nf::ids::{parse, Matcher, Progress};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-fn rules(literals: usize, regexes: usize, rng: &mut ChaCha8Rng) -> String {
-    let mut s = String::new();
-    let word = |rng: &mut ChaCha8Rng, n: usize| -> String {
-        (0..n).map(|_| rng.gen_range(b'a'..=b'z') as char).collect()
-    };
-    for i in 0..literals {
-        let n = rng.gen_range(6..12);
-        let w = word(rng, n);
-        s.push_str(&format!(
-            "alert tcp any any -> any any (msg:\"lit {i}\"; content:\"{w}\"; sid:{};)\n",
-            i + 1
-        ));
-    }
-    for i in 0..regexes {
-        let (a, b) = (word(rng, 4), word(rng, 4));
-        s.push_str(&format!(
-            "alert tcp any any -> any any (msg:\"re {i}\"; content:\"{a}\"; pcre:\"/{b}[0-9]{{2,4}}x/i\"; sid:{};)\n",
-            100_000 + i
-        ));
-    }
-    s
-}
 
 fn bench(c: &mut Criterion) {
     // `cargo test --all-targets` runs this once, unoptimized, without `--bench`:
@@ -61,7 +40,7 @@ fn bench(c: &mut Criterion) {
         (format!("{lits} literals"), lits, 0),
         (format!("{lits} literals + {res} regexes"), lits, res),
     ] {
-        let m = Matcher::new(&parse(&rules(lits, res, &mut rng)).unwrap()).unwrap();
+        let m = Matcher::new(&parse(&common::ids_rules(lits, res, &mut rng)).unwrap()).unwrap();
         g.bench_function(format!("{name}, 1460 B packets"), |b| {
             b.iter(|| {
                 let mut st = m.start();

@@ -10,6 +10,8 @@
 //!
 //! `cargo bench -p flowshift-nf --bench ids_placement`
 
+mod common;
+
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,63 +20,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use nf::{Chain, ChainConfig, Packet, Shard};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr, TcpRepr};
 use wire::TcpFlags;
-
-fn frame(i: u32, seq: u32, payload: &[u8]) -> Vec<u8> {
-    PacketRepr {
-        eth: EthernetRepr {
-            src: [2, 0, 0, 0, 0, 1],
-            dst: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-        },
-        ip: IpRepr::V4(Ipv4Repr {
-            src: Ipv4Addr::from(0x0a00_0000 | i),
-            dst: Ipv4Addr::new(198, 18, 0, 1),
-            dscp: 0,
-            ecn: 0,
-            ident: 7,
-            dont_frag: true,
-            ttl: 64,
-            options: vec![],
-        }),
-        l4: L4Repr::Tcp(TcpRepr {
-            src_port: 40_000,
-            dst_port: 80,
-            seq,
-            ack: 1,
-            flags: TcpFlags::ACK,
-            window: 65_535,
-            urgent: 0,
-            options: vec![],
-        }),
-        payload: payload.to_vec(),
-    }
-    .to_bytes()
-}
-
-fn rules(lits: usize, res: usize, rng: &mut ChaCha8Rng) -> String {
-    let word = |rng: &mut ChaCha8Rng, n: usize| -> String {
-        (0..n).map(|_| rng.gen_range(b'a'..=b'z') as char).collect()
-    };
-    let mut s = String::new();
-    for i in 0..lits {
-        let n = rng.gen_range(6..12);
-        let w = word(rng, n);
-        s.push_str(&format!(
-            "alert tcp any any -> any any (msg:\"lit {i}\"; content:\"{w}\"; sid:{};)\n",
-            i + 1
-        ));
-    }
-    for i in 0..res {
-        let (a, b) = (word(rng, 4), word(rng, 4));
-        s.push_str(&format!(
-            "alert tcp any any -> any any (msg:\"re {i}\"; content:\"{a}\"; pcre:\"/{b}[0-9]{{2,4}}x/i\"; sid:{};)\n",
-            100_000 + i
-        ));
-    }
-    s
-}
 
 fn chain(placement: &str, rules: &str) -> (Chain, Vec<Shard>) {
     let toml = format!(
@@ -106,7 +52,7 @@ fn bench(c: &mut Criterion) {
     let full = std::env::args().any(|a| a == "--bench");
     let (lits, res, n) = if full { (1000, 20, 4000) } else { (50, 2, 200) };
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let text = rules(lits, res, &mut rng);
+    let text = common::ids_rules(lits, res, &mut rng);
     let (probe, _) = chain("inline", &text);
     let pkts: Vec<Packet> = (0..n)
         .map(|k| {
@@ -120,7 +66,13 @@ fn bench(c: &mut Criterion) {
                     }
                 })
                 .collect();
-            let f = frame(k % 400, 1 + 1400 * (k / 400), &payload);
+            let f = common::tcp_frame(
+                (Ipv4Addr::from(0x0a00_0000 | (k % 400)), 40_000),
+                (Ipv4Addr::new(198, 18, 0, 1), 80),
+                1 + 1400 * (k / 400),
+                TcpFlags::ACK,
+                &payload,
+            );
             probe.packet(f, u64::from(k) * 1_000).unwrap()
         })
         .collect();

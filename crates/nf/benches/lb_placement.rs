@@ -15,47 +15,30 @@
 //!
 //! `cargo bench -p flowshift-nf --bench lb_placement`
 
+mod common;
+
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nf::lb::Lb;
 use nf::{Chain, ChainConfig, Packet, Shard};
-use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr, TcpRepr};
 use wire::TcpFlags;
 
 const BURST: usize = 32;
 
+/// Connection `flow` to the VIP: its SYN, or a later packet.
 fn frame(flow: u32, syn: bool) -> Vec<u8> {
-    PacketRepr {
-        eth: EthernetRepr {
-            src: [2, 0, 0, 0, 0, 1],
-            dst: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-        },
-        ip: IpRepr::V4(Ipv4Repr {
-            src: Ipv4Addr::from(0x0b00_0000 | (flow >> 4)),
-            dst: Ipv4Addr::new(10, 0, 0, 100),
-            dscp: 0,
-            ecn: 0,
-            ident: 7,
-            dont_frag: true,
-            ttl: 64,
-            options: vec![],
-        }),
-        l4: L4Repr::Tcp(TcpRepr {
-            src_port: 1024 + (flow & 15) as u16 * 1000,
-            dst_port: 80,
-            seq: 1,
-            ack: 1,
-            flags: if syn { TcpFlags::SYN } else { TcpFlags::ACK },
-            window: 65_535,
-            urgent: 0,
-            options: vec![],
-        }),
-        payload: vec![0; 64],
-    }
-    .to_bytes()
+    common::tcp_frame(
+        (
+            Ipv4Addr::from(0x0b00_0000 | (flow >> 4)),
+            1024 + (flow & 15) as u16 * 1000,
+        ),
+        (Ipv4Addr::new(10, 0, 0, 100), 80),
+        1,
+        if syn { TcpFlags::SYN } else { TcpFlags::ACK },
+        &[0; 64],
+    )
 }
 
 fn config(placement: &str) -> String {
