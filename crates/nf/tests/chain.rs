@@ -379,23 +379,25 @@ fn translated_trace_passes_tshark() {
     assert_eq!(seq[1], ("reordered", 0));
 }
 
+/// A firewall that denies a quarter of the flows (so entries are created and
+/// freed inside bursts), then NAT and seqcheck.
+const FW_NAT_SEQ: &str = r#"
+[[nf]]
+kind = "firewall"
+rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
+[[nf]]
+kind = "nat"
+internal = "10.0.0.0/8"
+external = ["203.0.113.0/24"]
+[[nf]]
+kind = "seqcheck"
+"#;
+
 #[test]
 fn bursts_equal_one_packet_at_a_time() {
     // a firewall that denies a quarter of the flows, so entries are created and
     // freed inside bursts, plus NAT and seqcheck
-    let toml = r#"
-        [steering]
-        shards = 8
-        [[nf]]
-        kind = "firewall"
-        rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
-        [[nf]]
-        kind = "nat"
-        internal = "10.0.0.0/8"
-        external = ["203.0.113.0/24"]
-        [[nf]]
-        kind = "seqcheck"
-    "#;
+    let toml = format!("[steering]\nshards = 8\n{FW_NAT_SEQ}");
     let spec = TraceSpec {
         flows: 2_000,
         packets: 30_000,
@@ -403,8 +405,8 @@ fn bursts_equal_one_packet_at_a_time() {
         ..Default::default()
     };
     let pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
-    let (mut one, mut s1) = chain(toml);
-    let (mut burst, s2) = chain(toml);
+    let (mut one, mut s1) = chain(&toml);
+    let (mut burst, s2) = chain(&toml);
     let mut s2: Vec<Option<nf::Shard>> = s2.into_iter().map(Some).collect();
     let mut singles = Vec::new();
     for p in &pkts {
@@ -538,19 +540,7 @@ fn state_entry(e: u32) -> state::EntryId {
 /// table, on a skewed trace where many lookups are answered by the fast table.
 #[test]
 fn fast_table_changes_nothing_but_where_lookups_are_answered() {
-    let base = r#"
-        [steering]
-        shards = 2
-        [[nf]]
-        kind = "firewall"
-        rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
-        [[nf]]
-        kind = "nat"
-        internal = "10.0.0.0/8"
-        external = ["203.0.113.0/24"]
-        [[nf]]
-        kind = "seqcheck"
-    "#;
+    let base = format!("[steering]\nshards = 2\n{FW_NAT_SEQ}");
     let with_fast = format!("[table]\nfast_entries = 64\n{base}");
     let spec = TraceSpec {
         flows: 3_000,
@@ -559,7 +549,7 @@ fn fast_table_changes_nothing_but_where_lookups_are_answered() {
         ..Default::default()
     };
     let pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
-    let (mut plain, mut s1) = chain(base);
+    let (mut plain, mut s1) = chain(&base);
     let (mut fast, mut s2) = chain(&with_fast);
     for (i, p) in pkts.iter().enumerate() {
         let a = run(&mut plain, &mut s1, p.frame.clone(), p.ts_ns);
