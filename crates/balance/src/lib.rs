@@ -1,5 +1,6 @@
-//! Moving load between cores: the migration protocols as pure state machines (and,
-//! in later issues, the balancers that decide what to move).
+//! Moving load between cores: the migration protocols as pure state machines, and
+//! the balancers (static, RSS++, Sprayer, random and scripted moves) that decide
+//! what to move.
 //!
 //! Everything here is logic without threads, clocks or I/O, in the style of
 //! `quinn-proto`: inputs are `on_*` calls, outputs are returned commands. The

@@ -1,13 +1,14 @@
 //! The shard-move protocol under random interleavings of a NIC feeder, a controller
-//! and 2–4 workers: per flow, packets are processed in order, exactly once, and only
+//! (driving `PlanApplier`) and 2–4 workers (each driving a `WorkingCore`, the
+//! machines the runtime and the simulator drive): per flow, packets are processed in order, exactly once, and only
 //! by the worker that holds the flow's shard at that moment — over hundreds of
 //! random schedules with many concurrent moves and a NIC that applies table
 //! rewrites late.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use balance::migrate::{Command, Mover, Received, WorkerMoves};
-use balance::{CoreId, ShardId, Version};
+use balance::migrate::{Action, Order, PlanApplier, Received, WorkingCore, WorkingStart};
+use balance::{CoreId, Plan, ShardId, Version};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,7 +30,7 @@ enum Msg {
 struct Worker {
     queue: VecDeque<Pkt>,
     inbox: VecDeque<Msg>,
-    moves: WorkerMoves<Pkt>,
+    core: WorkingCore<Pkt>,
     shards: BTreeMap<ShardId, ShardState>,
     processed: u64,
 }
@@ -83,13 +84,22 @@ fn run(p: &Params) -> Outcome {
             Worker {
                 queue: VecDeque::new(),
                 inbox: VecDeque::new(),
-                moves: WorkerMoves::new(mine.iter().copied()),
+                core: WorkingCore::new(WorkingStart {
+                    core: w as CoreId,
+                    shards: p.shards,
+                    owned: mine.clone(),
+                    offloader: None,
+                    ratio: 0,
+                    heaviest: false,
+                    now_ns: 0,
+                    window_ns: u64::MAX / 2,
+                }),
                 shards: mine.iter().map(|s| (*s, ShardState::new())).collect(),
                 processed: 0,
             }
         })
         .collect();
-    let mut mover = Mover::new(0);
+    let mut apply = PlanApplier::new(table.clone(), 0, vec![None; p.workers], 0);
     let mut arrived: VecDeque<ShardId> = VecDeque::new();
     // the NIC's copy of the table (applied late with probability nic_delay per step)
     let mut nic_table = table.clone();
@@ -117,7 +127,7 @@ fn run(p: &Params) -> Outcome {
     for _step in 0..10_000_000u64 {
         let done_feeding = fed == trace.len();
         let idle = done_feeding
-            && mover.in_flight() == 0
+            && apply.in_flight() == 0
             && arrived.is_empty()
             && workers
                 .iter()
@@ -141,9 +151,9 @@ fn run(p: &Params) -> Outcome {
             }
             // controller
             3 => {
-                for c in mover.on_feeder_seen(nic_version) {
+                for c in apply.on_nic_seen(nic_version) {
                     match c {
-                        Command::Release { from, shard, to } => workers[from as usize]
+                        Order::Release { from, shard, to } => workers[from as usize]
                             .inbox
                             .push_back(Msg::Release { shard, to }),
                         other => panic!("unexpected {other:?}"),
@@ -151,20 +161,26 @@ fn run(p: &Params) -> Outcome {
                 }
                 while let Some(s) = arrived.pop_front() {
                     assert!(
-                        mover.on_arrived(s),
+                        apply.on_arrived(s, 0, 0, 0),
                         "arrival of a shard that was not moving"
                     );
                 }
                 if !done_feeding && rng.gen_bool(p.move_prob) {
                     let s = rng.gen_range(0..p.shards) as ShardId;
-                    let from = table[s as usize];
                     let to = rng.gen_range(0..p.workers) as CoreId;
-                    if let Ok(Command::Rewrite {
-                        shard,
-                        to,
-                        version: v,
-                    }) = mover.begin(s, from, to)
-                    {
+                    let plan = Plan {
+                        moves: vec![(s, to)],
+                        ..Plan::default()
+                    };
+                    for o in apply.apply(&plan, 0) {
+                        let Order::Rewrite {
+                            shard,
+                            to,
+                            version: v,
+                        } = o
+                        else {
+                            panic!("unexpected {o:?}")
+                        };
                         table[shard as usize] = to;
                         version = v;
                         moves_begun += 1;
@@ -178,12 +194,7 @@ fn run(p: &Params) -> Outcome {
                     match m {
                         Msg::Release { shard, to } => {
                             let qlen = workers[w].queue.len() as u64;
-                            if let Some((s, to)) = workers[w].moves.on_release(shard, to, qlen) {
-                                let state = workers[w].shards.remove(&s).expect("held");
-                                workers[to as usize]
-                                    .inbox
-                                    .push_back(Msg::Shard { shard: s, state });
-                            }
+                            workers[w].core.handle_release(shard, to, qlen);
                         }
                         Msg::Shard { shard, state } => {
                             let wk = &mut workers[w];
@@ -191,39 +202,42 @@ fn run(p: &Params) -> Outcome {
                                 wk.shards.insert(shard, state).is_none(),
                                 "shard {shard} on two cores"
                             );
-                            let held = wk.moves.on_shard(shard);
-                            for pkt in held {
-                                process(wk, pkt, shard);
-                            }
-                            arrived.push_back(shard);
+                            wk.core.handle_shard(shard);
                         }
                     }
                 } else if let Some(pkt) = workers[w].queue.pop_front() {
                     let shard = shard_of(pkt.flow, p.shards);
                     let wk = &mut workers[w];
-                    if let Received::Process(pkt) = wk.moves.on_packet(shard, pkt) {
+                    if let Received::Process(pkt) = wk.core.on_packet(shard, pkt) {
                         process(wk, pkt, shard);
                     }
-                    max_held = max_held.max(wk.moves.held());
-                    let handed: Vec<_> = wk
-                        .moves
-                        .on_dequeued()
-                        .into_iter()
-                        .map(|(s, to)| {
-                            (
-                                s,
-                                to,
-                                wk.shards
-                                    .remove(&s)
-                                    .expect("handing over a shard this worker holds"),
-                            )
-                        })
-                        .collect();
-                    for (s, to, state) in handed {
-                        workers[to as usize]
-                            .inbox
-                            .push_back(Msg::Shard { shard: s, state });
+                    max_held = max_held.max(wk.core.held());
+                    wk.core.handle_dequeued(1);
+                }
+                // what the machine says to do
+                let mut sends = Vec::new();
+                let wk = &mut workers[w];
+                while let Some(a) = wk.core.poll_action() {
+                    match a {
+                        Action::SendShard { shard, to } => {
+                            let state = wk
+                                .shards
+                                .remove(&shard)
+                                .expect("handing over a shard this worker holds");
+                            sends.push((to, Msg::Shard { shard, state }));
+                        }
+                        Action::RunHere(held) => {
+                            for pkt in held {
+                                let shard = shard_of(pkt.flow, p.shards);
+                                process(wk, pkt, shard);
+                            }
+                        }
+                        Action::Arrived { shard, .. } => arrived.push_back(shard),
+                        Action::PushRecall(r) => panic!("nothing offloaded: {r:?}"),
                     }
+                }
+                for (to, m) in sends {
+                    workers[to as usize].inbox.push_back(m);
                 }
             }
         }
@@ -232,7 +246,7 @@ fn run(p: &Params) -> Outcome {
     assert_eq!(processed, total, "every packet processed exactly once");
     assert!(workers
         .iter()
-        .all(|w| w.moves.held() == 0 && w.moves.releasing() == 0));
+        .all(|w| w.core.held() == 0 && w.core.finished()));
     // each shard is on exactly one worker, the one the table names, and every flow
     // ended at its last packet
     for s in 0..p.shards as ShardId {
@@ -246,7 +260,8 @@ fn run(p: &Params) -> Outcome {
             assert!(st.values().all(|last| *last == p.per_flow - 1));
         }
     }
-    assert_eq!(mover.completed(), moves_begun);
+    assert_eq!(apply.stats().move_ns.len() as u64, moves_begun);
+    assert_eq!(apply.stats().shard_moves, moves_begun);
     Outcome {
         processed,
         moves: moves_begun,

@@ -1,35 +1,32 @@
-//! The controller thread: every period (ε) it reads the workers' counters into a
-//! [`Snapshot`], asks the [`Balancer`] for a plan, and carries the plan's shard moves
-//! out through the pure [`Mover`]; it stops the run once the feeder is done and no
-//! move is under way.
+//! The controller thread: every period (ε) it reads the cores' counters into a
+//! [`Snapshot`], asks the [`Balancer`] for a plan and carries it out through the
+//! pure [`PlanApplier`] (the rules of applying a plan live there); it stops the
+//! run once the feeder is done and no move is under way.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use balance::migrate::{Command, Mover};
+use balance::migrate::{ApplyStats, Order, PlanApplier};
 use balance::{Balancer, CoreId, ShardId, Snapshot};
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::messages::{ToController, ToWorker};
 use crate::shared::Shared;
 use crate::stats::{Totals, WorkerStats};
-use crate::worker::{ToController, ToWorker};
 use crate::Progress;
 
 /// What the controller counted.
 #[derive(Debug, Default)]
 pub(crate) struct ControllerStats {
     pub rounds: u64,
-    pub shard_moves: u64,
-    /// Offload-ratio and offloading-core changes sent.
-    pub offload_changes: u64,
-    pub entries_moved: u64,
-    pub packets_held: u64,
     pub plan_ns: Vec<u64>,
-    pub move_ns: Vec<u64>,
     /// Per period: (time ns, load of each core).
     pub load_over_time: Vec<(u64, Vec<f64>)>,
     /// The balancer's own counters at the end.
     pub balancer: Vec<(&'static str, f64)>,
+    /// The plan applier's counters.
+    pub apply: ApplyStats,
 }
 
 /// How long the controller sleeps between checks when no move is under way.
@@ -40,14 +37,8 @@ pub(crate) struct Controller {
     pub workers: Vec<Sender<ToWorker>>,
     /// Working cores' stats, then offloading cores'.
     pub stats: Vec<Arc<WorkerStats>>,
-    pub offloaders: usize,
-    /// r_s per shard, as last sent.
-    pub ratio: Vec<u32>,
-    /// Each working core's offloading core, as last sent.
-    pub offload_core: Vec<Option<CoreId>>,
     pub inbox: Receiver<ToController>,
-    pub owner: Vec<CoreId>,
-    pub shards: usize,
+    pub apply: PlanApplier,
     pub balancer: Box<dyn Balancer>,
     pub period: Duration,
     /// The NIC model's update delay: a rewrite takes effect this long after the
@@ -56,22 +47,21 @@ pub(crate) struct Controller {
     pub progress: Option<Progress>,
 }
 
+/// A rewrite waiting for the NIC's update delay.
+type Delayed = (Instant, ShardId, CoreId, u64);
+
 impl Controller {
     pub fn run(mut self) -> ControllerStats {
         let mut st = ControllerStats::default();
-        let mut mover = Mover::new(0);
-        let mut started: Vec<Option<Instant>> = vec![None; self.shards];
         let mut next = Instant::now() + self.period;
         let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
         let mut prev_t = self.shared.now_ns();
-        let buckets = self.shared.table.len();
         // rewrites waiting for the NIC's update delay, in version order
-        let mut rewrites: std::collections::VecDeque<(Instant, ShardId, CoreId, u64)> =
-            Default::default();
+        let mut rewrites: VecDeque<Delayed> = VecDeque::new();
         loop {
             while rewrites.front().is_some_and(|r| r.0 <= Instant::now()) {
                 let (_, shard, to, version) = rewrites.pop_front().expect("checked");
-                self.rewrite(shard, to, version, buckets);
+                self.rewrite(shard, to, version);
             }
             while let Ok(ToController::Arrived {
                 shard,
@@ -79,23 +69,17 @@ impl Controller {
                 held,
             }) = self.inbox.try_recv()
             {
+                let now = self.shared.now_ns();
                 assert!(
-                    mover.on_arrived(shard),
+                    self.apply.on_arrived(shard, entries, held, now),
                     "shard {shard} arrived but was not moving"
                 );
-                st.entries_moved += entries;
-                st.packets_held += held;
-                if let Some(t) = started[usize::from(shard)].take() {
-                    st.move_ns.push(t.elapsed().as_nanos() as u64);
-                }
             }
-            for c in mover.on_feeder_seen(self.shared.feeder_seen()) {
-                if let Command::Release { from, shard, to } = c {
-                    let _ = self.workers[usize::from(from)].send(ToWorker::Release { shard, to });
-                }
+            for order in self.apply.on_nic_seen(self.shared.feeder_seen()) {
+                self.send(order, &mut rewrites);
             }
             let done = self.shared.feeder_done();
-            if (done && mover.in_flight() == 0) || self.shared.aborted() {
+            if (done && self.apply.in_flight() == 0) || self.shared.aborted() {
                 self.shared.stop();
                 break;
             }
@@ -105,7 +89,7 @@ impl Controller {
                 st.rounds += 1;
                 let now = self.shared.now_ns();
                 let totals: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
-                let snap = self.snapshot(&mover, &totals, &prev, now, now - prev_t, buckets);
+                let snap = self.snapshot(&totals, &prev, now, now - prev_t);
                 prev = totals;
                 prev_t = now;
                 st.load_over_time.push((now, snap.core_load.clone()));
@@ -120,49 +104,11 @@ impl Controller {
                     self.period = Duration::from_nanos(p.max(1));
                     next = t + self.period;
                 }
-                for (s, to) in plan.moves {
-                    let from = self.owner[usize::from(s)];
-                    if let Ok(Command::Rewrite { shard, to, version }) = mover.begin(s, from, to) {
-                        if self.nic_delay.is_zero() {
-                            self.rewrite(shard, to, version, buckets);
-                        } else {
-                            rewrites.push_back((
-                                Instant::now() + self.nic_delay,
-                                shard,
-                                to,
-                                version,
-                            ));
-                        }
-                        self.owner[usize::from(shard)] = to;
-                        // the old owner recalls the shard's offloaded flows; r_s
-                        // starts again from 0 at the new owner
-                        self.ratio[usize::from(shard)] = 0;
-                        started[usize::from(shard)] = Some(Instant::now());
-                        st.shard_moves += 1;
-                    }
-                }
-                for (s, r) in plan.ratios {
-                    let i = usize::from(s);
-                    if i >= self.shards || mover.is_moving(s) || self.ratio[i] == r {
-                        continue;
-                    }
-                    self.ratio[i] = r;
-                    let owner = usize::from(self.owner[i]);
-                    let _ = self.workers[owner].send(ToWorker::SetRatio { shard: s, ratio: r });
-                    st.offload_changes += 1;
-                }
-                for (w, o) in plan.offload_cores {
-                    let i = usize::from(w);
-                    let valid = o.is_none_or(|o| usize::from(o) < self.offloaders);
-                    if i >= self.workers.len() || !valid || self.offload_core[i] == o {
-                        continue;
-                    }
-                    self.offload_core[i] = o;
-                    let _ = self.workers[i].send(ToWorker::SetOffloader { to: o });
-                    st.offload_changes += 1;
+                for order in self.apply.apply(&plan, self.shared.now_ns()) {
+                    self.send(order, &mut rewrites);
                 }
             }
-            if mover.in_flight() == 0 && rewrites.is_empty() {
+            if self.apply.in_flight() == 0 && rewrites.is_empty() {
                 // nothing to watch closely: leave the CPU to the feeder and the
                 // workers (on a small machine they share cores with this thread)
                 let until_round = next.saturating_duration_since(Instant::now());
@@ -172,26 +118,41 @@ impl Controller {
             }
         }
         st.balancer = self.balancer.counters();
+        st.apply = self.apply.stats().clone();
         st
     }
 
+    /// Carries out one order.
+    fn send(&self, order: Order, rewrites: &mut VecDeque<Delayed>) {
+        let to_core = |c: CoreId, m: ToWorker| {
+            let _ = self.workers[usize::from(c)].send(m);
+        };
+        match order {
+            Order::Rewrite { shard, to, version } if self.nic_delay.is_zero() => {
+                self.rewrite(shard, to, version)
+            }
+            Order::Rewrite { shard, to, version } => {
+                rewrites.push_back((Instant::now() + self.nic_delay, shard, to, version))
+            }
+            Order::Release { from, shard, to } => to_core(from, ToWorker::Release { shard, to }),
+            Order::SetRatio { core, shard, ratio } => {
+                to_core(core, ToWorker::SetRatio { shard, ratio })
+            }
+            Order::SetOffloader { core, to } => to_core(core, ToWorker::SetOffloader { to }),
+        }
+    }
+
     /// Rewrites every bucket of `shard` to `to`, then publishes `version` (Release).
-    fn rewrite(&self, shard: ShardId, to: CoreId, version: u64, buckets: usize) {
-        for b in (usize::from(shard)..buckets).step_by(self.shards) {
+    fn rewrite(&self, shard: ShardId, to: CoreId, version: u64) {
+        let shards = self.apply.owner().len();
+        for b in (usize::from(shard)..self.shared.table.len()).step_by(shards) {
             self.shared.table.set(b, to);
         }
         self.shared.publish_version(version);
     }
 
-    fn snapshot(
-        &self,
-        mover: &Mover,
-        now: &[Totals],
-        prev: &[Totals],
-        now_ns: u64,
-        period_ns: u64,
-        buckets: usize,
-    ) -> Snapshot {
+    fn snapshot(&self, now: &[Totals], prev: &[Totals], now_ns: u64, period_ns: u64) -> Snapshot {
+        let buckets = self.shared.table.len();
         let mut bucket_packets = vec![0u64; buckets];
         let mut bucket_priority = vec![0u64; buckets];
         let mut core_queue = Vec::new();
@@ -210,26 +171,25 @@ impl Controller {
             core_load.push(busy as f64 / (busy + idle).max(1) as f64);
             core_packets.push(n.packets.saturating_sub(p.packets));
         }
+        let owner = self.apply.owner();
         Snapshot {
             now_ns,
             period_ns,
-            shards: self.shards,
+            shards: owner.len(),
             workers: self.workers.len(),
-            owner: self.owner.clone(),
-            moving: (0..self.shards as ShardId)
-                .filter(|s| mover.is_moving(*s))
-                .collect(),
+            owner: owner.to_vec(),
+            moving: self.apply.moving(),
             bucket_packets,
             core_load,
             core_packets,
-            offloaders: self.offloaders,
-            ratio: self.ratio.clone(),
-            offload_core: self.offload_core.clone(),
+            offloaders: self.apply.offloaders(),
+            ratio: self.apply.ratio().to_vec(),
+            offload_core: self.apply.offload_core().to_vec(),
             bucket_priority,
             core_queue,
-            shard_heavy: (0..self.shards)
+            shard_heavy: (0..owner.len())
                 .map(|s| {
-                    now.get(usize::from(self.owner[s]))
+                    now.get(usize::from(owner[s]))
                         .and_then(|t| t.heavy.get(s).cloned())
                         .unwrap_or_default()
                 })

@@ -23,13 +23,13 @@
 //! thread that panics aborts the run (the others stop waiting on it) and the panic
 //! surfaces when the run joins its threads.
 
-mod config;
 mod controller;
 mod feeder;
+mod messages;
 mod offloader;
-mod report;
 mod run;
 mod shared;
+mod sink;
 mod stats;
 mod sync;
 mod worker;
@@ -37,6 +37,8 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use config::{BalancerKind, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove};
-pub use report::{cdf, period_imbalance_median, Drops, Latency, LoadSample, PerCore, RunReport};
 pub use run::{run, RunError, RunOutcome};
+pub use runspec::{
+    cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,
+    MakeBalancer, OffloadSelect, PerCore, Progress, RunConfig, RunReport, ScriptedMove,
+};

@@ -1,9 +1,10 @@
 //! Model checking of the shard move with loom (`RUSTFLAGS="--cfg loom"`): a feeder,
 //! a controller and two workers run the real handshake — the indirection-table
 //! entry and the version published with `Release`, the feeder's acknowledgement —
-//! and the real protocol state machines ([`Mover`], [`WorkerMoves`]), in every
-//! interleaving loom explores (preemption bound 2). Queues and control channels are
-//! modelled with loom mutexes.
+//! and the real protocol state machines ([`PlanApplier`] on the controller,
+//! [`WorkingCore`] on each worker — the ones the runtime and the simulator drive),
+//! in every interleaving loom explores (preemption bound 2). Queues and control
+//! channels are modelled with loom mutexes.
 //!
 //! Checked in every interleaving: the flow's packets are processed in order, each
 //! exactly once, by the worker that holds the shard; nothing is left held; the
@@ -11,8 +12,8 @@
 
 use std::collections::VecDeque;
 
-use balance::migrate::{Command, Mover, Received, WorkerMoves};
-use balance::ShardId;
+use balance::migrate::{Action, Order, PlanApplier, Received, WorkingCore, WorkingStart};
+use balance::{Plan, ShardId};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use steer::IndirectionTable;
@@ -82,9 +83,51 @@ fn hand_over(sys: &Sys, shard: ShardId, to: u16, state: &mut Option<Vec<u32>>) {
     sys.wake(usize::from(to));
 }
 
+/// Shards in the model (64 buckets, one shard each; shard 0 is bucket 0).
+const SHARDS: usize = 64;
+
+/// A working core's machine as the runtime starts it.
+fn machine<P>(
+    core: u16,
+    owned: Vec<ShardId>,
+    offloader: Option<u16>,
+    ratio: u32,
+) -> WorkingCore<P> {
+    WorkingCore::new(WorkingStart {
+        core,
+        shards: SHARDS,
+        owned,
+        offloader,
+        ratio,
+        heaviest: false,
+        now_ns: 0,
+        window_ns: u64::MAX / 2,
+    })
+}
+
+/// Carries out the machine's actions (no offloading in this model).
+fn do_actions(sys: &Sys, core: &mut WorkingCore<Pkt>, state: &mut Option<Vec<u32>>) {
+    while let Some(a) = core.poll_action() {
+        match a {
+            Action::SendShard { shard, to } => hand_over(sys, shard, to, state),
+            Action::RunHere(pkts) => {
+                for p in pkts {
+                    process(state.as_mut().expect("held packets run with the shard"), p);
+                }
+            }
+            Action::Arrived { shard, .. } => {
+                sys.arrived.lock().unwrap().push(shard);
+                sys.wake(2);
+            }
+            Action::PushRecall(_) => unreachable!("nothing is offloaded here"),
+        }
+    }
+}
+
 fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
     let owns = me == 0;
-    let mut moves: WorkerMoves<Pkt> = WorkerMoves::new(if owns { vec![0] } else { vec![] });
+    let mut core: WorkingCore<Pkt> =
+        machine(me as u16, if owns { vec![0] } else { vec![] }, None, 0);
     let mut state: Option<Vec<u32>> = owns.then(Vec::new);
     sys.register(me);
     loop {
@@ -93,33 +136,24 @@ fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
             match m {
                 Msg::Release { shard, to } => {
                     let queued = sys.queues[me].lock().unwrap().len() as u64;
-                    if let Some((s, to)) = moves.on_release(shard, to as u16, queued) {
-                        hand_over(sys, s, to, &mut state);
-                    }
+                    core.handle_release(shard, to as u16, queued);
                 }
-                Msg::Shard {
-                    shard,
-                    state: mut st,
-                } => {
-                    for p in moves.on_shard(shard) {
-                        process(&mut st, p);
-                    }
+                Msg::Shard { shard, state: st } => {
                     state = Some(st);
-                    sys.arrived.lock().unwrap().push(shard);
-                    sys.wake(2);
+                    core.handle_shard(shard);
                 }
             }
+            do_actions(sys, &mut core, &mut state);
             continue;
         }
         let p = sys.queues[me].lock().unwrap().pop_front();
         match p {
             Some(p) => {
-                if let Received::Process(p) = moves.on_packet(0, p) {
+                if let Received::Process(p) = core.on_packet(0, p) {
                     process(state.as_mut().expect("processing needs the shard"), p);
                 }
-                for (s, to) in moves.on_dequeued() {
-                    hand_over(sys, s, to, &mut state);
-                }
+                core.handle_dequeued(1);
+                do_actions(sys, &mut core, &mut state);
             }
             None => {
                 // read the stop flag first (Acquire, pairing with the controller's
@@ -138,7 +172,7 @@ fn worker(sys: &Sys, me: usize) -> Option<Vec<u32>> {
         }
     }
     sys.deregister(me);
-    assert_eq!(moves.held(), 0, "nothing left held");
+    assert_eq!(core.held(), 0, "nothing left held");
     state
 }
 
@@ -181,16 +215,21 @@ fn shard_move_under_every_interleaving() {
             })
             .collect();
         // the controller, on this thread: move shard 0 from worker 0 to worker 1
-        let mut mover = Mover::new(0);
-        let Ok(Command::Rewrite { shard, to, version }) = mover.begin(0, 0, 1) else {
+        let owner = (0..SHARDS).map(|s| (s % 2) as u16).collect();
+        let mut apply = PlanApplier::new(owner, 0, vec![None, None], 0);
+        let plan = Plan {
+            moves: vec![(0, 1)],
+            ..Plan::default()
+        };
+        let [Order::Rewrite { shard, to, version }] = apply.apply(&plan, 0)[..] else {
             unreachable!()
         };
         sys.shared.table.set(usize::from(shard), to);
         sys.shared.publish_version(version);
         loop {
             let mut progressed = false;
-            for c in mover.on_feeder_seen(sys.shared.feeder_seen()) {
-                if let Command::Release { from, shard, to } = c {
+            for c in apply.on_nic_seen(sys.shared.feeder_seen()) {
+                if let Order::Release { from, shard, to } = c {
                     sys.inbox[usize::from(from)]
                         .lock()
                         .unwrap()
@@ -204,10 +243,10 @@ fn shard_move_under_every_interleaving() {
             }
             let arrived: Vec<ShardId> = sys.arrived.lock().unwrap().drain(..).collect();
             for s in arrived {
-                assert!(mover.on_arrived(s));
+                assert!(apply.on_arrived(s, 0, 0, 0));
                 progressed = true;
             }
-            if sys.shared.feeder_done() && mover.in_flight() == 0 {
+            if sys.shared.feeder_done() && apply.in_flight() == 0 {
                 sys.shared.stop();
                 sys.wake(0);
                 sys.wake(1);
@@ -234,7 +273,7 @@ fn shard_move_under_every_interleaving() {
 /// Model checking of the offload-ratio change (Dyssect Alg. 2–3 as flowshift does
 /// them: lease, recall marker, pending queue): a feeder, the working core, its
 /// offloading core and the controller. The working core runs the real
-/// [`WorkingOffload`]; r_s starts at 1 (the flow is leased with its first packet),
+/// [`WorkingCore`]; r_s starts at 1 (the flow is leased with its first packet),
 /// the controller lowers it to 0 (a recall) and raises it again (a new lease) while
 /// packets flow. The flow's state is a value that moves between the two cores.
 ///
@@ -245,12 +284,12 @@ mod offload {
     use std::collections::VecDeque;
 
     use balance::migrate::offload::Ticket;
-    use balance::migrate::{Route, WorkingOffload, RATIO_ONE};
+    use balance::migrate::{Action, Received, Route, WorkingCore, RATIO_ONE};
     use loom::sync::{Arc, Condvar, Mutex};
     use loom::thread;
     use steer::IndirectionTable;
 
-    use super::{process, Pkt, PACKETS};
+    use super::{machine, process, Pkt, PACKETS};
     use crate::shared::Shared;
 
     enum ToWorking {
@@ -291,60 +330,76 @@ mod offload {
         }
     }
 
+    /// Carries out the working core's actions.
+    fn do_actions(sys: &Sys, core: &mut WorkingCore<Pkt>, state: &mut Option<Vec<u32>>) {
+        while let Some(a) = core.poll_action() {
+            match a {
+                Action::PushRecall(r) => {
+                    sys.ring
+                        .lock()
+                        .unwrap()
+                        .push_back(Job::Recall { ticket: r.ticket });
+                    sys.wake(1);
+                }
+                Action::RunHere(pkts) => {
+                    for p in pkts {
+                        process(state.as_mut().expect("pending packets run at home"), p);
+                    }
+                }
+                Action::SendShard { .. } | Action::Arrived { .. } => {
+                    unreachable!("no shard moves here")
+                }
+            }
+        }
+    }
+
     fn working(sys: &Sys) -> Option<Vec<u32>> {
-        let mut off: WorkingOffload<Pkt> = WorkingOffload::new(1, Some(1));
-        off.set_ratio(0, RATIO_ONE);
+        let mut core: WorkingCore<Pkt> = machine(0, vec![0], Some(1), RATIO_ONE);
         // the flow's entry exists (a hit) and its state is at home
         let mut state: Option<Vec<u32>> = Some(Vec::new());
-        let mut recalled_all = false;
-        let push = |job: Job| {
-            sys.ring.lock().unwrap().push_back(job);
-            sys.wake(1);
-        };
         loop {
             let msg = sys.inbox.lock().unwrap().pop_front();
             if let Some(m) = msg {
                 match m {
-                    ToWorking::SetRatio(r) => {
-                        if let Some(rc) = off.set_ratio(0, r) {
-                            push(Job::Recall { ticket: rc.ticket });
-                        }
-                    }
+                    ToWorking::SetRatio(r) => core.handle_ratio(0, r),
                     ToWorking::Returned { ticket, state: st } => {
                         assert!(state.is_none(), "the state is in one place");
                         state = Some(st);
-                        for (_, p) in off.on_returned(ticket, &[(0, 0)]) {
-                            process(state.as_mut().unwrap(), p);
-                        }
+                        core.handle_returned(ticket, &[(0, 0)]);
                     }
                 }
+                do_actions(sys, &mut core, &mut state);
                 continue;
             }
             let p = sys.nic.lock().unwrap().pop_front();
             match p {
-                Some(p) => match off.route(0, Some(0), 0, false, 0, || true) {
-                    Route::Local => process(state.as_mut().expect("the state is home"), p),
-                    Route::Offload { lease, .. } => {
-                        let lease = lease.then(|| state.take().expect("leased from home"));
-                        push(Job::Packet { p, lease });
+                Some(p) => {
+                    let Received::Process(p) = core.on_packet(0, p) else {
+                        unreachable!("the shard stays here")
+                    };
+                    match core.route(0, Some(0), 0, false, 0, || true) {
+                        Route::Local => process(state.as_mut().expect("the state is home"), p),
+                        Route::Offload { lease, .. } => {
+                            let lease = lease.then(|| state.take().expect("leased from home"));
+                            sys.ring.lock().unwrap().push_back(Job::Packet { p, lease });
+                            sys.wake(1);
+                        }
+                        Route::Pend(t) => core.pend(t, 0, p),
                     }
-                    Route::Pend(t) => off.pend(t, 0, p),
-                },
+                    core.handle_dequeued(1);
+                    do_actions(sys, &mut core, &mut state);
+                }
                 None => {
                     // stop flag first (Acquire): then every packet pushed is visible
                     let stopping = sys.shared.stopping();
                     let idle =
                         sys.nic.lock().unwrap().is_empty() && sys.inbox.lock().unwrap().is_empty();
                     if stopping && idle {
-                        if off.away() == 0 {
+                        if core.finished() {
                             break;
                         }
-                        if !recalled_all {
-                            recalled_all = true;
-                            if let Some(rc) = off.recall_all() {
-                                push(Job::Recall { ticket: rc.ticket });
-                            }
-                        }
+                        core.handle_stopping();
+                        do_actions(sys, &mut core, &mut state);
                     }
                     if idle {
                         sys.wait(0);
@@ -352,7 +407,7 @@ mod offload {
                 }
             }
         }
-        assert_eq!(off.pending(), 0, "nothing left pending");
+        assert_eq!(core.held(), 0, "nothing left pending");
         *sys.working_done.lock().unwrap() = true;
         sys.wake(1);
         state

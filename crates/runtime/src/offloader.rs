@@ -8,40 +8,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use balance::migrate::offload::{EntryIdx, Ticket};
+use balance::migrate::offload::EntryIdx;
 use balance::{CoreId, ShardId};
 use crossbeam_channel::Sender;
-use hdrhistogram::Histogram;
-use nf::{Chain, DropCause, Leased, Packet, Verdict};
+use nf::{Chain, DropCause, Leased, Verdict};
 use rtrb::Consumer;
 
+use crate::messages::{ToOffload, ToWorker};
 use crate::shared::Shared;
+use crate::sink::Sink;
 use crate::stats::WorkerStats;
-use crate::worker::{sink_one, ToWorker};
-
-/// What a working core sends its offloading core, in one FIFO ring.
-pub(crate) enum ToOffload {
-    /// An offloaded packet; `lease` carries the flow's state with its first one.
-    Job {
-        shard: ShardId,
-        entry: EntryIdx,
-        lease: Option<Box<Leased>>,
-        pkt: Packet,
-    },
-    /// Send these flows' states back (after every packet before this marker).
-    Recall {
-        ticket: Ticket,
-        entries: Vec<(ShardId, EntryIdx)>,
-    },
-}
 
 /// What an offloading core hands back at the end.
 pub(crate) struct OffloaderResult {
     pub chain: Chain,
-    pub latency: [Histogram<u64>; 2],
+    pub sink: Sink,
     pub busy_ns: u64,
     pub idle_ns: u64,
-    pub output: Vec<(u64, Vec<u8>)>,
     /// Leased states never recalled (must be 0).
     pub leftover: usize,
 }
@@ -53,17 +36,12 @@ pub(crate) struct Offloader {
     pub workers: Vec<Sender<ToWorker>>,
     pub shared: Arc<Shared>,
     pub burst: usize,
-    pub keep_output: bool,
     pub stats: Arc<WorkerStats>,
-    pub priority_dscp: u8,
+    pub sink: Sink,
 }
 
 impl Offloader {
     pub fn run(mut self) -> OffloaderResult {
-        let hist =
-            || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-        let mut latency = [hist(), hist()];
-        let mut output = Vec::new();
         let mut leased: HashMap<(CoreId, ShardId, EntryIdx), Box<Leased>> = HashMap::new();
         let (mut busy_ns, mut idle_ns, mut packets) = (0u64, 0u64, 0u64);
         let mut last = Instant::now();
@@ -97,16 +75,7 @@ impl Offloader {
                                     Verdict::Drop(DropCause::OffloadState)
                                 }
                             };
-                            sink_one(
-                                &pkt,
-                                v,
-                                self.shared.now_ns(),
-                                &mut latency,
-                                self.priority_dscp,
-                                self.keep_output,
-                                &mut output,
-                                &mut None,
-                            );
+                            self.sink.one(&pkt, v, self.shared.now_ns());
                             packets += 1;
                         }
                         ToOffload::Recall { ticket, entries } => {
@@ -152,10 +121,9 @@ impl Offloader {
         }
         OffloaderResult {
             chain: self.chain,
-            latency,
+            sink: self.sink,
             busy_ns,
             idle_ns,
-            output,
             leftover: leased.len(),
         }
     }

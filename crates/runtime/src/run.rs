@@ -1,28 +1,30 @@
-//! One run: build the rings, channels and table, start the threads, collect the
-//! results into a [`RunReport`].
+//! One run: check the configuration, lay out the topology, build the rings and
+//! channels, start the threads, and fill the shared [`Tally`] the report is built
+//! from (the same report assembler as the simulator's).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::thread;
 
+use balance::migrate::{PlanApplier, WorkingCore, WorkingStart};
 use balance::CoreId;
-
-use crate::BalancerKind;
-use hdrhistogram::Histogram;
+use core_affinity::CoreId as Cpu;
+use crossbeam_channel::{Receiver, Sender};
 use nf::{Chain, DropCause, Packet, Shard};
-use rtrb::RingBuffer;
+use rtrb::{Consumer, Producer, RingBuffer};
+use runspec::{PerCore, Tally, Topology};
 use steer::IndirectionTable;
 use trace::{Schedule, Trace};
-use wire::Malformed;
 
-use crate::controller::Controller;
-use crate::feeder::{feed, FeedOptions};
-use crate::offloader::{Offloader, OffloaderResult, ToOffload};
-use crate::report::{cdf, period_imbalance_median, Latency, LoadSample, PerCore, RunReport};
+use crate::controller::{Controller, ControllerStats};
+use crate::feeder::{feed, FeedOptions, FeederStats};
+use crate::messages::{ToController, ToOffload, ToWorker};
+use crate::offloader::{Offloader, OffloaderResult};
 use crate::shared::{AbortOnPanic, Shared};
+use crate::sink::Sink;
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
-use crate::RunConfig;
+use crate::{BalancerKind, RunConfig, RunReport};
 
 /// A run that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,12 @@ pub enum RunError {
     /// A parameter is out of range.
     #[error("{0}")]
     Config(String),
+}
+
+impl From<runspec::ConfigError> for RunError {
+    fn from(e: runspec::ConfigError) -> RunError {
+        RunError::Config(e.to_string())
+    }
 }
 
 /// The report plus what tests and `--output` need.
@@ -50,32 +58,37 @@ pub struct RunOutcome {
 
 /// Runs `chain` (as a template: each worker gets its own instance) on `trace`.
 pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
-    let w = cfg.workers;
-    if w == 0 || w > usize::from(u16::MAX) {
-        return Err(RunError::Config(format!(
-            "workers = {w}: must be at least 1"
-        )));
+    check(chain, trace, cfg)?;
+    let spray = cfg.balancer == BalancerKind::Sprayer;
+    let shards_n = chain.shard_count();
+    let top = Topology::new(cfg, shards_n);
+    let table =
+        IndirectionTable::new(chain.buckets(), 1).map_err(|e| RunError::Config(e.to_string()))?;
+    for b in 0..table.len() {
+        table.set(b, top.owner[b % shards_n]);
     }
-    let o = cfg.offloaders;
-    if o > usize::from(u16::MAX) {
-        return Err(RunError::Config(format!("offloaders = {o}: too many")));
-    }
-    if !(0.0..=1.0).contains(&cfg.offload_ratio) {
-        return Err(RunError::Config(format!(
-            "offload_ratio = {}: must be between 0 and 1",
-            cfg.offload_ratio
-        )));
-    }
-    let ratio0 = if o > 0 {
-        (cfg.offload_ratio * f64::from(balance::migrate::RATIO_ONE)).round() as u32
-    } else {
-        0
+    let shared = Arc::new(Shared::new(table));
+    let stats: Vec<Arc<WorkerStats>> = (0..cfg.workers + cfg.offloaders)
+        .map(|_| Arc::new(WorkerStats::new(chain.buckets(), shards_n)))
+        .collect();
+    let wiring = Wiring::new(cfg);
+    let threads = Threads {
+        chain,
+        cfg,
+        shared: &shared,
+        stats: &stats,
+        top: &top,
+        spray,
+        cpus: core_affinity::get_core_ids().unwrap_or_default(),
     };
-    if cfg.ring_size < 2 || cfg.burst == 0 {
-        return Err(RunError::Config(
-            "ring_size must be ≥ 2 and burst ≥ 1".into(),
-        ));
-    }
+    let (feeder, ctl, workers, offloaders) = threads.spawn(trace, wiring);
+    let elapsed_ns = shared.now_ns().max(1);
+    Ok(merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders))
+}
+
+/// The checks that need the chain and the trace, after the shared ones.
+fn check(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<(), RunError> {
+    cfg.validate()?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     if spray && chain.has_per_flow_state() {
         return Err(RunError::Config(format!(
@@ -90,7 +103,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
                 .join(", ")
         )));
     }
-    if spray && o > 0 {
+    if spray && cfg.offloaders > 0 {
         return Err(RunError::Config(
             "the sprayer balancer does not offload: use --offloaders 0".into(),
         ));
@@ -98,400 +111,373 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
     if trace.is_empty() {
         return Err(RunError::Config("the trace has no packet".into()));
     }
-    let shards_n = chain.shard_count();
-    let table =
-        IndirectionTable::new(chain.buckets(), 1).map_err(|e| RunError::Config(e.to_string()))?;
-    let owner: Vec<CoreId> = (0..shards_n).map(|s| (s % w) as CoreId).collect();
-    for b in 0..table.len() {
-        table.set(b, owner[b % shards_n]);
-    }
-    let shared = Arc::new(Shared::new(table));
-    let (mut producers, mut consumers) = (Vec::new(), Vec::new());
-    for _ in 0..w {
-        let (p, c) = RingBuffer::<Packet>::new(cfg.ring_size);
-        producers.push(p);
-        consumers.push(c);
-    }
-    // one offload ring per (working core, offloading core)
-    let mut offload_tx: Vec<Vec<rtrb::Producer<ToOffload>>> = (0..w).map(|_| Vec::new()).collect();
-    let mut offload_rx: Vec<Vec<(CoreId, rtrb::Consumer<ToOffload>)>> =
-        (0..o).map(|_| Vec::new()).collect();
-    for (wi, tx) in offload_tx.iter_mut().enumerate() {
-        for rx in offload_rx.iter_mut() {
-            let (p, c) = RingBuffer::<ToOffload>::new(cfg.ring_size);
-            tx.push(p);
-            rx.push((wi as CoreId, c));
-        }
-    }
-    let offload_core: Vec<Option<CoreId>> =
-        (0..w).map(|i| (o > 0).then(|| (i % o) as CoreId)).collect();
-    let (inbox_tx, inbox_rx): (Vec<_>, Vec<_>) =
-        (0..w).map(|_| crossbeam_channel::unbounded()).unzip();
-    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
-    let mut per_worker: Vec<Vec<Option<Shard>>> = (0..w)
-        .map(|_| (0..shards_n).map(|_| None).collect())
-        .collect();
-    if spray {
-        // no flow affinity: every core has its own copy of every (stateless) shard
-        for shards in per_worker.iter_mut() {
-            for (s, shard) in chain.new_shards().into_iter().enumerate() {
-                shards[s] = Some(shard);
+    Ok(())
+}
+
+/// The rings and channels between the threads.
+struct Wiring {
+    /// NIC queues, one per working core.
+    queues: (Vec<Producer<Packet>>, Vec<Consumer<Packet>>),
+    /// Per working core, one offload ring to each offloading core.
+    offload_tx: Vec<Vec<Producer<ToOffload>>>,
+    /// Per offloading core, (working core, its ring).
+    offload_rx: Vec<Vec<(CoreId, Consumer<ToOffload>)>>,
+    inbox: (Vec<Sender<ToWorker>>, Vec<Receiver<ToWorker>>),
+    ctl: (Sender<ToController>, Receiver<ToController>),
+}
+
+impl Wiring {
+    fn new(cfg: &RunConfig) -> Wiring {
+        let (w, o) = (cfg.workers, cfg.offloaders);
+        let queues = (0..w)
+            .map(|_| RingBuffer::<Packet>::new(cfg.ring_size))
+            .unzip();
+        let mut offload_tx: Vec<Vec<_>> = (0..w).map(|_| Vec::new()).collect();
+        let mut offload_rx: Vec<Vec<_>> = (0..o).map(|_| Vec::new()).collect();
+        for (wi, tx) in offload_tx.iter_mut().enumerate() {
+            for rx in offload_rx.iter_mut() {
+                let (p, c) = RingBuffer::<ToOffload>::new(cfg.ring_size);
+                tx.push(p);
+                rx.push((wi as CoreId, c));
             }
         }
-    } else {
-        for (s, shard) in chain.new_shards().into_iter().enumerate() {
-            per_worker[s % w][s] = Some(shard);
+        Wiring {
+            queues,
+            offload_tx,
+            offload_rx,
+            inbox: (0..w).map(|_| crossbeam_channel::unbounded()).unzip(),
+            ctl: crossbeam_channel::unbounded(),
         }
     }
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let stats: Vec<Arc<WorkerStats>> = (0..w + o)
-        .map(|_| Arc::new(WorkerStats::new(chain.buckets(), shards_n)))
-        .collect();
-    // with a duration, loop (practically) forever and let the feeder stop on time
-    let loops = if cfg.duration.is_some() {
-        u32::MAX
-    } else {
-        cfg.loops.max(1)
-    };
-    let schedule = Schedule {
-        pace: cfg.pace,
-        loops,
-    };
-    let hasher = chain.hasher().clone();
+}
 
-    let (feeder, ctl, results, offloaded) = thread::scope(|sc| {
-        let mut handles = Vec::new();
-        for (i, ((shards, offload_rings), (ring, inbox))) in per_worker
-            .into_iter()
-            .zip(offload_tx)
-            .zip(consumers.into_iter().zip(inbox_rx))
-            .enumerate()
-        {
-            let worker = Worker {
-                chain: chain.instance(),
-                shards,
-                ring,
-                inbox,
-                peers: inbox_tx.clone(),
-                controller: ctl_tx.clone(),
-                shared: shared.clone(),
-                burst: cfg.burst,
-                keep_output: cfg.keep_output,
-                stats: stats[i].clone(),
-                priority_dscp: cfg.priority_dscp,
-                offload_rings,
-                offload_target: offload_core[i],
-                offload_ratio: ratio0,
-                exit_order: spray,
-                window_ns: cfg.period.as_nanos().max(1) as u64,
-                heaviest: cfg.offload_select == crate::OffloadSelect::Heaviest,
-            };
-            let core = (cfg.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
-            let guard = AbortOnPanic(shared.clone());
-            handles.push(sc.spawn(move || {
-                let _guard = guard;
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
+/// What the threads are built from.
+struct Threads<'a> {
+    chain: &'a Chain,
+    cfg: &'a RunConfig,
+    shared: &'a Arc<Shared>,
+    stats: &'a [Arc<WorkerStats>],
+    top: &'a Topology,
+    spray: bool,
+    cpus: Vec<Cpu>,
+}
+
+type Joined = (
+    FeederStats,
+    ControllerStats,
+    Vec<WorkerResult>,
+    Vec<OffloaderResult>,
+);
+
+impl Threads<'_> {
+    /// The CPU thread `i` is pinned to (working cores, offloading cores, then the
+    /// NIC model; shared when there are too few).
+    fn cpu(&self, i: usize) -> Option<Cpu> {
+        (self.cfg.pin && !self.cpus.is_empty()).then(|| self.cpus[i % self.cpus.len()])
+    }
+
+    /// Each working core's shard objects at the start.
+    fn shard_objects(&self) -> Vec<Vec<Option<Shard>>> {
+        let (w, n) = (self.cfg.workers, self.top.owner.len());
+        let mut per: Vec<Vec<Option<Shard>>> =
+            (0..w).map(|_| (0..n).map(|_| None).collect()).collect();
+        for (i, shards) in per.iter_mut().enumerate() {
+            for (s, shard) in self.chain.new_shards().into_iter().enumerate() {
+                // Sprayer: no flow affinity, every core has its own copy of every
+                // (stateless) shard
+                if self.spray || usize::from(self.top.owner[s]) == i {
+                    shards[s] = Some(shard);
                 }
-                worker.run()
-            }));
+            }
         }
-        let mut offload_handles = Vec::new();
-        for (k, rings) in offload_rx.into_iter().enumerate() {
-            let off = Offloader {
-                chain: chain.instance(),
-                rings,
-                workers: inbox_tx.clone(),
-                shared: shared.clone(),
-                burst: cfg.burst,
-                keep_output: cfg.keep_output,
-                stats: stats[w + k].clone(),
-                priority_dscp: cfg.priority_dscp,
-            };
-            let core = (cfg.pin && !cores.is_empty()).then(|| cores[(w + k) % cores.len()]);
-            let guard = AbortOnPanic(shared.clone());
-            offload_handles.push(sc.spawn(move || {
-                let _guard = guard;
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
-                }
-                off.run()
-            }));
+        per
+    }
+
+    fn worker(&self, i: usize, ring: Consumer<Packet>, w: &Wiring) -> Worker {
+        let cfg = self.cfg;
+        let window_ns = cfg.period.as_nanos().max(1) as u64;
+        let owned = if self.spray {
+            // every core works on its own copy of every shard
+            (0..self.top.owner.len() as u16).collect()
+        } else {
+            self.top.owned(i)
+        };
+        Worker {
+            chain: self.chain.instance(),
+            shards: Vec::new(),
+            ring,
+            inbox: w.inbox.1[i].clone(),
+            peers: w.inbox.0.clone(),
+            controller: w.ctl.0.clone(),
+            shared: self.shared.clone(),
+            burst: cfg.burst,
+            stats: self.stats[i].clone(),
+            sink: Sink::new(cfg.keep_output, cfg.priority_dscp, self.spray),
+            core: WorkingCore::new(WorkingStart {
+                core: i as CoreId,
+                shards: self.top.owner.len(),
+                owned,
+                offloader: self.top.offload_core[i],
+                ratio: self.top.ratio,
+                heaviest: cfg.offload_select == runspec::OffloadSelect::Heaviest,
+                now_ns: self.shared.now_ns(),
+                window_ns,
+            }),
+            offload_rings: Vec::new(),
+            window_ns,
+            arrived_entries: None,
         }
-        let controller = Controller {
-            shared: shared.clone(),
-            workers: inbox_tx.clone(),
-            inbox: ctl_rx,
-            owner: owner.clone(),
-            shards: shards_n,
+    }
+
+    fn controller(&self, w: &Wiring, inbox: Receiver<ToController>) -> Controller {
+        let cfg = self.cfg;
+        Controller {
+            shared: self.shared.clone(),
+            workers: w.inbox.0.clone(),
+            stats: self.stats.to_vec(),
+            inbox,
+            apply: PlanApplier::new(
+                self.top.owner.clone(),
+                self.top.ratio,
+                self.top.offload_core.clone(),
+                cfg.offloaders,
+            ),
             balancer: cfg.balancer.make(cfg.seed),
             period: cfg.period,
             nic_delay: cfg.nic_update_delay,
-            stats: stats.clone(),
-            offloaders: o,
-            ratio: vec![ratio0; shards_n],
-            offload_core: offload_core.clone(),
             progress: cfg.progress.clone(),
-        };
-        let guard = AbortOnPanic(shared.clone());
-        let ctl = sc.spawn(move || {
-            let _guard = guard;
-            controller.run()
-        });
-        let duration = cfg.duration.map(|d| d.as_nanos() as u64);
-        let queues = std::mem::take(&mut producers);
-        // the NIC model gets its own core after the cores' (shared when there are
-        // too few): left to the scheduler it may land on a worker's core
-        let feeder_core = (cfg.pin && !cores.is_empty()).then(|| cores[(w + o) % cores.len()]);
-        let feeder_shared = shared.clone();
-        let hasher = &hasher;
-        let guard = AbortOnPanic(shared.clone());
-        let feeder = sc.spawn(move || {
-            let _guard = guard;
-            if let Some(c) = feeder_core {
-                core_affinity::set_for_current(c);
-            }
-            feed(
-                trace,
-                hasher,
-                &feeder_shared,
-                queues,
-                FeedOptions {
-                    schedule,
-                    burst: cfg.burst,
-                    duration_ns: duration,
-                    spray,
-                },
-            )
-        });
-        let feeder = feeder.join().expect("feeder thread");
-        let ctl = ctl.join().expect("controller thread");
-        let results: Vec<WorkerResult> = handles
-            .into_iter()
-            .map(|h| h.join().expect("worker thread"))
-            .collect();
-        let offloaded: Vec<OffloaderResult> = offload_handles
-            .into_iter()
-            .map(|h| h.join().expect("offloading-core thread"))
-            .collect();
-        (feeder, ctl, results, offloaded)
-    });
-    let elapsed_ns = shared.now_ns().max(1);
-
-    // merge
-    let mut results = results;
-    let held: u64 = results.iter().map(|r| r.held).sum();
-    let mut per_core: Vec<PerCore> = results
-        .iter()
-        .enumerate()
-        .map(|(i, r)| PerCore {
-            core: i,
-            role: "working",
-            load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
-            packets: r.chain.counters().packets,
-            priority_packets: r.latency[0].len(),
-        })
-        .collect();
-    per_core.extend(offloaded.iter().enumerate().map(|(k, r)| PerCore {
-        core: w + k,
-        role: "offloading",
-        load: r.busy_ns as f64 / (r.busy_ns + r.idle_ns).max(1) as f64,
-        packets: r.chain.counters().packets,
-        priority_packets: r.latency[0].len(),
-    }));
-    let leftover: usize = offloaded.iter().map(|r| r.leftover).sum();
-    let reordered_at_exit = spray.then(|| {
-        let mut exits: Vec<_> = results
-            .iter()
-            .flat_map(|r| r.exit.iter().copied())
-            .collect();
-        exits.sort_by_key(|x| x.at_ns);
-        let mut last: std::collections::HashMap<u32, u32> = Default::default();
-        let mut late = 0u64;
-        for x in exits {
-            let m = last.entry(x.flow).or_insert(0);
-            if x.seq < *m {
-                late += 1;
-            } else {
-                *m = x.seq;
-            }
         }
-        late
-    });
-    let mut ostats = balance::migrate::OffloadStats::default();
-    let mut offload_waits = 0;
-    for r in &results {
-        let s = &r.offload;
-        ostats.leases += s.leases;
-        ostats.recalled += s.recalled;
-        ostats.recalls += s.recalls;
-        ostats.pended += s.pended;
-        offload_waits += r.offload_waits;
     }
-    let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let (mut latency, mut by_class) = (hist(), [hist(), hist()]);
+
+    /// Starts every thread, waits for them all.
+    fn spawn(&self, trace: &Trace, mut wiring: Wiring) -> Joined {
+        let cfg = self.cfg;
+        let (w, o) = (cfg.workers, cfg.offloaders);
+        let mut workers = Vec::new();
+        let objects = self.shard_objects();
+        let rings = std::mem::take(&mut wiring.queues.1);
+        let offload_tx = std::mem::take(&mut wiring.offload_tx);
+        for (i, ((shards, ring), tx)) in objects.into_iter().zip(rings).zip(offload_tx).enumerate()
+        {
+            let mut wk = self.worker(i, ring, &wiring);
+            wk.shards = shards;
+            wk.offload_rings = tx;
+            workers.push((wk, self.cpu(i)));
+        }
+        let offloaders: Vec<_> = std::mem::take(&mut wiring.offload_rx)
+            .into_iter()
+            .enumerate()
+            .map(|(k, rings)| {
+                let off = Offloader {
+                    chain: self.chain.instance(),
+                    rings,
+                    workers: wiring.inbox.0.clone(),
+                    shared: self.shared.clone(),
+                    burst: cfg.burst,
+                    stats: self.stats[w + k].clone(),
+                    sink: Sink::new(cfg.keep_output, cfg.priority_dscp, false),
+                };
+                (off, self.cpu(w + k))
+            })
+            .collect();
+        let (_, ctl_rx) = wiring.ctl.clone();
+        let controller = self.controller(&wiring, ctl_rx);
+        let queues = std::mem::take(&mut wiring.queues.0);
+        drop(wiring);
+        let opts = FeedOptions {
+            schedule: Schedule {
+                pace: cfg.pace,
+                loops: cfg.replay_loops(),
+            },
+            burst: cfg.burst,
+            duration_ns: cfg.duration.map(|d| d.as_nanos() as u64),
+            spray: self.spray,
+        };
+        let hasher = self.chain.hasher().clone();
+        let feeder_cpu = self.cpu(w + o);
+        thread::scope(|sc| {
+            let go = |cpu: Option<Cpu>| {
+                let guard = AbortOnPanic(self.shared.clone());
+                move || {
+                    if let Some(c) = cpu {
+                        core_affinity::set_for_current(c);
+                    }
+                    guard
+                }
+            };
+            let wh: Vec<_> = workers
+                .into_iter()
+                .map(|(wk, cpu)| {
+                    let pin = go(cpu);
+                    sc.spawn(move || {
+                        let _guard = pin();
+                        wk.run()
+                    })
+                })
+                .collect();
+            let oh: Vec<_> = offloaders
+                .into_iter()
+                .map(|(off, cpu)| {
+                    let pin = go(cpu);
+                    sc.spawn(move || {
+                        let _guard = pin();
+                        off.run()
+                    })
+                })
+                .collect();
+            let pin = go(None);
+            let ctl = sc.spawn(move || {
+                let _guard = pin();
+                controller.run()
+            });
+            let pin = go(feeder_cpu);
+            let shared = self.shared;
+            let hasher = &hasher;
+            let feeder = sc.spawn(move || {
+                let _guard = pin();
+                feed(trace, hasher, shared, queues, opts)
+            });
+            (
+                feeder.join().expect("feeder thread"),
+                ctl.join().expect("controller thread"),
+                wh.into_iter()
+                    .map(|h| h.join().expect("worker thread"))
+                    .collect(),
+                oh.into_iter()
+                    .map(|h| h.join().expect("offloading-core thread"))
+                    .collect(),
+            )
+        })
+    }
+}
+
+/// Reordering at the exit from departure times (Sprayer runs).
+fn reordered_at_exit(results: &[WorkerResult]) -> u64 {
+    let mut exits: Vec<_> = results
+        .iter()
+        .flat_map(|r| r.exit().iter().copied())
+        .collect();
+    exits.sort_by_key(|x| x.at_ns);
+    let mut last: HashMap<u32, u32> = HashMap::new();
+    let mut late = 0u64;
+    for x in exits {
+        let m = last.entry(x.flow).or_insert(0);
+        if x.seq < *m {
+            late += 1;
+        } else {
+            *m = x.seq;
+        }
+    }
+    late
+}
+
+/// The threads' results into one outcome.
+fn merge(
+    cfg: &RunConfig,
+    elapsed_ns: u64,
+    feeder: FeederStats,
+    ctl: ControllerStats,
+    mut workers: Vec<WorkerResult>,
+    mut offloaders: Vec<OffloaderResult>,
+) -> RunOutcome {
+    let mut t = Tally::new("run");
+    let load = |busy: u64, idle: u64| busy as f64 / (busy + idle).max(1) as f64;
+    let core = |i: usize, role, l: f64, chain: &Chain, sink: &Sink| PerCore {
+        core: i,
+        role,
+        load: l,
+        packets: chain.counters().packets,
+        priority_packets: sink.latency[0].len(),
+    };
+    for (i, r) in workers.iter().enumerate() {
+        let l = load(r.busy_ns, r.idle_ns);
+        t.per_core.push(core(i, "working", l, &r.chain, &r.sink));
+        t.add_offload(&r.offload);
+        t.offload_waits += r.offload_waits;
+    }
+    for (k, r) in offloaders.iter().enumerate() {
+        let l = load(r.busy_ns, r.idle_ns);
+        t.per_core
+            .push(core(cfg.workers + k, "offloading", l, &r.chain, &r.sink));
+    }
+    if cfg.balancer == BalancerKind::Sprayer {
+        t.reordered_at_exit = Some(reordered_at_exit(&workers));
+    }
+    let held = workers.iter().map(|r| r.held).sum();
+    let leftover_leases = offloaders.iter().map(|r| r.leftover).sum();
     let mut output = Vec::new();
     let mut shards = Vec::new();
-    for r in &mut results {
-        for (c, h) in r.latency.iter().enumerate() {
-            latency.add(h).expect("same bounds");
-            by_class[c].add(h).expect("same bounds");
+    let sinks = workers
+        .iter_mut()
+        .map(|r| &mut r.sink)
+        .chain(offloaders.iter_mut().map(|r| &mut r.sink));
+    for s in sinks {
+        for (c, h) in s.latency.iter().enumerate() {
+            t.latency[c].add(h).expect("same bounds");
         }
-        output.append(&mut r.output);
-        shards.append(&mut r.shards);
-    }
-    let mut offloaded = offloaded;
-    for r in &mut offloaded {
-        for (c, h) in r.latency.iter().enumerate() {
-            latency.add(h).expect("same bounds");
-            by_class[c].add(h).expect("same bounds");
-        }
-        output.append(&mut r.output);
+        output.append(&mut s.output);
     }
     output.sort_by_key(|(ts, _)| *ts);
-    let mut it = results.into_iter();
-    let mut total = it.next().expect("at least one worker").chain;
-    for r in it {
-        total.merge_from(&r.chain);
+    for r in &mut workers {
+        shards.append(&mut r.shards);
     }
-    for r in &offloaded {
-        total.merge_from(&r.chain);
+    let mut chains = workers
+        .into_iter()
+        .map(|r| r.chain)
+        .chain(offloaders.into_iter().map(|r| r.chain));
+    let mut total = chains.next().expect("at least one worker");
+    for c in chains {
+        total.merge_from(&c);
     }
+    count_chain(&mut t, &total, &shards);
+    t.offered = feeder.offered;
+    t.bytes = feeder.bytes;
+    t.feed_ns = feeder.duration_ns;
+    t.ring_full = feeder.ring_full;
+    t.malformed = feeder.malformed.to_vec();
+    t.elapsed_ns = elapsed_ns;
+    t.rounds = ctl.rounds;
+    t.plan_ns = ctl.plan_ns;
+    t.balancer = ctl.balancer;
+    t.control = ctl.apply;
+    t.load_over_time = ctl.load_over_time.clone();
+    RunOutcome {
+        report: t.report(cfg),
+        output,
+        shards,
+        held,
+        leftover_leases,
+        load_over_time: ctl.load_over_time,
+    }
+}
+
+/// The merged chain's and the shards' counters into the tally.
+fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
     // components on their own cores finish what they were handed before counting
     for n in total.nfs() {
         n.settle();
     }
-    let nf_counters: BTreeMap<String, BTreeMap<&'static str, u64>> = total
+    t.nf = total
         .nfs()
         .iter()
         .map(|n| (n.name().to_string(), n.counters().into_iter().collect()))
-        .collect();
-    let c = total.counters().clone();
-    let mut drops = BTreeMap::new();
-    drops.insert("ring_full".to_string(), feeder.ring_full);
-    drops.insert("malformed".to_string(), feeder.malformed.iter().sum());
-    for cause in DropCause::ALL {
-        drops.insert(cause.name().to_string(), c.dropped(cause));
-    }
-    let counter = |name: &str| -> u64 {
-        total
-            .nfs()
-            .iter()
-            .flat_map(|n| n.counters())
-            .filter(|(k, _)| *k == name)
-            .map(|(_, v)| v)
-            .sum()
-    };
-    let (created, expired, active_max) = shards.iter().fold((0, 0, 0), |a, s| {
-        let t = s.table.stats();
-        (a.0 + t.inserted, a.1 + t.expired_slots, a.2 + t.max_len)
-    });
-    let pct = |v: &[u64], q: f64| -> f64 {
-        if v.is_empty() {
-            return 0.0;
-        }
-        let mut v = v.to_vec();
-        v.sort_unstable();
-        v[((v.len() - 1) as f64 * q) as usize] as f64 / 1e3
-    };
-    let loads: Vec<f64> = per_core.iter().map(|p| p.load).collect();
-    let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-    let (lmax, lmin) = loads
+        .collect::<BTreeMap<_, BTreeMap<_, _>>>();
+    let c = total.counters();
+    t.forwarded = c.forwarded;
+    t.dropped = DropCause::ALL.iter().map(|d| c.dropped(*d)).collect();
+    t.reordered = total
+        .nfs()
         .iter()
-        .fold((f64::MIN, f64::MAX), |a, l| (a.0.max(*l), a.1.min(*l)));
-    let secs = elapsed_ns as f64 / 1e9;
-    let out_bytes = if feeder.offered > 0 {
-        feeder.bytes as f64 * c.forwarded as f64 / feeder.offered as f64
-    } else {
-        0.0
-    };
-    let report = RunReport {
-        nf: nf_counters,
-        schema: 1,
-        mode: "run",
-        balancer: cfg.balancer.name(),
-        cores: BTreeMap::from([("working", w), ("offloading", o)]),
-        packets_in: feeder.offered,
-        packets_out: c.forwarded,
-        drops,
-        malformed: Malformed::ALL
-            .iter()
-            .filter(|m| feeder.malformed[**m as usize] > 0)
-            .map(|m| (m.name().to_string(), feeder.malformed[*m as usize]))
-            .collect(),
-        reordered: counter("reordered") + reordered_at_exit.unwrap_or(0),
-        reordered_at_exit,
-        flows: BTreeMap::from([
-            ("created", created),
-            ("expired", expired),
-            ("active_max", active_max),
-        ]),
-        throughput: BTreeMap::from([
-            (
-                "offered_mpps",
-                feeder.offered as f64 / (feeder.duration_ns.max(1) as f64 / 1e9) / 1e6,
-            ),
-            ("mpps", c.forwarded as f64 / secs / 1e6),
-            ("seconds", secs),
-            ("gbps", out_bytes * 8.0 / secs / 1e9),
-        ]),
-        latency_ns: BTreeMap::from([
-            ("all", Latency::of(&latency)),
-            ("priority", Latency::of(&by_class[0])),
-            ("regular", Latency::of(&by_class[1])),
-        ]),
-        latency_cdf: BTreeMap::from([
-            ("all", cdf(&latency)),
-            ("priority", cdf(&by_class[0])),
-            ("regular", cdf(&by_class[1])),
-        ]),
-        migrations: BTreeMap::from([
-            ("shard_moves", ctl.shard_moves),
-            ("offload_changes", ctl.offload_changes),
-            ("flows_offloaded", ostats.leases),
-            ("flows_recalled", ostats.recalled),
-            ("packets_pended", ostats.pended),
-            ("offload_ring_waits", offload_waits),
-            ("entries_moved", ctl.entries_moved),
-            ("packets_held", ctl.packets_held),
-        ]),
-        controller: BTreeMap::from_iter(
-            [
-                ("rounds", ctl.rounds as f64),
-                ("plan_us_p50", pct(&ctl.plan_ns, 0.5)),
-                ("plan_us_max", pct(&ctl.plan_ns, 1.0)),
-                ("move_us_p50", pct(&ctl.move_ns, 0.5)),
-                ("move_us_max", pct(&ctl.move_ns, 1.0)),
-            ]
-            .into_iter()
-            .chain(ctl.balancer.iter().copied()),
-        ),
-        per_core,
-        imbalance: BTreeMap::from([
-            ("max_over_min", if lmin > 0.0 { lmax / lmin } else { 0.0 }),
-            (
-                "squared",
-                loads.iter().map(|l| (l - mean) * (l - mean)).sum(),
-            ),
-        ]),
-        load_over_time: ctl
-            .load_over_time
-            .iter()
-            .map(|(t, l)| LoadSample {
-                t_ns: *t,
-                load: l.clone(),
-            })
-            .collect(),
-    };
-    let mut report = report;
-    let med = period_imbalance_median(&report.load_over_time, w);
-    report.imbalance.insert("period_median", med);
-    Ok(RunOutcome {
-        report,
-        output,
-        shards,
-        held,
-        leftover_leases: leftover,
-        load_over_time: ctl.load_over_time,
-    })
+        .flat_map(|n| n.counters())
+        .filter(|(k, _)| *k == "reordered")
+        .map(|(_, v)| v)
+        .sum();
+    t.flows = shards.iter().fold([0; 3], |a, s| {
+        let st = s.table.stats();
+        [
+            a[0] + st.inserted,
+            a[1] + st.expired_slots,
+            a[2] + st.max_len,
+        ]
+    });
 }

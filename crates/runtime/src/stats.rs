@@ -9,18 +9,26 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use crossbeam_utils::CachePadded;
+
 use crate::sync::AtomicU64;
 
-pub(crate) struct WorkerStats {
-    buckets: Box<[AtomicU64]>,
-    priority: Box<[AtomicU64]>,
+/// The counters a core writes after every burst, on cache lines of their own so
+/// that two cores' writes (and the controller's reads) never share a line.
+struct Hot {
     queue: AtomicU64,
-    /// Per shard, the cumulative traffic shares of its heaviest flows in the last
-    /// window (f64 bits, `heavy::K` per shard; 0 = none).
-    heavy: Box<[AtomicU64]>,
     busy_ns: AtomicU64,
     idle_ns: AtomicU64,
     packets: AtomicU64,
+}
+
+pub(crate) struct WorkerStats {
+    hot: CachePadded<Hot>,
+    buckets: Box<[AtomicU64]>,
+    priority: Box<[AtomicU64]>,
+    /// Per shard, the cumulative traffic shares of its heaviest flows in the last
+    /// window (f64 bits, `heavy::K` per shard; 0 = none).
+    heavy: Box<[AtomicU64]>,
 }
 
 /// A worker's running totals, as the controller read them.
@@ -45,10 +53,12 @@ impl WorkerStats {
                 .collect(),
             buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             priority: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
-            queue: AtomicU64::new(0),
-            busy_ns: AtomicU64::new(0),
-            idle_ns: AtomicU64::new(0),
-            packets: AtomicU64::new(0),
+            hot: CachePadded::new(Hot {
+                queue: AtomicU64::new(0),
+                busy_ns: AtomicU64::new(0),
+                idle_ns: AtomicU64::new(0),
+                packets: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -73,14 +83,14 @@ impl WorkerStats {
 
     /// Worker: publish its queue's occupancy.
     pub fn publish_queue(&self, packets: u64) {
-        self.queue.store(packets, Relaxed);
+        self.hot.queue.store(packets, Relaxed);
     }
 
     /// Worker: publish time and packet totals.
     pub fn publish(&self, busy_ns: u64, idle_ns: u64, packets: u64) {
-        self.busy_ns.store(busy_ns, Relaxed);
-        self.idle_ns.store(idle_ns, Relaxed);
-        self.packets.store(packets, Relaxed);
+        self.hot.busy_ns.store(busy_ns, Relaxed);
+        self.hot.idle_ns.store(idle_ns, Relaxed);
+        self.hot.packets.store(packets, Relaxed);
     }
 
     /// Controller: read every total.
@@ -88,7 +98,7 @@ impl WorkerStats {
         Totals {
             buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
             priority: self.priority.iter().map(|b| b.load(Relaxed)).collect(),
-            queue: self.queue.load(Relaxed),
+            queue: self.hot.queue.load(Relaxed),
             heavy: self
                 .heavy
                 .chunks(balance::migrate::heavy::K)
@@ -99,9 +109,9 @@ impl WorkerStats {
                         .collect()
                 })
                 .collect(),
-            busy_ns: self.busy_ns.load(Relaxed),
-            idle_ns: self.idle_ns.load(Relaxed),
-            packets: self.packets.load(Relaxed),
+            busy_ns: self.hot.busy_ns.load(Relaxed),
+            idle_ns: self.hot.idle_ns.load(Relaxed),
+            packets: self.hot.packets.load(Relaxed),
         }
     }
 }

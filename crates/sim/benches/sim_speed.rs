@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nf::ChainConfig;
-use runtime::{BalancerKind, RunConfig};
+use runspec::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
 use trace::{Generator, Trace, TraceSpec};
 

@@ -3,9 +3,10 @@
 //! It replays a trace through the runtime's NIC model (the same
 //! [`steer::IndirectionTable`] and RSS hash), per-core bounded queues and the
 //! controller, with **the same** balancers ([`balance::Balancer`], built from the
-//! same [`runtime::BalancerKind`]) and **the same** migration state machines
-//! ([`balance::migrate::Mover`], [`WorkerMoves`](balance::migrate::WorkerMoves),
-//! [`WorkingOffload`](balance::migrate::WorkingOffload)) as the threaded runtime —
+//! same [`runspec::BalancerKind`]) and **the same** migration state machines
+//! ([`WorkingCore`](balance::migrate::WorkingCore) on each working core,
+//! [`PlanApplier`](balance::migrate::PlanApplier) on the controller) as the
+//! threaded runtime —
 //! only time is modelled: each packet costs what the [`CostModel`] says, which
 //! `flowshift calibrate` measures on the real runtime.
 //!
@@ -29,12 +30,11 @@
 mod cost;
 mod engine;
 mod prep;
-mod report;
 
 pub use cost::{Caches, CostError, CostModel, Curve};
 pub use prep::{PktInfo, Prepared};
 
-use runtime::{RunConfig, RunReport};
+use runspec::{RunConfig, RunReport};
 use trace::Trace;
 
 /// A simulation that cannot start.
@@ -68,29 +68,9 @@ pub fn simulate(
     cfg: &RunConfig,
     model: &CostModel,
 ) -> Result<SimOutcome, SimError> {
+    cfg.validate()
+        .map_err(|e| SimError::Config(e.to_string()))?;
     let w = cfg.workers;
-    if w == 0 || w > usize::from(u16::MAX) {
-        return Err(SimError::Config(format!(
-            "workers = {w}: must be at least 1"
-        )));
-    }
-    if cfg.offloaders > usize::from(u16::MAX) {
-        return Err(SimError::Config(format!(
-            "offloaders = {}: too many",
-            cfg.offloaders
-        )));
-    }
-    if !(0.0..=1.0).contains(&cfg.offload_ratio) {
-        return Err(SimError::Config(format!(
-            "offload_ratio = {}: must be between 0 and 1",
-            cfg.offload_ratio
-        )));
-    }
-    if cfg.ring_size < 2 || cfg.burst == 0 {
-        return Err(SimError::Config(
-            "ring_size must be ≥ 2 and burst ≥ 1".into(),
-        ));
-    }
     if trace.is_empty() || prep.pkts.len() != trace.len() {
         return Err(SimError::Config(
             "the trace has no packet (or was not the one prepared)".into(),
@@ -101,11 +81,11 @@ pub fn simulate(
     let model = &model.time_shared(1 + w + cfg.offloaders);
     let chain_ns = model.chain_ns(&prep.kinds)?;
     let eng = engine::Engine::new(prep, trace, cfg, model, chain_ns).map_err(SimError::Config)?;
-    let tally = eng.run();
+    let (tally, counts) = eng.run();
     Ok(SimOutcome {
-        held: tally.held_left,
-        leftover_leases: tally.leased_left,
-        events: tally.events,
-        report: report::build(&tally, cfg),
+        held: counts.held_left,
+        leftover_leases: counts.leased_left,
+        events: counts.events,
+        report: tally.report(cfg),
     })
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use balance::probe::{count, Probe};
 use nf::ChainConfig;
-use runtime::{BalancerKind, RunConfig};
+use runspec::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
 use trace::{Generator, Trace, TraceSpec};
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use nf::ChainConfig;
-use runtime::{BalancerKind, RunConfig};
+use runspec::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
 use trace::{Generator, Trace, TraceSpec};
 
@@ -197,9 +197,9 @@ fn protocols_always_complete_under_random_plans() {
         cfg.burst = [1, 4, 32][(seed % 3) as usize];
         cfg.period = Duration::from_micros(100 + 50 * (seed % 4));
         cfg.offload_select = if seed % 2 == 0 {
-            runtime::OffloadSelect::Heaviest
+            runspec::OffloadSelect::Heaviest
         } else {
-            runtime::OffloadSelect::Hash
+            runspec::OffloadSelect::Hash
         };
         let out = simulate(&prep, &t, &cfg, &m).unwrap();
         let r = &out.report;
@@ -232,7 +232,7 @@ fn replayed_trace_is_created_once_and_stays_in_order() {
         let mut cfg = cfg(3, BalancerKind::Random);
         cfg.offloaders = 1;
         cfg.offload_ratio = 0.5;
-        cfg.offload_select = runtime::OffloadSelect::Heaviest;
+        cfg.offload_select = runspec::OffloadSelect::Heaviest;
         cfg.period = Duration::from_micros(100);
         cfg.loops = loops;
         simulate(&prep, &t, &cfg, &m).unwrap().report

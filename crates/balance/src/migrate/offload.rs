@@ -88,7 +88,7 @@ struct ShardSide {
 }
 
 /// What to do with a packet after its lookup.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     /// Process it here.
     Local,

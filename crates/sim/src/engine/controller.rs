@@ -1,7 +1,8 @@
 //! The controller: every period a snapshot of the same type the runtime builds,
-//! the balancer's plan, and the plan carried out through the shared `Mover`.
+//! the balancer's plan, and the plan carried out through the shared
+//! [`PlanApplier`](balance::migrate::PlanApplier).
 
-use balance::migrate::Command;
+use balance::migrate::Order;
 use balance::{CoreId, ShardId, Snapshot};
 
 use super::{Engine, Ev, Msg};
@@ -25,43 +26,26 @@ impl Engine<'_> {
         let next = plan.next_period_ns.map_or(self.period, |p| p.max(1));
         self.period = next;
         self.at(self.now + next, Ev::Tick);
-        for (s, to) in plan.moves {
-            let from = self.owner[usize::from(s)];
-            if usize::from(to) >= self.working.len() {
-                continue;
-            }
-            if let Ok(Command::Rewrite { shard, to, version }) = self.mover.begin(s, from, to) {
-                let delay = self.cfg.nic_update_delay.as_nanos() as u64;
-                if delay == 0 {
-                    self.rewrite(shard, to, version);
-                } else {
-                    self.at(self.now + delay, Ev::Rewrite { shard, to, version });
-                }
-                self.owner[usize::from(shard)] = to;
-                self.ratio[usize::from(shard)] = 0;
-                self.move_started[usize::from(shard)] = Some(self.now);
-                self.t.shard_moves += 1;
-            }
+        for order in self.apply.apply(&plan, self.now) {
+            self.order(order);
         }
-        for (s, r) in plan.ratios {
-            let i = usize::from(s);
-            if i >= self.ratio.len() || self.mover.is_moving(s) || self.ratio[i] == r {
-                continue;
+    }
+
+    /// Carries out one order of the plan applier.
+    pub(super) fn order(&mut self, order: Order) {
+        let delay = self.cfg.nic_update_delay.as_nanos() as u64;
+        match order {
+            Order::Rewrite { shard, to, version } if delay == 0 => self.rewrite(shard, to, version),
+            Order::Rewrite { shard, to, version } => {
+                self.at(self.now + delay, Ev::Rewrite { shard, to, version })
             }
-            self.ratio[i] = r;
-            let owner = self.owner[i];
-            self.send(owner, Msg::SetRatio { shard: s, ratio: r }, self.now);
-            self.t.offload_changes += 1;
-        }
-        for (w, o) in plan.offload_cores {
-            let i = usize::from(w);
-            let valid = o.is_none_or(|o| usize::from(o) < self.offloading.len());
-            if i >= self.working.len() || !valid || self.offload_core[i] == o {
-                continue;
+            Order::Release { from, shard, to } => {
+                self.send(from, Msg::Release { shard, to }, self.now)
             }
-            self.offload_core[i] = o;
-            self.send(w, Msg::SetOffloader { to: o }, self.now);
-            self.t.offload_changes += 1;
+            Order::SetRatio { core, shard, ratio } => {
+                self.send(core, Msg::SetRatio { shard, ratio }, self.now)
+            }
+            Order::SetOffloader { core, to } => self.send(core, Msg::SetOffloader { to }, self.now),
         }
     }
 
@@ -96,25 +80,29 @@ impl Engine<'_> {
             core_queue.push(q);
         }
         let shards = self.prep.shards;
+        let owner = self.apply.owner();
         Snapshot {
             now_ns: self.now,
             period_ns,
             shards,
             workers: self.working.len(),
-            owner: self.owner.clone(),
-            moving: (0..shards as ShardId)
-                .filter(|s| self.mover.is_moving(*s))
-                .collect(),
+            owner: owner.to_vec(),
+            moving: self.apply.moving(),
             bucket_packets: std::mem::replace(&mut self.bucket_packets, vec![0; self.mask + 1]),
             core_load,
             core_packets,
             offloaders: self.offloading.len(),
-            ratio: self.ratio.clone(),
-            offload_core: self.offload_core.clone(),
+            ratio: self.apply.ratio().to_vec(),
+            offload_core: self.apply.offload_core().to_vec(),
             bucket_priority: std::mem::replace(&mut self.bucket_priority, vec![0; self.mask + 1]),
             core_queue,
             shard_heavy: (0..shards)
-                .map(|s| self.working[usize::from(self.owner[s])].published_heavy[s].clone())
+                .map(|s| {
+                    self.working[usize::from(owner[s])]
+                        .core
+                        .heavy_shares(s as ShardId)
+                        .to_vec()
+                })
                 .collect(),
         }
     }

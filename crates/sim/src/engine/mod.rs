@@ -2,8 +2,8 @@
 //! indirection table into bounded per-core queues, working and offloading cores
 //! serving bursts with times from the cost model, and the controller running the
 //! balancer every period. Shard moves and flow offloads are carried out by the
-//! runtime's own state machines ([`Mover`], [`WorkerMoves`], [`WorkingOffload`]),
-//! driven here by events instead of threads.
+//! runtime's own state machines ([`WorkingCore`] on each working core,
+//! [`PlanApplier`] on the controller), driven here by events instead of threads.
 //!
 //! Ordering of simultaneous events is by insertion (a sequence number), so a run is
 //! a pure function of its inputs.
@@ -11,13 +11,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use balance::migrate::heavy::{Sampler, TopK};
 use balance::migrate::offload::{EntryIdx, Ticket};
-use balance::migrate::RATIO_ONE;
-use balance::migrate::{Mover, WorkerMoves, WorkingOffload};
+use balance::migrate::{PlanApplier, WorkingCore, WorkingStart};
 use balance::{Balancer, CoreId, ShardId};
-use hdrhistogram::Histogram;
-use runtime::{BalancerKind, RunConfig};
+use runspec::{BalancerKind, RunConfig, Tally, Topology};
 use steer::IndirectionTable;
 use trace::{Schedule, Trace};
 
@@ -28,11 +25,6 @@ mod nic;
 mod offloading;
 mod working;
 use crate::prep::Prepared;
-
-/// Offloaded flows idle this long are recalled (as in the runtime).
-const IDLE_RECALL_NS: u64 = 50_000_000;
-/// How often a working core checks for idle offloaded flows (as in the runtime).
-const TIMER_NS: u64 = 10_000_000;
 
 /// A packet in the model: its trace index and arrival stamp.
 #[derive(Clone, Copy, Debug)]
@@ -137,22 +129,15 @@ struct Working {
     /// The time of its pending wake-up event (later ones are stale).
     scheduled: Option<u64>,
     busy_until: u64,
-    moves: WorkerMoves<SimPkt>,
-    offload: WorkingOffload<SimPkt>,
-    /// Shard objects present here (owned, or released but not yet handed over).
-    present: Vec<bool>,
-    deferred: Vec<(ShardId, CoreId)>,
+    /// The protocol machine.
+    core: WorkingCore<SimPkt>,
     /// Offload jobs waiting for ring space (the core stalls until they are in).
     outbox: VecDeque<(CoreId, Job)>,
-    next_timer: u64,
-    next_window: u64,
-    heavy: Vec<TopK>,
-    last_heavy: Vec<Vec<(EntryIdx, f64)>>,
-    published_heavy: Vec<Vec<f64>>,
-    sampler: Sampler,
-    recalled_all: bool,
-    /// Per-packet cost and when it was computed (none: recompute).
-    cost_cache: Option<(u64, f64)>,
+    /// Entries of shards that arrived, until their arrival is reported.
+    arrived_entries: Option<u64>,
+    /// Per-packet cost, when it was computed and for which shards (the
+    /// machine's generation); none: recompute.
+    cost_cache: Option<(u64, u64, f64)>,
     stats: CoreStats,
 }
 
@@ -178,32 +163,17 @@ pub(crate) struct CoreStats {
     pub stalls: u64,
 }
 
-/// What the run counted, for the report.
-pub(crate) struct Tally {
-    pub offered: u64,
-    pub bytes: u64,
-    pub ring_full: u64,
-    pub malformed: Vec<u64>,
-    pub forwarded: u64,
-    pub dropped: Vec<u64>,
-    pub created: u64,
-    pub reordered: u64,
-    pub latency: [Histogram<u64>; 2],
-    pub feed_ns: u64,
-    pub end_ns: u64,
-    pub rounds: u64,
-    pub shard_moves: u64,
-    pub offload_changes: u64,
-    pub entries_moved: u64,
-    pub packets_held: u64,
-    pub move_ns: Vec<u64>,
-    pub load_over_time: Vec<(u64, Vec<f64>)>,
-    pub cores: Vec<CoreStats>,
-    pub offload: balance::migrate::OffloadStats,
+/// What only the simulator counts.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SimCounts {
+    /// Packets held or pending at the end (must be 0).
     pub held_left: u64,
+    /// Flows leased at the end (must be 0).
     pub leased_left: u64,
-    pub balancer: Vec<(&'static str, f64)>,
+    /// Events processed.
     pub events: u64,
+    /// Flow entries created.
+    pub created: u64,
 }
 
 pub(crate) struct Engine<'a> {
@@ -234,12 +204,8 @@ pub(crate) struct Engine<'a> {
     offloading: Vec<Offloading>,
     // controller
     balancer: Box<dyn Balancer>,
-    mover: Mover,
-    owner: Vec<CoreId>,
-    ratio: Vec<u32>,
-    offload_core: Vec<Option<CoreId>>,
+    apply: PlanApplier,
     period: u64,
-    move_started: Vec<Option<u64>>,
     bucket_packets: Vec<u64>,
     bucket_priority: Vec<u64>,
     prev_t: u64,
@@ -257,10 +223,7 @@ pub(crate) struct Engine<'a> {
     scratch_batch: Vec<(SimPkt, ShardId)>,
     scratch_here: Vec<SimPkt>,
     t: Tally,
-}
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
+    counts: SimCounts,
 }
 
 impl<'a> Engine<'a> {
@@ -275,52 +238,31 @@ impl<'a> Engine<'a> {
         let o = cfg.offloaders;
         let shards = prep.shards;
         let table = IndirectionTable::new(prep.buckets, 1).map_err(|e| e.to_string())?;
-        let owner: Vec<CoreId> = (0..shards).map(|s| (s % w) as CoreId).collect();
+        let top = Topology::new(cfg, shards);
         for b in 0..table.len() {
-            table.set(b, owner[b % shards]);
+            table.set(b, top.owner[b % shards]);
         }
-        let ratio0 = if o > 0 {
-            (cfg.offload_ratio * f64::from(RATIO_ONE)).round() as u32
-        } else {
-            0
-        };
-        let offload_core: Vec<Option<CoreId>> =
-            (0..w).map(|i| (o > 0).then(|| (i % o) as CoreId)).collect();
         let period = cfg.period.as_nanos().max(1) as u64;
         let working = (0..w)
-            .map(|i| {
-                let mine: Vec<ShardId> = (0..shards)
-                    .filter(|s| s % w == i)
-                    .map(|s| s as ShardId)
-                    .collect();
-                let mut offload = WorkingOffload::new(shards, offload_core[i]);
-                for s in &mine {
-                    offload.set_ratio(*s, ratio0);
-                }
-                let mut present = vec![false; shards];
-                for s in &mine {
-                    present[usize::from(*s)] = true;
-                }
-                Working {
-                    ring: VecDeque::with_capacity(cfg.ring_size),
-                    inbox: VecDeque::new(),
-                    scheduled: None,
-                    busy_until: 0,
-                    moves: WorkerMoves::new(mine),
-                    offload,
-                    present,
-                    deferred: Vec::new(),
-                    outbox: VecDeque::new(),
-                    next_timer: TIMER_NS,
-                    next_window: period,
-                    heavy: vec![TopK::default(); shards],
-                    last_heavy: vec![Vec::new(); shards],
-                    published_heavy: vec![Vec::new(); shards],
-                    sampler: Sampler::default(),
-                    recalled_all: false,
-                    cost_cache: None,
-                    stats: CoreStats::default(),
-                }
+            .map(|i| Working {
+                ring: VecDeque::with_capacity(cfg.ring_size),
+                inbox: VecDeque::new(),
+                scheduled: None,
+                busy_until: 0,
+                core: WorkingCore::new(WorkingStart {
+                    core: i as CoreId,
+                    shards,
+                    owned: top.owned(i),
+                    offloader: top.offload_core[i],
+                    ratio: top.ratio,
+                    heaviest: cfg.offload_select == runspec::OffloadSelect::Heaviest,
+                    now_ns: 0,
+                    window_ns: period,
+                }),
+                outbox: VecDeque::new(),
+                arrived_entries: None,
+                cost_cache: None,
+                stats: CoreStats::default(),
             })
             .collect();
         let offloading = (0..o)
@@ -333,14 +275,9 @@ impl<'a> Engine<'a> {
                 stats: CoreStats::default(),
             })
             .collect();
-        let loops = if cfg.duration.is_some() {
-            u32::MAX
-        } else {
-            cfg.loops.max(1)
-        };
         let schedule = Schedule {
             pace: cfg.pace,
-            loops,
+            loops: cfg.replay_loops(),
         };
         let buckets = table.len();
         Ok(Engine {
@@ -368,12 +305,8 @@ impl<'a> Engine<'a> {
             working,
             offloading,
             balancer: cfg.balancer.make(cfg.seed),
-            mover: Mover::new(0),
-            owner,
-            ratio: vec![ratio0; shards],
-            offload_core,
+            apply: PlanApplier::new(top.owner, top.ratio, top.offload_core, o),
             period,
-            move_started: vec![None; shards],
             bucket_packets: vec![0; buckets],
             bucket_priority: vec![0; buckets],
             prev_t: 0,
@@ -386,32 +319,8 @@ impl<'a> Engine<'a> {
             last_activity: 0,
             scratch_batch: Vec::new(),
             scratch_here: Vec::new(),
-            t: Tally {
-                offered: 0,
-                bytes: 0,
-                ring_full: 0,
-                malformed: vec![0; wire::Malformed::ALL.len()],
-                forwarded: 0,
-                dropped: vec![0; nf::DropCause::ALL.len()],
-                created: 0,
-                reordered: 0,
-                latency: [hist(), hist()],
-                feed_ns: 0,
-                end_ns: 0,
-                rounds: 0,
-                shard_moves: 0,
-                offload_changes: 0,
-                entries_moved: 0,
-                packets_held: 0,
-                move_ns: Vec::new(),
-                load_over_time: Vec::new(),
-                cores: Vec::new(),
-                offload: Default::default(),
-                held_left: 0,
-                leased_left: 0,
-                balancer: Vec::new(),
-                events: 0,
-            },
+            t: Tally::new("sim"),
+            counts: SimCounts::default(),
         })
     }
 
@@ -455,12 +364,12 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs to the end and returns what it counted.
-    pub fn run(mut self) -> Tally {
+    pub fn run(mut self) -> (Tally, SimCounts) {
         self.wake_feeder(0);
         self.at(self.period, Ev::Tick);
         while let Some(Reverse(it)) = self.heap.pop() {
             self.now = it.t;
-            self.t.events += 1;
+            self.counts.events += 1;
             // a round after the last packet is not part of the run
             if !matches!(it.ev, Ev::Tick) {
                 self.last_activity = self.last_activity.max(it.t);
@@ -496,14 +405,9 @@ impl<'a> Engine<'a> {
                     held,
                 } => {
                     assert!(
-                        self.mover.on_arrived(shard),
+                        self.apply.on_arrived(shard, entries, held, self.now),
                         "shard {shard} arrived but was not moving"
                     );
-                    self.t.entries_moved += entries;
-                    self.t.packets_held += held;
-                    if let Some(t0) = self.move_started[usize::from(shard)].take() {
-                        self.t.move_ns.push(self.now - t0);
-                    }
                     self.maybe_stop();
                 }
             }
@@ -511,31 +415,41 @@ impl<'a> Engine<'a> {
         self.finish()
     }
 
-    fn finish(mut self) -> Tally {
+    fn finish(mut self) -> (Tally, SimCounts) {
         let mut end = self.last_activity;
         for wk in &self.working {
             end = end.max(wk.busy_until);
-            self.t.held_left += wk.moves.held() + wk.offload.pending() as u64;
-            let s = wk.offload.stats();
-            let o = &mut self.t.offload;
-            o.leases += s.leases;
-            o.recalled += s.recalled;
-            o.recalls += s.recalls;
-            o.pended += s.pended;
+            self.counts.held_left += wk.core.held();
+            self.t.add_offload(wk.core.offload_stats());
         }
         for of in &self.offloading {
             end = end.max(of.busy_until);
-            self.t.leased_left += of.leased;
+            self.counts.leased_left += of.leased;
         }
-        self.t.end_ns = end.max(1);
-        self.t.cores = self
+        self.t.elapsed_ns = end.max(1);
+        let cores = self
             .working
             .iter()
-            .map(|w| w.stats.clone())
-            .chain(self.offloading.iter().map(|o| o.stats.clone()))
-            .collect();
+            .map(|w| &w.stats)
+            .chain(self.offloading.iter().map(|o| &o.stats));
+        for (i, c) in cores.enumerate() {
+            self.t.per_core.push(runspec::PerCore {
+                core: i,
+                role: if i < self.working.len() {
+                    "working"
+                } else {
+                    "offloading"
+                },
+                load: (c.busy_ns as f64 / self.t.elapsed_ns as f64).min(1.0),
+                packets: c.packets,
+                priority_packets: c.priority,
+            });
+            self.t.offload_waits += c.stalls;
+        }
+        self.t.flows = [self.counts.created, 0, self.counts.created];
+        self.t.control = self.apply.stats().clone();
         self.t.balancer = self.balancer.counters();
-        self.t
+        (self.t, self.counts)
     }
 }
 

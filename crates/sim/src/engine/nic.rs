@@ -2,7 +2,6 @@
 //! timed with tail drops), steers each packet through the live indirection table
 //! into its core's queue, and acknowledges table versions per burst.
 
-use balance::migrate::Command;
 use balance::CoreId;
 use trace::Pace;
 
@@ -77,10 +76,8 @@ impl Engine<'_> {
         // every packet steered by a table of version ≤ burst_version is queued
         self.t.feed_ns = self.feeder_clock;
         let seen = self.burst_version;
-        for c in self.mover.on_feeder_seen(seen) {
-            if let Command::Release { from, shard, to } = c {
-                self.send(from, Msg::Release { shard, to }, self.now);
-            }
+        for order in self.apply.on_nic_seen(seen) {
+            self.order(order);
         }
         if self.n >= self.total {
             if !self.feeding_done {
@@ -94,7 +91,7 @@ impl Engine<'_> {
     }
 
     pub(super) fn maybe_stop(&mut self) {
-        if self.feeding_done && self.mover.in_flight() == 0 && !self.stopping {
+        if self.feeding_done && self.apply.in_flight() == 0 && !self.stopping {
             self.stopping = true;
             for c in 0..self.working.len() {
                 self.wake_core(c);

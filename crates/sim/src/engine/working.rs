@@ -1,13 +1,14 @@
-//! A working core: bursts from its queue through `WorkerMoves` (hold queues,
-//! queue cycling, hand-overs) and `WorkingOffload` (leases, recall markers,
-//! pending queue), with service times from the cost model.
+//! A working core: bursts from its queue through its [`WorkingCore`] machine
+//! (hold queues, queue cycling, hand-overs, leases, recall markers, pending
+//! queue), with service times from the cost model. The protocol rules are the
+//! machine's; this is the driver.
+//!
+//! [`WorkingCore`]: balance::migrate::WorkingCore
 
-use balance::migrate::heavy;
-use balance::migrate::{Recall, Received, Route, RATIO_ONE};
-use balance::{CoreId, ShardId};
-use runtime::OffloadSelect;
+use balance::migrate::{Action, Recall, Received, Route};
+use balance::ShardId;
 
-use super::{Engine, Ev, Job, Msg, SimPkt, IDLE_RECALL_NS, TIMER_NS};
+use super::{Engine, Ev, Job, Msg, SimPkt};
 
 /// How stale a core's per-packet cost may get.
 const COST_REFRESH_NS: u64 = 100_000;
@@ -19,14 +20,15 @@ impl Engine<'_> {
     /// every `COST_REFRESH_NS` (the working set moves slowly).
     pub(super) fn packet_cost(&mut self, c: usize) -> f64 {
         let wk = &self.working[c];
-        if let Some((at, v)) = wk.cost_cache {
-            if self.now < at + COST_REFRESH_NS {
+        let gen = wk.core.generation();
+        if let Some((at, g, v)) = wk.cost_cache {
+            if g == gen && self.now < at + COST_REFRESH_NS {
                 return v;
             }
         }
         let mut flows = 0u64;
         let mut owned = 0u32;
-        for s in wk.moves.owned() {
+        for s in wk.core.owned() {
             let s = usize::from(s);
             flows += u64::from(self.win_cur[s].max(self.win_last[s]));
             owned += 1;
@@ -34,7 +36,7 @@ impl Engine<'_> {
         let v = self
             .model
             .packet_ns(self.chain_ns, flows as f64, f64::from(owned.max(1)));
-        self.working[c].cost_cache = Some((self.now, v));
+        self.working[c].cost_cache = Some((self.now, gen, v));
         v
     }
 
@@ -50,7 +52,7 @@ impl Engine<'_> {
             Some(_) => self.t.dropped[usize::from(info.verdict - 1)] += 1,
         }
         if !self.prep.is_hit(pkt.idx, pkt.n) {
-            self.t.created += 1;
+            self.counts.created += 1;
             self.entries[shard] += 1;
         }
         if self.prep.per_flow {
@@ -130,104 +132,54 @@ impl Engine<'_> {
         }
     }
 
-    pub(super) fn hand_over_when_settled(&mut self, c: usize, shard: ShardId, to: CoreId, at: u64) {
-        // the shard is no longer among this core's
-        self.working[c].cost_cache = None;
-        if self.working[c].offload.is_settled(shard) {
-            self.working[c].present[usize::from(shard)] = false;
-            let entries = self.entries[usize::from(shard)];
-            self.send(to, Msg::Shard { shard, entries }, at);
-        } else {
-            self.working[c].deferred.push((shard, to));
-        }
-    }
-
+    /// Tells the core's machine what a message says (after the driver's part of
+    /// it: the warm-up of entries that arrive), then carries out its actions.
     pub(super) fn on_message(&mut self, c: usize, m: Msg, start: u64, cost: &mut f64) {
+        let wk = &mut self.working[c];
         match m {
             Msg::Release { shard, to } => {
-                if let Some(r) = self.working[c].offload.recall_shard(shard) {
-                    self.push_recall(c, r, start);
-                }
-                let queued = self.working[c].ring.len() as u64;
-                if let Some((s, to)) = self.working[c].moves.on_release(shard, to, queued) {
-                    self.hand_over_when_settled(c, s, to, start);
-                }
+                let queued = wk.ring.len() as u64;
+                wk.core.handle_release(shard, to, queued);
             }
             Msg::Shard { shard, entries } => {
-                self.working[c].present[usize::from(shard)] = true;
-                let held: Vec<SimPkt> = self.working[c].moves.on_shard(shard).into();
-                self.working[c].cost_cache = None;
-                let n = held.len() as u64;
                 // the new owner's caches warm up on the moved entries
                 *cost += entries as f64 * self.model.warm_ns_per_entry;
-                let at = start + cost.round() as u64;
-                *cost += self.process_here(c, held, at);
-                let done = start + cost.round() as u64 + self.model.message_ns.round() as u64;
-                self.at(
-                    done,
-                    Ev::Arrived {
-                        shard,
-                        entries,
-                        held: n,
-                    },
-                );
+                wk.arrived_entries = Some(entries);
+                wk.core.handle_shard(shard);
             }
-            Msg::SetRatio { shard, ratio } => {
-                let wk = &mut self.working[c];
-                if wk.present[usize::from(shard)] && !wk.moves.is_releasing(shard) {
-                    if let Some(r) = wk.offload.set_ratio(shard, ratio) {
-                        self.push_recall(c, r, start);
-                    }
-                    if self.cfg.offload_select == OffloadSelect::Heaviest {
-                        self.select_heaviest(c, shard, start);
-                    }
-                }
-            }
-            Msg::SetOffloader { to } => {
-                if let Some(r) = self.working[c].offload.set_target(to) {
-                    self.push_recall(c, r, start);
-                }
-            }
+            Msg::SetRatio { shard, ratio } => wk.core.handle_ratio(shard, ratio),
+            Msg::SetOffloader { to } => wk.core.handle_offloader(to),
             Msg::Returned { ticket, entries } => {
-                let ready: Vec<SimPkt> = self.working[c]
-                    .offload
-                    .on_returned(ticket, &entries)
-                    .into_iter()
-                    .map(|(_, p)| p)
-                    .collect();
                 *cost += entries.len() as f64 * self.model.warm_ns_per_entry;
-                let at = start + cost.round() as u64;
-                *cost += self.process_here(c, ready, at);
-                let deferred = std::mem::take(&mut self.working[c].deferred);
-                let at = start + cost.round() as u64;
-                for (s, to) in deferred {
-                    self.hand_over_when_settled(c, s, to, at);
+                wk.core.handle_returned(ticket, &entries);
+            }
+        }
+        self.do_actions(c, start, cost);
+    }
+
+    /// Carries out core `c`'s actions; `start + cost` is when each happens.
+    pub(super) fn do_actions(&mut self, c: usize, start: u64, cost: &mut f64) {
+        while let Some(a) = self.working[c].core.poll_action() {
+            let at = start + cost.round() as u64;
+            match a {
+                Action::PushRecall(r) => self.push_recall(c, r, start),
+                Action::SendShard { shard, to } => {
+                    let entries = self.entries[usize::from(shard)];
+                    self.send(to, Msg::Shard { shard, entries }, at);
                 }
-            }
-        }
-    }
-
-    pub(super) fn select_heaviest(&mut self, c: usize, shard: ShardId, at: u64) {
-        let wk = &mut self.working[c];
-        let r = f64::from(wk.offload.ratio(shard)) / f64::from(RATIO_ONE);
-        let ids = heavy::eligible(&wk.last_heavy[usize::from(shard)], r);
-        if let Some(rc) = wk.offload.set_eligible(shard, Some(ids)) {
-            self.push_recall(c, rc, at);
-        }
-    }
-
-    pub(super) fn close_window(&mut self, c: usize, at: u64) {
-        let heaviest = self.cfg.offload_select == OffloadSelect::Heaviest;
-        for s in 0..self.prep.shards {
-            let wk = &mut self.working[c];
-            let h = wk.heavy[s].take();
-            if !wk.present[s] {
-                continue;
-            }
-            wk.published_heavy[s] = h.iter().map(|x| x.1).collect();
-            wk.last_heavy[s] = h;
-            if heaviest && !wk.moves.is_releasing(s as ShardId) {
-                self.select_heaviest(c, s as ShardId, at);
+                Action::RunHere(pkts) => *cost += self.process_here(c, pkts, at),
+                Action::Arrived { shard, held } => {
+                    let entries = self.working[c].arrived_entries.take().unwrap_or_default();
+                    let done = at + self.model.message_ns.round() as u64;
+                    self.at(
+                        done,
+                        Ev::Arrived {
+                            shard,
+                            entries,
+                            held,
+                        },
+                    );
+                }
             }
         }
     }
@@ -239,17 +191,11 @@ impl Engine<'_> {
         if !self.working[c].outbox.is_empty() {
             return; // the offloading core wakes it
         }
-        if start >= self.working[c].next_timer {
-            self.working[c].next_timer = start + TIMER_NS;
-            if let Some(r) = self.working[c].offload.recall_idle(start, IDLE_RECALL_NS) {
-                self.push_recall(c, r, start);
-            }
-        }
-        if start >= self.working[c].next_window {
-            self.working[c].next_window = start + self.period;
-            self.close_window(c, start);
-        }
         let mut cost = 0.0;
+        // idle timeouts are not modelled (`due.timers`); heavy-flow shares are
+        // read from the machine by the controller
+        self.working[c].core.handle_time(start, self.period);
+        self.do_actions(c, start, &mut cost);
         while let Some(m) = self.working[c].inbox.pop_front() {
             self.on_message(c, m, start, &mut cost);
         }
@@ -276,7 +222,7 @@ impl Engine<'_> {
                 self.bucket_priority[b] += 1;
             }
             let s = (b % self.prep.shards) as ShardId;
-            if let Received::Process(p) = self.working[c].moves.on_packet(s, p) {
+            if let Received::Process(p) = self.working[c].core.on_packet(s, p) {
                 batch.push((p, s));
             }
         }
@@ -287,11 +233,11 @@ impl Engine<'_> {
             let info = self.prep.pkts[p.idx as usize];
             let wk = &mut self.working[c];
             let hit = self.prep.is_hit(p.idx, p.n);
-            if hit && wk.sampler.tick() {
-                wk.heavy[usize::from(s)].add(info.entry);
+            if hit {
+                wk.core.sample(s, info.entry);
             }
             let route = if offloading && hit {
-                wk.offload.route(
+                wk.core.route(
                     s,
                     Some(info.entry),
                     u32::from(info.slice),
@@ -320,7 +266,7 @@ impl Engine<'_> {
                         },
                     ));
                 }
-                Route::Pend(t) => wk.offload.pend(t, s, p),
+                Route::Pend(t) => wk.core.pend(t, s, p),
             }
         }
         cost += burst_cost;
@@ -334,21 +280,12 @@ impl Engine<'_> {
             let (Job::Pkt { ready, .. } | Job::Recall { ready, .. }) = job;
             *ready = (*ready).max(done);
         }
-        for _ in 0..n {
-            let outs = self.working[c].moves.on_dequeued();
-            for (s, to) in outs {
-                self.hand_over_when_settled(c, s, to, done);
-            }
-        }
+        self.working[c].core.handle_dequeued(n);
+        self.do_actions(c, start, &mut cost);
         // the end of the run: idle, nothing queued, every flow home first
         if n == 0 && cost == 0.0 && self.stopping && self.working[c].inbox.is_empty() {
-            let wk = &mut self.working[c];
-            if wk.offload.away() > 0 && !wk.recalled_all {
-                wk.recalled_all = true;
-                if let Some(r) = wk.offload.recall_all() {
-                    self.push_recall(c, r, start);
-                }
-            }
+            self.working[c].core.handle_stopping();
+            self.do_actions(c, start, &mut cost);
         }
         let wk = &mut self.working[c];
         let cost_ns = cost.round() as u64;
@@ -356,7 +293,7 @@ impl Engine<'_> {
         wk.busy_until = start + cost_ns;
         self.flush_outbox(c);
         let wk = &self.working[c];
-        let must_recall = self.stopping && !wk.recalled_all && wk.offload.away() > 0;
+        let must_recall = self.stopping && wk.core.must_recall_all();
         if !wk.inbox.is_empty() || (!wk.outbox.is_empty() && cost_ns > 0) || must_recall {
             self.wake_core(c);
         } else if let Some(p) = wk.ring.front() {

@@ -1,4 +1,4 @@
-//! What a run does.
+//! What a run does: the parameters both drivers take, and their checks.
 
 use core::time::Duration;
 
@@ -149,6 +149,94 @@ pub struct RunConfig {
     pub progress: Option<Progress>,
     /// DSCP of the priority class (latency is reported per class).
     pub priority_dscp: u8,
+}
+
+/// A run parameter out of range: names the field, its value and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field} = {value}: {allowed}")]
+pub struct ConfigError {
+    /// The field (as in the `[run]` table).
+    pub field: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+impl ConfigError {
+    fn new(field: &'static str, value: impl ToString, allowed: impl Into<String>) -> ConfigError {
+        ConfigError {
+            field,
+            value: value.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+}
+
+/// Largest ring (descriptors per queue) a run accepts.
+pub const MAX_RING: usize = 1 << 24;
+/// Largest burst a run accepts.
+pub const MAX_BURST: usize = 1 << 16;
+
+impl RunConfig {
+    /// Checks every parameter both drivers depend on (the runtime adds the
+    /// checks that need the chain, the simulator those of its model).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let cores = usize::from(u16::MAX);
+        if self.workers == 0 || self.workers > cores {
+            return Err(ConfigError::new(
+                "workers",
+                self.workers,
+                format!("must be between 1 and {cores}"),
+            ));
+        }
+        if self.offloaders > cores {
+            return Err(ConfigError::new(
+                "offloaders",
+                self.offloaders,
+                format!("must be between 0 and {cores}"),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.offload_ratio) {
+            return Err(ConfigError::new(
+                "offload_ratio",
+                self.offload_ratio,
+                "must be between 0 and 1",
+            ));
+        }
+        if !(2..=MAX_RING).contains(&self.ring_size) {
+            return Err(ConfigError::new(
+                "ring_size",
+                self.ring_size,
+                format!("must be between 2 and {MAX_RING}"),
+            ));
+        }
+        if !(1..=MAX_BURST).contains(&self.burst) {
+            return Err(ConfigError::new(
+                "burst",
+                self.burst,
+                format!("must be between 1 and {MAX_BURST}"),
+            ));
+        }
+        if self.period.is_zero() {
+            return Err(ConfigError::new(
+                "period",
+                format!("{:?}", self.period),
+                "must be longer than 0",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Times the trace is replayed: `loops` (at least once), or practically
+    /// forever with a `duration` (the NIC model stops on time).
+    pub fn replay_loops(&self) -> u32 {
+        if self.duration.is_some() {
+            u32::MAX
+        } else {
+            self.loops.max(1)
+        }
+    }
 }
 
 /// A progress callback (every period, with the controller's snapshot).

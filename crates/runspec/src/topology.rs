@@ -1,0 +1,43 @@
+//! Where a run starts: shard s on working core s mod W (as RSS's default
+//! indirection table spreads buckets), working core w offloading to w mod N, every
+//! shard's offload ratio the configured one (0 without offloading cores).
+
+use balance::migrate::RATIO_ONE;
+use balance::{CoreId, ShardId};
+
+use crate::RunConfig;
+
+/// The starting assignment of shards and offloading cores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// The owner of each shard.
+    pub owner: Vec<CoreId>,
+    /// Each working core's offloading core.
+    pub offload_core: Vec<Option<CoreId>>,
+    /// Every shard's starting r_s, in units of `1 / RATIO_ONE`.
+    pub ratio: u32,
+}
+
+impl Topology {
+    /// The topology of `cfg` (validated) with `shards` shards.
+    pub fn new(cfg: &RunConfig, shards: usize) -> Topology {
+        let (w, o) = (cfg.workers.max(1), cfg.offloaders);
+        Topology {
+            owner: (0..shards).map(|s| (s % w) as CoreId).collect(),
+            offload_core: (0..w).map(|i| (o > 0).then(|| (i % o) as CoreId)).collect(),
+            ratio: if o > 0 {
+                (cfg.offload_ratio * f64::from(RATIO_ONE)).round() as u32
+            } else {
+                0
+            },
+        }
+    }
+
+    /// The shards working core `core` owns at the start.
+    pub fn owned(&self, core: usize) -> Vec<ShardId> {
+        (0..self.owner.len())
+            .filter(|s| usize::from(self.owner[*s]) == core)
+            .map(|s| s as ShardId)
+            .collect()
+    }
+}

@@ -1,0 +1,66 @@
+//! Where a core's processed packets end: latency per class, the forwarded packets
+//! when an output is kept, and exit records when reordering is counted at the exit.
+
+use hdrhistogram::Histogram;
+use nf::{Packet, Verdict};
+
+/// A forwarded packet as it left: when, its flow, its sequence tag (for counting
+/// reordering at the exit when the chain cannot, e.g. under Sprayer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExitRecord {
+    pub at_ns: u64,
+    pub flow: u32,
+    pub seq: u32,
+}
+
+/// One core's sink.
+pub(crate) struct Sink {
+    /// Latency of the priority class (index 0) and the regular class (index 1).
+    pub latency: [Histogram<u64>; 2],
+    pub output: Vec<(u64, Vec<u8>)>,
+    /// Exit records, when measured.
+    pub exit: Option<Vec<ExitRecord>>,
+    keep_output: bool,
+    priority_dscp: u8,
+}
+
+impl Sink {
+    pub fn new(keep_output: bool, priority_dscp: u8, exit_order: bool) -> Sink {
+        Sink {
+            latency: [runspec::latency_histogram(), runspec::latency_histogram()],
+            output: Vec::new(),
+            exit: exit_order.then(Vec::new),
+            keep_output,
+            priority_dscp,
+        }
+    }
+
+    /// True for a packet of the priority class.
+    #[inline]
+    pub fn is_priority(&self, p: &Packet) -> bool {
+        p.info.dscp == self.priority_dscp
+    }
+
+    /// Counts a packet's outcome at `now`: latency per class, and the packet
+    /// itself when kept.
+    pub fn one(&mut self, p: &Packet, v: Verdict, now: u64) {
+        let class = usize::from(!self.is_priority(p));
+        self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+        if v != Verdict::Forward {
+            return;
+        }
+        if self.keep_output {
+            self.output.push((p.ts_ns, p.data.clone()));
+        }
+        if let Some(x) = &mut self.exit {
+            if let Some(seq) = wire::seqtag::decode(p.info.payload(&p.data)) {
+                let flow = state::FlowKey::of(&p.info.tuple).0.mix();
+                x.push(ExitRecord {
+                    at_ns: now,
+                    flow,
+                    seq,
+                });
+            }
+        }
+    }
+}
