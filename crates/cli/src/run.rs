@@ -109,14 +109,14 @@ fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathB
     let mut table: toml::Table =
         toml::from_str(&text).with_context(|| path.display().to_string())?;
     let run: RunSection = match table.remove("run") {
-        Some(v) => v
-            .try_into()
-            .with_context(|| format!("{}: [run]", path.display()))?,
+        Some(toml::Value::Table(t)) => {
+            nf::config::from_table("run", t).with_context(|| path.display().to_string())?
+        }
+        Some(_) => anyhow::bail!("{}: `run` must be a table ([run])", path.display()),
         None => RunSection::default(),
     };
-    let chain: ChainConfig = toml::Value::Table(table)
-        .try_into()
-        .with_context(|| path.display().to_string())?;
+    let chain: ChainConfig =
+        nf::config::from_table("", table).with_context(|| path.display().to_string())?;
     Ok((
         chain,
         run,

@@ -44,7 +44,7 @@ pub struct DyssectConfig {
     /// meet every cap; ≈ 10 ms at 16 shards × 8 cores) or `balance` (Table IV in a
     /// linear form: lowest maximum utilisation + alpha × migrations; ≈ 10× slower,
     /// so give it a longer period).
-    pub objective: String,
+    pub objective: ShortObjective,
     /// Weight of one migration in the balance objective.
     pub alpha: f64,
 }
@@ -63,10 +63,23 @@ impl Default for DyssectConfig {
             residual: 0.25,
             offload_scale: 1.0,
             min_served: 2,
-            objective: "migrations".into(),
+            objective: ShortObjective::Migrations,
             alpha: 0.01,
         }
     }
+}
+
+/// The short-timescale model's objective (`[run.dyssect] objective`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShortObjective {
+    /// Table III: fewest shard migrations and re-associations that meet every
+    /// cap.
+    #[default]
+    Migrations,
+    /// Table IV in a linear form: lowest maximum utilisation + alpha ×
+    /// migrations.
+    Balance,
 }
 
 /// What the controller counted.
@@ -100,12 +113,6 @@ pub struct Dyssect {
 impl Dyssect {
     /// A controller with these parameters. Errors name the bad field.
     pub fn new(cfg: DyssectConfig) -> Result<Dyssect, String> {
-        if !matches!(cfg.objective.as_str(), "balance" | "migrations") {
-            return Err(format!(
-                "dyssect.objective = `{}`: expected `balance` or `migrations`",
-                cfg.objective
-            ));
-        }
         for (name, v) in [
             ("u_cap", cfg.u_cap),
             ("r_max", cfg.r_max),
@@ -278,7 +285,7 @@ impl Balancer for Dyssect {
             });
         }
         let (working, offloading) = self.counts.expect("set above");
-        let obj = if self.cfg.objective == "migrations" {
+        let obj = if self.cfg.objective == ShortObjective::Migrations {
             Objective::Migrations {
                 working,
                 offloading,

@@ -13,5 +13,5 @@ pub mod model;
 
 mod balancer;
 
-pub use balancer::{Dyssect, DyssectConfig, DyssectStats};
+pub use balancer::{Dyssect, DyssectConfig, DyssectStats, ShortObjective};
 pub use model::{solve, Instance, Objective, Solution, SolveError};

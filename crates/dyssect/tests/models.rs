@@ -286,9 +286,9 @@ fn the_controller_moves_shards_and_sets_ratios() {
     assert_eq!(d.stats().short_solves, 1);
     // bad configuration: named
     let e = Dyssect::new(DyssectConfig {
-        objective: "fastest".into(),
+        u_cap: 1.5,
         ..Default::default()
     })
     .unwrap_err();
-    assert!(e.contains("objective"), "{e}");
+    assert!(e.contains("u_cap"), "{e}");
 }

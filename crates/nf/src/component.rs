@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
-/// Where an NF's component runs.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// Where an NF's component runs (in a config, `inline` or `core`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Placement {
     /// On the worker, inside the NF: no component thread.
     #[default]

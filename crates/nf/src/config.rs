@@ -33,16 +33,12 @@
 
 use std::path::{Path, PathBuf};
 
-use ipnet::{IpNet, Ipv4Net};
 use serde::Deserialize;
 use state::{CapPolicy, TableConfig};
 use steer::RssKey;
 
 use crate::chain::ChainOptions;
-use crate::firewall::{self, Action, Classifier, Firewall};
-use crate::monitor::{Monitor, MonitorConfig};
-use crate::nat::{Nat, NatTimeouts};
-use crate::seqcheck::{SeqCheck, SeqCheckConfig};
+pub use crate::registry::{BuildNf, NfSection};
 use crate::{Chain, ChainError, Nf};
 
 /// Serde helpers for durations written as `"100ms"`, `"2h 4m"`, `"7440s"`.
@@ -73,9 +69,14 @@ pub enum ConfigError {
         /// The error.
         source: std::io::Error,
     },
-    /// TOML syntax or a field of the wrong type or name.
-    #[error("{0}")]
-    Toml(#[from] toml::de::Error),
+    /// TOML syntax, or a field of the wrong type or name: `path` names it.
+    #[error("{}{msg}", if path.is_empty() { String::new() } else { format!("`{path}`: ") })]
+    Toml {
+        /// Path of the field, e.g. `nf[0].default` (empty: not known).
+        path: String,
+        /// What is wrong, with the line when known.
+        msg: String,
+    },
     /// A field with a bad value.
     #[error("`{field}`: {msg}")]
     Field {
@@ -87,6 +88,57 @@ pub enum ConfigError {
     /// The chain's NFs cannot share one steering key.
     #[error("{0}")]
     Chain(#[from] ChainError),
+}
+
+/// Reads any TOML configuration; a wrong field's error names its path (e.g.
+/// `` `table.policy`: unknown variant `lru`, expected `refuse` or
+/// `evict-unassured` ``).
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
+    located(
+        "",
+        serde_path_to_error::deserialize(toml::Deserializer::new(text)),
+    )
+}
+
+/// Reads a configuration from a TOML table found at `prefix` (e.g. `run`, or
+/// empty for the document); errors name the field's path as [`parse_toml`]'s do.
+pub fn from_table<T: serde::de::DeserializeOwned>(
+    prefix: &str,
+    table: toml::Table,
+) -> Result<T, ConfigError> {
+    located(
+        prefix,
+        serde_path_to_error::deserialize(toml::Value::Table(table)),
+    )
+}
+
+fn located<T>(
+    prefix: &str,
+    r: Result<T, serde_path_to_error::Error<toml::de::Error>>,
+) -> Result<T, ConfigError> {
+    r.map_err(|e| {
+        let mut path = e.path().to_string();
+        if path == "." {
+            path.clear();
+        }
+        if !prefix.is_empty() {
+            path = if path.is_empty() {
+                prefix.to_string()
+            } else {
+                format!("{prefix}.{path}")
+            };
+        }
+        let mut msg = e.into_inner().to_string();
+        // an NF section's own path, from inside its table
+        let mark = crate::registry::PATH_MARK;
+        if let Some((a, rest)) = msg.split_once(mark) {
+            if let Some((inner, b)) = rest.split_once(mark) {
+                path = format!("{path}.{inner}");
+                msg = format!("{a}{b}");
+            }
+        }
+        ConfigError::Toml { path, msg }
+    })
 }
 
 fn field(field: impl Into<String>, msg: impl Into<String>) -> ConfigError {
@@ -118,6 +170,83 @@ impl Default for SteeringConfig {
     }
 }
 
+/// What a full flow table does with a new flow (`[table] policy`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TablePolicy {
+    /// Refuse the new flow (its packet is dropped and counted).
+    #[default]
+    Refuse,
+    /// Evict a flow that is not assured (no reply seen) to make room.
+    EvictUnassured,
+}
+
+impl From<TablePolicy> for CapPolicy {
+    fn from(p: TablePolicy) -> CapPolicy {
+        match p {
+            TablePolicy::Refuse => CapPolicy::Refuse,
+            TablePolicy::EvictUnassured => CapPolicy::EvictUnassured,
+        }
+    }
+}
+
+/// Where an NF's table is in the chain, for its errors and its files.
+pub struct Fields<'a> {
+    /// The table's index in `[[nf]]`.
+    pub index: usize,
+    /// The directory relative paths resolve against.
+    pub base: &'a Path,
+}
+
+impl Fields<'_> {
+    /// The path of field `name` of this NF, e.g. `nf[1].external`.
+    pub fn at(&self, name: &str) -> String {
+        format!("nf[{}].{name}", self.index)
+    }
+
+    /// An error in field `name` of this NF.
+    pub fn err(&self, name: &str, msg: impl Into<String>) -> ConfigError {
+        field(self.at(name), msg)
+    }
+
+    /// Reads a file named in the config (relative to its directory).
+    pub fn read(&self, p: &Path) -> Result<String, ConfigError> {
+        let path = self.base.join(p);
+        std::fs::read_to_string(&path).map_err(|source| ConfigError::Io { path, source })
+    }
+
+    /// Rules given inline (`rules`) or in a file (`rules_file`), exactly one:
+    /// the text and the field it came from.
+    pub fn rules(
+        &self,
+        inline: &Option<String>,
+        file: &Option<PathBuf>,
+    ) -> Result<(String, &'static str), ConfigError> {
+        match (inline, file) {
+            (Some(r), None) => Ok((r.clone(), "rules")),
+            (None, Some(p)) => Ok((self.read(p)?, "rules_file")),
+            _ => Err(self.err(
+                "rules",
+                "give exactly one of `rules` (inline) and `rules_file`",
+            )),
+        }
+    }
+
+    /// A port range `LO-HI` within 1..=65535 in field `name`.
+    pub fn port_range(&self, name: &str, s: &str) -> Result<(u16, u16), ConfigError> {
+        let bad = || self.err(name, format!("`{s}`: expected `LO-HI` within 1..=65535"));
+        let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
+        let (lo, hi): (u16, u16) = (
+            lo.trim().parse().map_err(|_| bad())?,
+            hi.trim().parse().map_err(|_| bad())?,
+        );
+        if lo == 0 || lo > hi {
+            return Err(bad());
+        }
+        Ok((lo, hi))
+    }
+}
+
 /// `[table]`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -125,7 +254,7 @@ pub struct TableSection {
     /// Flow entries per shard.
     pub capacity: usize,
     /// `refuse` or `evict-unassured`.
-    pub policy: String,
+    pub policy: TablePolicy,
     /// Timer resolution.
     #[serde(with = "duration")]
     pub timer_tick: core::time::Duration,
@@ -137,146 +266,11 @@ impl Default for TableSection {
     fn default() -> Self {
         TableSection {
             capacity: 65_536,
-            policy: "refuse".into(),
+            policy: TablePolicy::Refuse,
             timer_tick: core::time::Duration::from_millis(10),
             fast_entries: 0,
         }
     }
-}
-
-/// `[[nf]] kind = "firewall"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FirewallSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Rules, inline.
-    pub rules: Option<String>,
-    /// Rules, from a file (relative to the config file).
-    pub rules_file: Option<PathBuf>,
-    /// `allow` or `deny` when no rule matches.
-    #[serde(default = "deny")]
-    pub default: String,
-    /// Conntrack timeouts.
-    #[serde(default)]
-    pub timeouts: firewall::Timeouts,
-}
-
-fn deny() -> String {
-    "deny".into()
-}
-
-/// `[[nf]] kind = "nat"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct NatSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Internal prefix (IPv4).
-    pub internal: String,
-    /// External addresses or prefixes (IPv4).
-    pub external: Vec<String>,
-    /// External port range `LO-HI`.
-    #[serde(default = "default_ports")]
-    pub ports: String,
-    /// Timeouts.
-    #[serde(default)]
-    pub timeouts: NatTimeouts,
-}
-
-fn default_ports() -> String {
-    "1024-65535".into()
-}
-
-/// `[[nf]] kind = "monitor"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MonitorSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Parameters.
-    #[serde(flatten)]
-    pub cfg: MonitorConfig,
-}
-
-/// `[[nf]] kind = "seqcheck"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SeqCheckSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Parameters.
-    #[serde(flatten)]
-    pub cfg: SeqCheckConfig,
-}
-
-/// `[[nf]] kind = "router"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RouterSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Routes, `"PREFIX PORT"` each.
-    #[serde(default)]
-    pub routes: Vec<String>,
-    /// A file of routes, one a line (relative to the config file).
-    pub routes_file: Option<PathBuf>,
-}
-
-/// One `[[nf]]` table.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum NfSection {
-    /// Stateful firewall.
-    Firewall(FirewallSection),
-    /// NAPT.
-    Nat(NatSection),
-    /// Traffic monitor.
-    Monitor(MonitorSection),
-    /// Sequence check.
-    Seqcheck(SeqCheckSection),
-    /// L3 forwarding (longest-prefix match over disjoint entries).
-    Router(RouterSection),
-    /// L4 load balancer (Maglev, connections pinned).
-    Lb(crate::lb::config::LbSection),
-    /// Streaming IDS.
-    Ids(IdsSection),
-}
-
-/// `[[nf]] kind = "ids"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct IdsSection {
-    /// Name in the chain.
-    pub name: Option<String>,
-    /// Rules, inline.
-    pub rules: Option<String>,
-    /// Rules, from a file (relative to the config file).
-    pub rules_file: Option<PathBuf>,
-    /// Alerts file (JSON lines, appended; relative to the config file).
-    pub alerts: Option<PathBuf>,
-    /// Idle timeout of a flow's matcher state.
-    #[serde(default = "ids_idle", with = "duration")]
-    pub idle: core::time::Duration,
-    /// Where the pattern matching runs: `inline` (default) or `core` (an
-    /// offloading component on its own core).
-    #[serde(default = "ids_placement")]
-    pub placement: String,
-    /// Payloads the ring to the `core` component holds.
-    #[serde(default = "ids_ring")]
-    pub ring: usize,
-}
-
-fn ids_placement() -> String {
-    "inline".into()
-}
-
-fn ids_ring() -> usize {
-    16_384
-}
-
-fn ids_idle() -> core::time::Duration {
-    core::time::Duration::from_secs(300)
 }
 
 /// A whole chain configuration.
@@ -294,7 +288,7 @@ pub struct ChainConfig {
 impl ChainConfig {
     /// Parses TOML.
     pub fn from_toml(text: &str) -> Result<ChainConfig, ConfigError> {
-        Ok(toml::from_str(text)?)
+        parse_toml(text)
     }
 
     /// Reads a TOML file; relative paths inside resolve against its directory.
@@ -303,7 +297,7 @@ impl ChainConfig {
             path: path.into(),
             source,
         })?;
-        let cfg = toml::from_str(&text).map_err(ConfigError::Toml)?;
+        let cfg = parse_toml(&text)?;
         Ok((
             cfg,
             path.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -359,16 +353,7 @@ impl ChainConfig {
                 )
             })?),
         };
-        let policy = match self.table.policy.as_str() {
-            "refuse" => CapPolicy::Refuse,
-            "evict-unassured" => CapPolicy::EvictUnassured,
-            other => {
-                return Err(field(
-                    "table.policy",
-                    format!("`{other}`: expected `refuse` or `evict-unassured`"),
-                ))
-            }
-        };
+        let policy = CapPolicy::from(self.table.policy);
         if self.table.capacity == 0 || self.table.capacity >= (1 << 30) {
             return Err(field("table.capacity", "must be in 1..2^30"));
         }
@@ -386,7 +371,7 @@ impl ChainConfig {
         }
         let mut nfs: Vec<Box<dyn Nf>> = Vec::new();
         for (i, n) in self.nf.iter().enumerate() {
-            nfs.push(build_nf(i, n, base)?);
+            nfs.push(n.build(i, base)?);
         }
         let opts = ChainOptions {
             key,
@@ -402,190 +387,4 @@ impl ChainConfig {
         };
         Ok(Chain::new(nfs, opts)?)
     }
-}
-
-fn build_nf(i: usize, n: &NfSection, base: &Path) -> Result<Box<dyn Nf>, ConfigError> {
-    let at = |f: &str| format!("nf[{i}].{f}");
-    Ok(match n {
-        NfSection::Firewall(f) => {
-            let text = match (&f.rules, &f.rules_file) {
-                (Some(r), None) => r.clone(),
-                (None, Some(p)) => {
-                    let p = base.join(p);
-                    std::fs::read_to_string(&p)
-                        .map_err(|source| ConfigError::Io { path: p, source })?
-                }
-                _ => {
-                    return Err(field(
-                        at("rules"),
-                        "give exactly one of `rules` (inline) and `rules_file`",
-                    ))
-                }
-            };
-            let which = if f.rules.is_some() {
-                "rules"
-            } else {
-                "rules_file"
-            };
-            let rules =
-                firewall::parse_rules(&text).map_err(|e| field(at(which), e.to_string()))?;
-            let default = match f.default.as_str() {
-                "allow" => Action::Allow,
-                "deny" => Action::Deny,
-                o => {
-                    return Err(field(
-                        at("default"),
-                        format!("`{o}`: expected `allow` or `deny`"),
-                    ))
-                }
-            };
-            let name = f.name.clone().unwrap_or_else(|| "firewall".into());
-            Box::new(Firewall::new(
-                name,
-                Classifier::new(rules, default),
-                f.timeouts.clone(),
-            ))
-        }
-        NfSection::Nat(c) => {
-            let internal: Ipv4Net = c.internal.parse().map_err(|_| {
-                field(
-                    at("internal"),
-                    format!("`{}`: expected an IPv4 prefix", c.internal),
-                )
-            })?;
-            let mut external = Vec::new();
-            for e in &c.external {
-                let net: IpNet = e
-                    .parse::<IpNet>()
-                    .or_else(|_| e.parse::<core::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        field(
-                            at("external"),
-                            format!("`{e}`: expected an IPv4 address or prefix"),
-                        )
-                    })?;
-                match net {
-                    IpNet::V4(n) if n.prefix_len() >= 16 => external.extend(n.hosts()),
-                    IpNet::V4(_) => {
-                        return Err(field(at("external"), format!("`{e}`: at most a /16")))
-                    }
-                    IpNet::V6(_) => {
-                        return Err(field(
-                            at("external"),
-                            format!("`{e}`: NAT44 needs IPv4 addresses"),
-                        ))
-                    }
-                }
-            }
-            if external.is_empty() {
-                return Err(field(at("external"), "no external address"));
-            }
-            let bad = || {
-                field(
-                    at("ports"),
-                    format!("`{}`: expected `LO-HI` within 1..=65535", c.ports),
-                )
-            };
-            let (lo, hi) = c.ports.split_once('-').ok_or_else(bad)?;
-            let (lo, hi): (u16, u16) = (
-                lo.trim().parse().map_err(|_| bad())?,
-                hi.trim().parse().map_err(|_| bad())?,
-            );
-            if lo == 0 || lo > hi {
-                return Err(bad());
-            }
-            let name = c.name.clone().unwrap_or_else(|| "nat".into());
-            Box::new(Nat::new(
-                name,
-                internal,
-                external,
-                (lo, hi),
-                c.timeouts.clone(),
-            ))
-        }
-        NfSection::Monitor(m) => {
-            if !(4..=18).contains(&m.cfg.hll_bits) {
-                return Err(field(at("hll_bits"), "must be in 4..=18"));
-            }
-            if m.cfg.cms_width == 0 || m.cfg.cms_depth == 0 {
-                return Err(field(
-                    at("cms_width"),
-                    "count-min width and depth must be > 0",
-                ));
-            }
-            Box::new(Monitor::new(
-                m.name.clone().unwrap_or_else(|| "monitor".into()),
-                m.cfg.clone(),
-            ))
-        }
-        NfSection::Seqcheck(s) => Box::new(SeqCheck::new(
-            s.name.clone().unwrap_or_else(|| "seqcheck".into()),
-            &s.cfg,
-        )),
-        NfSection::Router(r) => {
-            let mut lines: Vec<String> = r.routes.clone();
-            if let Some(f) = &r.routes_file {
-                let path = base.join(f);
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                lines.extend(text.lines().map(str::to_string));
-            }
-            if lines
-                .iter()
-                .all(|l| l.split('#').next().unwrap_or("").trim().is_empty())
-            {
-                return Err(field(at("routes"), "a router needs at least one route"));
-            }
-            let routes = crate::router::parse_routes(lines.iter().map(String::as_str))
-                .map_err(|e| field(at("routes"), e))?;
-            Box::new(
-                crate::router::Router::new(
-                    r.name.clone().unwrap_or_else(|| "router".into()),
-                    &routes,
-                )
-                .map_err(|e| field(at("routes"), e))?,
-            )
-        }
-        NfSection::Lb(l) => Box::new(l.build().map_err(|(f, e)| field(at(&f), e))?),
-        NfSection::Ids(d) => {
-            let (text, which) = match (&d.rules, &d.rules_file) {
-                (Some(r), None) => (r.clone(), "rules"),
-                (None, Some(p)) => {
-                    let p = base.join(p);
-                    let t = std::fs::read_to_string(&p)
-                        .map_err(|source| ConfigError::Io { path: p, source })?;
-                    (t, "rules_file")
-                }
-                _ => {
-                    return Err(field(
-                        at("rules"),
-                        "give exactly one of `rules` (inline) and `rules_file`",
-                    ))
-                }
-            };
-            let rules = crate::ids::parse(&text).map_err(|e| field(at(which), e))?;
-            let placement = crate::component::Placement::parse(&d.placement).ok_or_else(|| {
-                field(
-                    at("placement"),
-                    format!("`{}`: expected `inline` or `core`", d.placement),
-                )
-            })?;
-            if d.ring == 0 || d.ring > 1 << 24 {
-                return Err(field(at("ring"), "must be in 1..=16777216"));
-            }
-            let alerts = d.alerts.as_ref().map(|p| base.join(p));
-            Box::new(
-                crate::ids::Ids::new(
-                    d.name.clone().unwrap_or_else(|| "ids".into()),
-                    rules,
-                    alerts.as_deref(),
-                    d.idle.as_nanos() as u64,
-                )
-                .and_then(|i| i.place(placement, d.ring))
-                .map_err(|e| field(at(which), e))?,
-            )
-        }
-    })
 }

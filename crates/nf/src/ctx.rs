@@ -5,38 +5,7 @@ use core::any::Any;
 use state::{Detached, EntryId, FlowKey, FlowTable, Side};
 use steer::RssHasher;
 
-use crate::{firewall, ids, lb, monitor, nat, seqcheck, NflowKey, Packet, StateKind, Verdict};
-
-/// The per-flow state an NF keeps in its slot of a flow entry. One variant per NF
-/// kind with per-flow state; kept inline in the entry (no allocation per flow).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FlowState {
-    /// Firewall connection tracking.
-    Conn(firewall::Conn),
-    /// NAT mapping.
-    Nat(nat::NatMap),
-    /// Sequence check.
-    Seq(seqcheck::SeqState),
-    /// Load-balanced connection.
-    Lb(lb::LbConn),
-    /// IDS matcher states.
-    Ids(ids::IdsFlow),
-}
-
-/// State an NF keeps per shard, outside flow entries: it moves with the shard.
-#[derive(Debug, Default)]
-pub enum ShardLocal {
-    /// Nothing.
-    #[default]
-    None,
-    /// The NAT's share of the external port pool (an MVT split per shard).
-    NatPool(nat::PortPool),
-    /// The load balancer's share of its source ports (split per shard like the
-    /// NAT's).
-    LbPool(nat::PortPool),
-    /// The monitor's exact per-source table (when steering is by source IP).
-    MonitorExact(monitor::PerSource),
-}
+use crate::{FlowState, NflowKey, Packet, ShardLocal, StateKind, Verdict};
 
 /// Which shard a context belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

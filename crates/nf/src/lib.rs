@@ -15,7 +15,11 @@
 //! The NFs: [`firewall`] (prioritised ACL compiled to a disjoint classifier, plus
 //! connection tracking), [`nat`] (NAPT whose external ports keep the reply in the
 //! forward flow's RSS bucket), [`monitor`] (per-source counters, count-min heavy
-//! hitters, HyperLogLog distinct destinations), [`seqcheck`] (reordering counter).
+//! hitters, HyperLogLog distinct destinations), [`seqcheck`] (reordering counter),
+//! [`router`] (longest-prefix match compiled into disjoint entries), [`lb`] (L4
+//! load balancer: Maglev, connections pinned), [`ids`] (streaming Snort-subset
+//! matching). Each registers its `kind`, configuration section and state in one
+//! line of `registry.rs`.
 
 #[macro_use]
 mod counters;
@@ -30,13 +34,15 @@ pub mod monitor;
 pub mod nat;
 mod nflow;
 mod packet;
+mod registry;
 pub mod router;
 pub mod seqcheck;
 mod verdict;
 
 pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Shard};
 pub use config::{ChainConfig, ConfigError};
-pub use ctx::{Ctx, FlowState, Leased, Nf, ShardInfo, ShardLocal};
+pub use ctx::{Ctx, Leased, Nf, ShardInfo};
 pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};
 pub use packet::Packet;
+pub use registry::{FlowState, ShardLocal};
 pub use verdict::{DropCause, Verdict};

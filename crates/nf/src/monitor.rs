@@ -75,6 +75,33 @@ impl Default for MonitorConfig {
     }
 }
 
+/// `[[nf]] kind = "monitor"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSection {
+    /// Name in the chain.
+    pub name: Option<String>,
+    /// Parameters.
+    #[serde(flatten)]
+    pub cfg: MonitorConfig,
+}
+
+impl crate::registry::BuildNf for MonitorSection {
+    fn build(
+        &self,
+        f: &crate::config::Fields<'_>,
+    ) -> Result<Box<dyn Nf>, crate::config::ConfigError> {
+        if !(4..=18).contains(&self.cfg.hll_bits) {
+            return Err(f.err("hll_bits", "must be in 4..=18"));
+        }
+        if self.cfg.cms_width == 0 || self.cfg.cms_depth == 0 {
+            return Err(f.err("cms_width", "count-min width and depth must be > 0"));
+        }
+        let name = self.name.clone().unwrap_or_else(|| "monitor".into());
+        Ok(Box::new(Monitor::new(name, self.cfg.clone())))
+    }
+}
+
 /// What the monitor knows, as merged from every core.
 #[derive(Clone, Debug)]
 pub struct MonitorReport {

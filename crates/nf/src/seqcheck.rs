@@ -23,6 +23,27 @@ pub struct SeqState {
     pub last: u32,
 }
 
+/// `[[nf]] kind = "seqcheck"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SeqCheckSection {
+    /// Name in the chain.
+    pub name: Option<String>,
+    /// Parameters.
+    #[serde(flatten)]
+    pub cfg: SeqCheckConfig,
+}
+
+impl crate::registry::BuildNf for SeqCheckSection {
+    fn build(
+        &self,
+        _: &crate::config::Fields<'_>,
+    ) -> Result<Box<dyn Nf>, crate::config::ConfigError> {
+        let name = self.name.clone().unwrap_or_else(|| "seqcheck".into());
+        Ok(Box::new(SeqCheck::new(name, &self.cfg)))
+    }
+}
+
 /// Parameters.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]

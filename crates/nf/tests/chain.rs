@@ -327,6 +327,25 @@ fn config_errors_name_the_field() {
         ("[[nf]]\nkind = \"seqcheck\"\nidel = \"1s\"\n", "idel"),
         ("[[nf]]\nkind = \"seqcheck\"\nidle = \"soon\"\n", "soon"),
         ("[tabel]\n", "tabel"),
+        // wrong types name the field's path, inside an NF's table too
+        ("[table]\ncapacity = \"big\"\n", "`table.capacity`"),
+        (
+            "[[nf]]\nkind = \"seqcheck\"\n[[nf]]\nkind = \"ids\"\nrules = \"\"\nring = \"big\"\n",
+            "`nf[1].ring`",
+        ),
+        (
+            "[[nf]]\nkind = \"firewall\"\nrules = \"\"\ndefault = \"maybe\"\n",
+            "`nf[0].default`",
+        ),
+        (
+            "[[nf]]\nkind = \"firewall\"\nrules = \"\"\ndefault = \"maybe\"\n",
+            "unknown variant `maybe`, expected `allow` or `deny`",
+        ),
+        (
+            "[[nf]]\nkind = \"nta\"\n",
+            "unknown NF kind `nta`: expected one of firewall, nat, monitor",
+        ),
+        ("[[nf]]\nrules = \"\"\n", "needs `kind"),
     ] {
         let e = ChainConfig::from_toml(toml).expect_err(want);
         assert!(e.to_string().contains(want), "`{want}` not in: {e}");

@@ -20,8 +20,9 @@ use core::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// What a rule does.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// What a rule does (in a config, `allow` or `deny`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Action {
     /// Admit the connection (and track it).
     Allow,

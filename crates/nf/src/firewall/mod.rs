@@ -7,6 +7,7 @@
 
 pub mod acl;
 pub mod classifier;
+mod config;
 pub mod conntrack;
 
 use core::any::Any;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 pub use acl::{parse_rules, Action, Rule, RuleError};
 pub use classifier::Classifier;
+pub use config::FirewallSection;
 pub use conntrack::{Conn, TcpState, Timeouts};
 use state::Dir;
 

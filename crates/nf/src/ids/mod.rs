@@ -11,10 +11,12 @@
 //! idle = "300s"                  # forget a flow's matcher state after this
 //! ```
 
+mod config;
 pub mod matcher;
 mod nf;
 pub mod rules;
 
+pub use config::IdsSection;
 pub use matcher::{Matcher, Progress, Stream};
 pub use nf::{Ids, IdsCounters, IdsFlow};
 pub use rules::{parse, Action, Header, Piece, Rule, MAX_PIECES};

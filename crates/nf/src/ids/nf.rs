@@ -284,7 +284,7 @@ impl Ids {
                     .create(true)
                     .append(true)
                     .open(p)
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                    .map_err(|e| format!("alerts file {}: {e}", p.display()))?;
                 let (tx, rx) = crossbeam_channel::bounded::<String>(ALERT_QUEUE);
                 std::thread::Builder::new()
                     .name("ids-alerts".into())
@@ -298,7 +298,7 @@ impl Ids {
                             let _ = w.flush();
                         }
                     })
-                    .map_err(|e| format!("starting the alert writer: {e}"))?;
+                    .map_err(|e| format!("alerts writer: cannot start it: {e}"))?;
                 Some(tx)
             }
         };

@@ -34,8 +34,8 @@ pub struct LbSection {
     #[serde(default)]
     pub service: Vec<ServiceSection>,
     /// Where the control component runs: `inline` or `core`.
-    #[serde(default = "default_placement")]
-    pub placement: String,
+    #[serde(default)]
+    pub placement: Placement,
     /// Policy requests the control component can hold queued.
     #[serde(default = "default_ring")]
     pub ring: usize,
@@ -57,10 +57,6 @@ pub struct HealthSection {
     pub backend: String,
     /// Up (true) or down (false).
     pub up: bool,
-}
-
-fn default_placement() -> String {
-    "inline".into()
 }
 
 fn default_ring() -> usize {
@@ -199,12 +195,7 @@ impl LbSection {
                 .map_err(|e| (at("backends"), e))?;
             services.push(svc);
         }
-        let placement = Placement::parse(&self.placement).ok_or_else(|| {
-            err(
-                "placement",
-                format!("`{}`: expected `inline` or `core`", self.placement),
-            )
-        })?;
+        let placement = self.placement;
         if !(1..=1 << 20).contains(&self.ring) {
             return Err(err(
                 "ring",
@@ -236,5 +227,16 @@ impl LbSection {
         }
         lb.with_control(placement, self.ring, schedule)
             .map_err(|e| err("placement", e))
+    }
+}
+
+impl crate::registry::BuildNf for LbSection {
+    fn build(
+        &self,
+        f: &crate::config::Fields<'_>,
+    ) -> Result<Box<dyn crate::Nf>, crate::config::ConfigError> {
+        Ok(Box::new(
+            LbSection::build(self).map_err(|(field, e)| f.err(&field, e))?,
+        ))
     }
 }

@@ -34,7 +34,7 @@ pub mod maglev;
 mod nf;
 pub mod service;
 
-pub use control::{PolicyRequest, Scheduled};
+pub use control::{LbControl, PolicyRequest, Scheduled};
 pub use maglev::{is_prime, next_prime, Maglev};
 pub use nf::{Lb, LbConn, LbCounters};
-pub use service::{Backend, LbControl, Service};
+pub use service::{Backend, Service};

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use state::{Dir, FlowKey};
 use wire::{FiveTuple, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
+use super::control::LbControl;
 use super::control::{Control, Scheduled};
-use super::service::{LbControl, Service};
+use super::service::Service;
 use crate::component::Placement;
 use crate::nat::{NatTcp, NatTimeouts, PortClass, PortPlan, PortPool};
 use crate::{

@@ -6,13 +6,10 @@
 
 use core::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::control::{Control, PolicyRequest};
 use super::maglev::Maglev;
-use crate::component::Placement;
 
 /// A backend: address and port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,81 +116,4 @@ impl Service {
 /// its entries) whatever its position in the list.
 fn names(b: &[Backend]) -> Vec<String> {
     b.iter().map(ToString::to_string).collect()
-}
-
-/// The control side of a load balancer: health changes while traffic flows.
-/// Cheap to clone; usable from any thread.
-#[derive(Clone)]
-pub struct LbControl {
-    pub(super) services: Arc<Vec<Service>>,
-    pub(super) component: Arc<Control>,
-}
-
-impl LbControl {
-    /// The services, in configuration order.
-    pub fn services(&self) -> &[Service] {
-        &self.services
-    }
-
-    /// Finds a backend by `VIP:port` of its service and its own `addr:port`.
-    pub fn find(&self, vip: &str, backend: &str) -> Result<(usize, usize), String> {
-        let s = self
-            .services
-            .iter()
-            .position(|s| format!("{}:{}", s.vip, s.port) == vip)
-            .ok_or_else(|| format!("no service `{vip}`"))?;
-        let b = self.services[s]
-            .backends
-            .iter()
-            .position(|b| b.to_string() == backend)
-            .ok_or_else(|| format!("service `{vip}` has no backend `{backend}`"))?;
-        Ok((s, b))
-    }
-
-    /// Sends a policy request (backend `backend` of service `service` up or down)
-    /// to the control component, wherever it is placed (see [`super::control`]);
-    /// returns once it is queued. `Err` on a bad index or a full ring.
-    pub fn request(&self, service: usize, backend: usize, up: bool) -> Result<(), String> {
-        let s = self
-            .services
-            .get(service)
-            .ok_or_else(|| format!("service {service}: there are {}", self.services.len()))?;
-        if backend >= s.backends.len() {
-            return Err(format!(
-                "backend {backend}: the service has {}",
-                s.backends.len()
-            ));
-        }
-        self.component.submit(PolicyRequest {
-            service: service as u16,
-            backend: backend as u16,
-            up,
-        })
-    }
-
-    /// Where the control component runs.
-    pub fn placement(&self) -> Placement {
-        self.component.placement()
-    }
-
-    /// Requests accepted and not applied yet.
-    pub fn pending(&self) -> usize {
-        self.component.pending()
-    }
-
-    /// With placement `core`, waits (bounded) until every accepted request is
-    /// applied; inline, true when none is queued (the data component applies them
-    /// before its next packet).
-    pub fn wait_idle(&self, timeout: Duration) -> bool {
-        self.component.wait_idle(timeout)
-    }
-
-    /// Marks a backend up or down now, in the caller's thread, whatever the
-    /// placement (see [`Service::set_healthy`]).
-    pub fn set_healthy(&self, service: usize, backend: usize, up: bool) -> Result<usize, String> {
-        self.services
-            .get(service)
-            .ok_or_else(|| format!("service {service}: there are {}", self.services.len()))?
-            .set_healthy(backend, up)
-    }
 }

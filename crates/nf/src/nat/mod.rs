@@ -15,6 +15,7 @@
 //!
 //! NFLOW key: bidirectional 5-tuple; needs ports in the steering hash.
 
+mod config;
 mod pool;
 
 use core::any::Any;
@@ -22,6 +23,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
 use std::sync::Arc;
 
+pub use config::NatSection;
 use ipnet::Ipv4Net;
 pub use pool::{PortClass, PortPlan, PortPool};
 use serde::Deserialize;

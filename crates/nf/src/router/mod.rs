@@ -15,10 +15,12 @@
 //! # or routes_file = "routes.txt" (one route a line, `#` comments)
 //! ```
 
+mod config;
 pub mod routes;
 
 use core::any::Any;
 
+pub use config::RouterSection;
 pub use routes::{lpm, Route, RouteTable};
 
 use crate::{Ctx, DropCause, Nf, NflowKey, Packet, StateKind, Verdict};
