@@ -295,46 +295,19 @@ impl Threads<'_> {
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
+        let shared = self.shared;
         thread::scope(|sc| {
-            let go = |cpu: Option<Cpu>| {
-                let guard = AbortOnPanic(self.shared.clone());
-                move || {
-                    if let Some(c) = cpu {
-                        core_affinity::set_for_current(c);
-                    }
-                    guard
-                }
-            };
             let wh: Vec<_> = workers
                 .into_iter()
-                .map(|(wk, cpu)| {
-                    let pin = go(cpu);
-                    sc.spawn(move || {
-                        let _guard = pin();
-                        wk.run()
-                    })
-                })
+                .map(|(wk, cpu)| start(sc, shared, cpu, move || wk.run()))
                 .collect();
             let oh: Vec<_> = offloaders
                 .into_iter()
-                .map(|(off, cpu)| {
-                    let pin = go(cpu);
-                    sc.spawn(move || {
-                        let _guard = pin();
-                        off.run()
-                    })
-                })
+                .map(|(off, cpu)| start(sc, shared, cpu, move || off.run()))
                 .collect();
-            let pin = go(None);
-            let ctl = sc.spawn(move || {
-                let _guard = pin();
-                controller.run()
-            });
-            let pin = go(feeder_cpu);
-            let shared = self.shared;
+            let ctl = start(sc, shared, None, move || controller.run());
             let hasher = &hasher;
-            let feeder = sc.spawn(move || {
-                let _guard = pin();
+            let feeder = start(sc, shared, feeder_cpu, move || {
                 feed(trace, hasher, shared, queues, opts)
             });
             (
@@ -349,6 +322,24 @@ impl Threads<'_> {
             )
         })
     }
+}
+
+/// Starts a thread of the run on `cpu` (if pinned); if it panics, the run
+/// aborts so the other threads stop waiting on it.
+fn start<'s, T: Send + 's>(
+    sc: &'s thread::Scope<'s, '_>,
+    shared: &Arc<Shared>,
+    cpu: Option<Cpu>,
+    f: impl FnOnce() -> T + Send + 's,
+) -> thread::ScopedJoinHandle<'s, T> {
+    let guard = AbortOnPanic(shared.clone());
+    sc.spawn(move || {
+        let _guard = guard;
+        if let Some(c) = cpu {
+            core_affinity::set_for_current(c);
+        }
+        f()
+    })
 }
 
 /// Reordering at the exit from departure times (Sprayer runs).

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use balance::probe::{count, Probe};
-use nf::ChainConfig;
 use runspec::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
-use trace::{Generator, Trace, TraceSpec};
+
+mod common;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Counts {
@@ -42,16 +42,7 @@ fn delta(a: Counts, b: Counts) -> Counts {
 
 #[test]
 fn sim_and_runtime_drive_the_same_protocol_and_balancer_code() {
-    let spec = TraceSpec {
-        flows: 2000,
-        packets: 150_000,
-        alpha: 1.3,
-        ..TraceSpec::default()
-    };
-    let t = Trace::from_generated(Generator::new(&spec).unwrap());
-    let chain = ChainConfig::default_chain()
-        .build(std::path::Path::new("."))
-        .unwrap();
+    let (t, chain) = common::workload(2000, 150_000, 1.3);
     let cfg = RunConfig {
         workers: 2,
         offloaders: 1,

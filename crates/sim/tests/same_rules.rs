@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use balance::migrate::{check_drivers, steps::log, Exercised};
-use nf::ChainConfig;
 use runspec::{BalancerKind, RunConfig};
 use sim::{simulate, CostModel, Prepared};
-use trace::{Generator, Trace, TraceSpec};
+
+mod common;
 
 fn exercised_all(what: &str, ex: &Exercised) {
     println!("{what}: {ex:?}");
@@ -26,17 +26,7 @@ fn exercised_all(what: &str, ex: &Exercised) {
 
 #[test]
 fn runtime_and_simulator_follow_the_same_rules() {
-    let spec = TraceSpec {
-        flows: 3_000,
-        packets: 60_000,
-        alpha: 1.2,
-        active_flows: 600,
-        ..TraceSpec::default()
-    };
-    let t = Trace::from_generated(Generator::new(&spec).unwrap());
-    let chain = ChainConfig::default_chain()
-        .build(std::path::Path::new("."))
-        .unwrap();
+    let (t, chain) = common::workload(3_000, 60_000, 1.2);
     let cfg = RunConfig {
         workers: 3,
         offloaders: 1,

@@ -209,67 +209,8 @@ impl Engine<'_> {
         if n > 0 && self.blocked_on == Some(c) {
             self.wake_feeder(start);
         }
-        let offloading = !self.offloading.is_empty();
-        let per = self.packet_cost(c);
-        let mut batch = std::mem::take(&mut self.scratch_batch);
-        batch.clear();
-        for _ in 0..n {
-            let p = self.working[c].ring.pop_front().expect("n ≤ len");
-            let info = self.prep.pkts[p.idx as usize];
-            let b = info.hash as usize & self.mask;
-            self.bucket_packets[b] += 1;
-            if info.flags & PRIORITY != 0 {
-                self.bucket_priority[b] += 1;
-            }
-            let s = (b % self.prep.shards) as ShardId;
-            if let Received::Process(p) = self.working[c].core.on_packet(s, p) {
-                batch.push((p, s));
-            }
-        }
-        let mut here = std::mem::take(&mut self.scratch_here);
-        here.clear();
-        let mut burst_cost = 0.0;
-        for &(p, s) in &batch {
-            let info = self.prep.pkts[p.idx as usize];
-            let wk = &mut self.working[c];
-            let hit = self.prep.is_hit(p.idx, p.n);
-            if hit {
-                wk.core.sample(s, info.entry);
-            }
-            let route = if offloading && hit {
-                wk.core.route(
-                    s,
-                    Some(info.entry),
-                    u32::from(info.slice),
-                    info.flags & PRIORITY != 0,
-                    start,
-                    || info.flags & OFFLOADABLE != 0,
-                )
-            } else {
-                Route::Local
-            };
-            match route {
-                Route::Local => {
-                    burst_cost += per + self.new_flow_cost(&p);
-                    here.push(p);
-                }
-                Route::Offload { to, lease } => {
-                    // lookup and hand-off cost on this core; the rest runs there
-                    burst_cost += self.model.overhead_ns;
-                    wk.outbox.push_back((
-                        to,
-                        Job::Pkt {
-                            ready: 0, // set below, at the end of the burst
-                            shard: s,
-                            lease,
-                            pkt: p,
-                        },
-                    ));
-                }
-                Route::Pend(t) => wk.core.pend(t, s, p),
-            }
-        }
-        cost += burst_cost;
+        let batch = self.take_burst(c, n);
+        let here = self.route_burst(c, &batch, start, &mut cost);
         let done = start + cost.round() as u64;
         for &p in &here {
             self.sink(p, done, Some(c));
@@ -300,5 +241,84 @@ impl Engine<'_> {
             let t = p.at;
             self.wake_core_at(c, t);
         }
+    }
+
+    /// Takes `n` packets from core `c`'s queue: counted per bucket, then run
+    /// (returned with their shard) or held by the machine.
+    fn take_burst(&mut self, c: usize, n: usize) -> Vec<(SimPkt, ShardId)> {
+        let mut batch = std::mem::take(&mut self.scratch_batch);
+        batch.clear();
+        for _ in 0..n {
+            let p = self.working[c].ring.pop_front().expect("n ≤ len");
+            let info = self.prep.pkts[p.idx as usize];
+            let b = info.hash as usize & self.mask;
+            self.bucket_packets[b] += 1;
+            if info.flags & PRIORITY != 0 {
+                self.bucket_priority[b] += 1;
+            }
+            let s = (b % self.prep.shards) as ShardId;
+            if let Received::Process(p) = self.working[c].core.on_packet(s, p) {
+                batch.push((p, s));
+            }
+        }
+        batch
+    }
+
+    /// Routes a burst: packets to run here are returned, offloaded ones go to
+    /// the outbox, returning flows' packets pend; their cost is added to `cost`.
+    fn route_burst(
+        &mut self,
+        c: usize,
+        batch: &[(SimPkt, ShardId)],
+        start: u64,
+        cost: &mut f64,
+    ) -> Vec<SimPkt> {
+        let offloading = !self.offloading.is_empty();
+        let per = self.packet_cost(c);
+        let mut here = std::mem::take(&mut self.scratch_here);
+        here.clear();
+        let mut burst_cost = 0.0;
+        for &(p, s) in batch {
+            let info = self.prep.pkts[p.idx as usize];
+            let wk = &mut self.working[c];
+            let hit = self.prep.is_hit(p.idx, p.n);
+            if hit {
+                wk.core.sample(s, info.entry);
+            }
+            let route = if offloading && hit {
+                wk.core.route(
+                    s,
+                    Some(info.entry),
+                    u32::from(info.slice),
+                    info.flags & PRIORITY != 0,
+                    start,
+                    || info.flags & OFFLOADABLE != 0,
+                )
+            } else {
+                Route::Local
+            };
+            match route {
+                Route::Local => {
+                    burst_cost += per + self.new_flow_cost(&p);
+                    here.push(p);
+                }
+                Route::Offload { to, lease } => {
+                    // lookup and hand-off cost on this core; the rest runs there
+                    burst_cost += self.model.overhead_ns;
+                    wk.outbox.push_back((
+                        to,
+                        Job::Pkt {
+                            ready: 0, // set at the end of the burst
+                            shard: s,
+                            lease,
+                            pkt: p,
+                        },
+                    ));
+                }
+                Route::Pend(t) => wk.core.pend(t, s, p),
+            }
+        }
+        *cost += burst_cost;
+        here
     }
 }
