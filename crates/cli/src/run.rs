@@ -63,7 +63,7 @@ pub struct RunArgs {
     /// Write the forwarded packets to this pcap.
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Write the report as JSON (DESIGN.md's results schema).
+    /// Write the report as JSON (schema 1, docs/DESIGN.md).
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -20,6 +20,29 @@
 //! load balancer: Maglev, connections pinned), [`ids`] (streaming Snort-subset
 //! matching). Each registers its `kind`, configuration section and state in one
 //! line of `registry.rs`.
+//!
+//! ```
+//! use nf::ChainConfig;
+//!
+//! let cfg = ChainConfig::from_toml(r#"
+//!     [[nf]]
+//!     kind = "firewall"
+//!     rules = "allow any 10.0.0.0/8 -> any"
+//!     [[nf]]
+//!     kind = "nat"
+//!     internal = "10.0.0.0/8"
+//!     external = ["203.0.113.0/24"]
+//! "#).unwrap();
+//! let chain = cfg.build(std::path::Path::new(".")).unwrap();
+//! let names: Vec<&str> = chain.nfs().iter().map(|n| n.name()).collect();
+//! assert_eq!(names, ["firewall", "nat"]);
+//! assert_eq!(chain.shard_count(), 16);
+//!
+//! // errors name the field
+//! let e = ChainConfig::from_toml("[[nf]]\nkind = \"nat\"\ninternal = \"x\"\nexternal = []\n")
+//!     .unwrap().build(std::path::Path::new(".")).err().unwrap();
+//! assert!(e.to_string().starts_with("`nf[0].internal`"));
+//! ```
 
 #[macro_use]
 mod counters;

@@ -1,4 +1,4 @@
-//! The results of a run, in the schema of DESIGN.md (`--json FILE`).
+//! The results of a run (`--json FILE`), schema 1: see docs/DESIGN.md.
 
 use std::collections::BTreeMap;
 

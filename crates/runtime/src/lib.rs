@@ -22,6 +22,26 @@
 //! back with a recall, so state is never shared: no lock on the packet path. A
 //! thread that panics aborts the run (the others stop waiting on it) and the panic
 //! surfaces when the run joins its threads.
+//!
+//! ```
+//! use runtime::{run, BalancerKind, RunConfig};
+//! use trace::{Generator, Trace, TraceSpec};
+//!
+//! let spec = TraceSpec { flows: 200, packets: 20_000, ..TraceSpec::default() };
+//! let trace = Trace::from_generated(Generator::new(&spec).unwrap());
+//! let chain = nf::ChainConfig::default_chain().build(std::path::Path::new(".")).unwrap();
+//! let cfg = RunConfig {
+//!     workers: 2,
+//!     balancer: BalancerKind::Random, // moves a shard every period
+//!     period: std::time::Duration::from_millis(1),
+//!     pin: false,
+//!     ..RunConfig::default()
+//! };
+//! let out = run(&chain, &trace, &cfg).unwrap();
+//! let r = &out.report;
+//! assert_eq!(r.packets_in, r.packets_out + r.dropped());
+//! assert_eq!(r.reordered, 0);
+//! ```
 
 mod controller;
 mod feeder;

@@ -26,6 +26,25 @@
 //! apply at the round's instant; `plan_us_*` are 0), flow-table expiry, contention
 //! between cores for shared caches or memory bandwidth beyond the per-core curve,
 //! and the sprayer balancer.
+//!
+//! ```
+//! use runspec::{BalancerKind, RunConfig};
+//! use sim::{simulate, CostModel, Prepared};
+//! use trace::{Generator, Trace, TraceSpec};
+//!
+//! let spec = TraceSpec { flows: 500, packets: 20_000, alpha: 1.2, ..TraceSpec::default() };
+//! let trace = Trace::from_generated(Generator::new(&spec).unwrap());
+//! let chain = nf::ChainConfig::default_chain().build(std::path::Path::new(".")).unwrap();
+//! let prep = Prepared::new(&chain, &trace, 46); // 46: the priority class's DSCP
+//! // 8 simulated cores on a 2-core machine
+//! let cfg = RunConfig { workers: 8, balancer: BalancerKind::Rsspp(Default::default()),
+//!                       ..RunConfig::default() };
+//! let a = simulate(&prep, &trace, &cfg, &CostModel::default()).unwrap();
+//! let b = simulate(&prep, &trace, &cfg, &CostModel::default()).unwrap();
+//! assert_eq!(a.report, b.report); // deterministic
+//! assert_eq!(a.report.per_core.len(), 8);
+//! assert_eq!(a.report.packets_in, a.report.packets_out + a.report.dropped());
+//! ```
 
 mod cost;
 mod engine;

@@ -68,8 +68,10 @@ impl IndirectionTable {
     /// The queue of `bucket`.
     ///
     /// Ordering: `Acquire` pairs with the `Release` in [`set`](Self::set), so a
-    /// reader that sees a new queue also sees whatever the writer published before
-    /// rewriting the entry (the migration protocol's hold flags).
+    /// reader that sees a new queue also sees whatever the writer wrote before
+    /// rewriting the entry. The shard move does not rely on a single entry: it
+    /// waits until the NIC model acknowledges a table version published after
+    /// all of the shard's entries were rewritten.
     #[inline]
     pub fn get(&self, bucket: usize) -> u16 {
         self.entries[bucket & self.mask as usize].load(Ordering::Acquire)

@@ -8,6 +8,19 @@
 //!    while packets are being steered.
 //!
 //! This crate is pure logic: no threads, no clocks, no I/O.
+//!
+//! ```
+//! use steer::{RssKey, Toeplitz, IndirectionTable};
+//!
+//! // Microsoft's RSS verification vector: 66.9.149.187:2794 → 161.142.100.80:1766
+//! let t = Toeplitz::new(RssKey::DEFAULT);
+//! let h = t.hash_v4_ports([66, 9, 149, 187], [161, 142, 100, 80], 2794, 1766);
+//! assert_eq!(h, 0x51ccc178);
+//! // 128 buckets spread over 4 queues; the bucket is the hash's low bits
+//! let table = IndirectionTable::new(128, 4).unwrap();
+//! let q = table.queue_of(h);
+//! assert_eq!(usize::from(q), table.bucket(h) % 4);
+//! ```
 
 mod fields;
 mod hasher;

@@ -6,6 +6,17 @@
 //!
 //! Every generated packet carries a per-connection sequence tag ([`wire::seqtag`])
 //! at the start of its L4 payload so that reordering can be measured downstream.
+//!
+//! ```
+//! use trace::{Generator, Trace, TraceSpec};
+//!
+//! let spec = TraceSpec { flows: 100, packets: 2_000, seed: 7, ..TraceSpec::default() };
+//! let trace = Trace::from_generated(Generator::new(&spec).unwrap());
+//! assert_eq!(trace.len(), 2_000);
+//! // same spec, same packets
+//! let again = Trace::from_generated(Generator::new(&spec).unwrap());
+//! assert_eq!(trace.frame(42), again.frame(42));
+//! ```
 
 mod fenwick;
 pub mod gen;

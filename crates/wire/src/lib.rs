@@ -19,6 +19,13 @@
 //! [`PacketInfo`] (offsets, 5-tuple, class) or the [`Malformed`] cause.
 //! [`PacketRepr`] is the owned, high-level form used to build packets (trace
 //! generation, tests) and to check round trips.
+//!
+//! ```
+//! use wire::{parse, Malformed};
+//!
+//! // a frame too short for its Ethernet header is classified, never a panic
+//! assert_eq!(parse(&[0u8; 10]).unwrap_err(), Malformed::Truncated);
+//! ```
 
 pub mod checksum;
 pub mod ethernet;
