@@ -270,7 +270,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.output {
-        let n = trace::write_pcap(p, out.output.iter().map(|(t, f)| (*t, &f[..])))
+        let n = trace::write_capture(p, out.output.iter().map(|(t, f)| (*t, &f[..])))
             .with_context(|| format!("writing {}", p.display()))?;
         eprintln!("flowshift: wrote {n} packets to {}", p.display());
     }
@@ -352,9 +352,12 @@ pub(crate) fn print_report(r: &RunReport) {
         );
     }
     println!(
-        "imbalance   max/min load {:.3}",
+        "imbalance   max/min load {:.3} (working cores)",
         r.imbalance["max_over_min"]
     );
+    if let Some(o) = r.imbalance.get("offloading_max_over_min") {
+        println!("            max/min load {o:.3} (offloading cores)");
+    }
 }
 
 /// The balancer called `name`, with its `[run.*]` parameters.

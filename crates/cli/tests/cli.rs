@@ -562,3 +562,77 @@ fn sim_compare_plots_and_validate() {
     assert!(!e.status.success(), "an impossible tolerance fails");
     assert!(String::from_utf8_lossy(&e.stderr).contains("off by up to"));
 }
+
+#[test]
+fn pcapng_in_and_out() {
+    // a capture as Wireshark's tools write it
+    let pcap = tmp("ng-in.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        pcap.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "6000",
+    ]));
+    let ng = tmp("ng-in.pcapng");
+    let st = std::process::Command::new("editcap")
+        .args(["-F", "pcapng", pcap.to_str().unwrap(), ng.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (json, out) = (tmp("ng-run.json"), tmp("ng-out.pcapng"));
+    ok(&flowshift(&[
+        "run",
+        "--input",
+        ng.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["packets_in"], 6000);
+    assert_eq!(&std::fs::read(&out).unwrap()[..4], &trace::pcapng::MAGIC);
+    let t = trace::tshark::validate(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.packets, r["packets_out"].as_u64().unwrap());
+    assert_eq!(t.bad_checksums, 0, "{:?}", t.samples);
+    // stats read it too
+    assert!(ok(&flowshift(&["trace", "stats", ng.to_str().unwrap()])).contains("6000"));
+}
+
+#[test]
+fn absurd_sizes_are_refused_naming_the_field() {
+    for (toml, want) in [
+        (
+            "[run]\nring_size = 4611686018427387904\n",
+            "ring_size = 4611686018427387904",
+        ),
+        ("[run]\nburst = 1000000000\n", "burst = 1000000000"),
+        ("[table]\ncapacity = 536870912\n", "table.capacity"),
+        (
+            "[[nf]]\nkind = \"monitor\"\ncms_width = 4000000000\n",
+            "nf[0].cms_width",
+        ),
+    ] {
+        let cfg = tmp("absurd.toml");
+        let nf = if toml.contains("[[nf]]") {
+            ""
+        } else {
+            "[[nf]]\nkind = \"seqcheck\"\n"
+        };
+        std::fs::write(&cfg, format!("{toml}{nf}")).unwrap();
+        for cmd in ["run", "sim"] {
+            let o = flowshift(&[cmd, "--config", cfg.to_str().unwrap()]);
+            assert!(!o.status.success(), "{cmd} {toml}");
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(e.contains(want), "{cmd} {toml}: {e}");
+        }
+    }
+    let o = flowshift(&["run", "--workers", "65536"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("must be between 1 and 1024"));
+    let o = flowshift(&["sim", "--period", "0ms"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("period"));
+}

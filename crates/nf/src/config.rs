@@ -190,6 +190,11 @@ impl From<TablePolicy> for CapPolicy {
     }
 }
 
+/// Largest flow table of one shard.
+pub const MAX_CAPACITY: usize = 1 << 24;
+/// Largest number of flow entries over all shards (`capacity × shards`).
+pub const MAX_ENTRIES: usize = 1 << 26;
+
 /// Where an NF's table is in the chain, for its errors and its files.
 pub struct Fields<'a> {
     /// The table's index in `[[nf]]`.
@@ -354,8 +359,24 @@ impl ChainConfig {
             })?),
         };
         let policy = CapPolicy::from(self.table.policy);
-        if self.table.capacity == 0 || self.table.capacity >= (1 << 30) {
-            return Err(field("table.capacity", "must be in 1..2^30"));
+        if !(1..=MAX_CAPACITY).contains(&self.table.capacity) {
+            return Err(field(
+                "table.capacity",
+                format!(
+                    "{}: must be in 1..={MAX_CAPACITY} flows per shard",
+                    self.table.capacity
+                ),
+            ));
+        }
+        if self.table.capacity.saturating_mul(s.shards) > MAX_ENTRIES {
+            return Err(field(
+                "table.capacity",
+                format!(
+                    "{} flows × {} shards: at most {MAX_ENTRIES} flow entries in all \
+                     (≈ 80 bytes each, allocated at start)",
+                    self.table.capacity, s.shards
+                ),
+            ));
         }
         if self.table.fast_entries > self.table.capacity.min(1 << 20) {
             return Err(field(

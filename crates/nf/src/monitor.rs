@@ -94,8 +94,17 @@ impl crate::registry::BuildNf for MonitorSection {
         if !(4..=18).contains(&self.cfg.hll_bits) {
             return Err(f.err("hll_bits", "must be in 4..=18"));
         }
-        if self.cfg.cms_width == 0 || self.cfg.cms_depth == 0 {
-            return Err(f.err("cms_width", "count-min width and depth must be > 0"));
+        if !(1..=1 << 24).contains(&self.cfg.cms_width) {
+            return Err(f.err("cms_width", "must be in 1..=16777216"));
+        }
+        if !(1..=16).contains(&self.cfg.cms_depth) {
+            return Err(f.err("cms_depth", "must be in 1..=16"));
+        }
+        if self.cfg.cms_width * self.cfg.cms_depth > 1 << 24 {
+            return Err(f.err(
+                "cms_width",
+                "width × depth must be at most 16777216 counters",
+            ));
         }
         let name = self.name.clone().unwrap_or_else(|| "monitor".into());
         Ok(Box::new(Monitor::new(name, self.cfg.clone())))

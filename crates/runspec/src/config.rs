@@ -174,15 +174,17 @@ impl ConfigError {
 }
 
 /// Largest ring (descriptors per queue) a run accepts.
-pub const MAX_RING: usize = 1 << 24;
+pub const MAX_RING: usize = 1 << 20;
 /// Largest burst a run accepts.
-pub const MAX_BURST: usize = 1 << 16;
+pub const MAX_BURST: usize = 1 << 12;
+/// Most working cores, and most offloading cores, a run accepts.
+pub const MAX_CORES: usize = 1024;
 
 impl RunConfig {
     /// Checks every parameter both drivers depend on (the runtime adds the
     /// checks that need the chain, the simulator those of its model).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let cores = usize::from(u16::MAX);
+        let cores = MAX_CORES;
         if self.workers == 0 || self.workers > cores {
             return Err(ConfigError::new(
                 "workers",
@@ -218,11 +220,11 @@ impl RunConfig {
                 format!("must be between 1 and {MAX_BURST}"),
             ));
         }
-        if self.period.is_zero() {
+        if self.period < std::time::Duration::from_micros(10) {
             return Err(ConfigError::new(
                 "period",
                 format!("{:?}", self.period),
-                "must be longer than 0",
+                "must be at least 10µs",
             ));
         }
         Ok(())

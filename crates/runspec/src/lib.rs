@@ -21,7 +21,7 @@
 //! assert_eq!(top.ratio, balance::migrate::RATIO_ONE / 2);
 //!
 //! let bad = RunConfig { workers: 0, ..RunConfig::default() };
-//! assert_eq!(bad.validate().unwrap_err().to_string(), "workers = 0: must be between 1 and 65535");
+//! assert_eq!(bad.validate().unwrap_err().to_string(), "workers = 0: must be between 1 and 1024");
 //! ```
 
 mod config;
@@ -31,6 +31,7 @@ mod topology;
 
 pub use config::{
     BalancerKind, ConfigError, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove,
+    MAX_BURST, MAX_CORES, MAX_RING,
 };
 pub use report::{cdf, period_imbalance_median, Drops, Latency, LoadSample, PerCore, RunReport};
 pub use tally::{latency_histogram, Tally};

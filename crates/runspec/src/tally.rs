@@ -123,11 +123,6 @@ impl Tally {
         } else {
             0.0
         };
-        let loads: Vec<f64> = self.per_core.iter().map(|p| p.load).collect();
-        let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
-        let (lmax, lmin) = loads
-            .iter()
-            .fold((f64::MIN, f64::MAX), |a, l| (a.0.max(*l), a.1.min(*l)));
         let c = &self.control;
         let load_over_time: Vec<LoadSample> = self
             .load_over_time
@@ -200,17 +195,52 @@ impl Tally {
                 .chain(self.balancer.iter().copied()),
             ),
             per_core: self.per_core.clone(),
-            imbalance: BTreeMap::from([
-                ("max_over_min", if lmin > 0.0 { lmax / lmin } else { 0.0 }),
-                (
-                    "squared",
-                    loads.iter().map(|l| (l - mean) * (l - mean)).sum(),
-                ),
-                ("period_median", period_median),
-            ]),
+            imbalance: self.imbalance(period_median),
             load_over_time,
         }
     }
+}
+
+impl Tally {
+    /// Load imbalance over the working cores, as the papers report it (the
+    /// offloading cores do other work: theirs is reported apart, when there are
+    /// two or more).
+    fn imbalance(&self, period_median: f64) -> BTreeMap<&'static str, f64> {
+        let of = |role: &str| -> Vec<f64> {
+            self.per_core
+                .iter()
+                .filter(|p| p.role == role)
+                .map(|p| p.load)
+                .collect()
+        };
+        let (max_over_min, squared) = spread(&of("working"));
+        let mut m = BTreeMap::from([
+            ("max_over_min", max_over_min),
+            ("squared", squared),
+            ("period_median", period_median),
+        ]);
+        let off = of("offloading");
+        if off.len() >= 2 {
+            let (a, b) = spread(&off);
+            m.insert("offloading_max_over_min", a);
+            m.insert("offloading_squared", b);
+        }
+        m
+    }
+}
+
+/// max / min (0 when a load is 0) and the sum of squared deviations from the
+/// mean.
+fn spread(loads: &[f64]) -> (f64, f64) {
+    if loads.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+    let (max, min) = loads
+        .iter()
+        .fold((f64::MIN, f64::MAX), |a, l| (a.0.max(*l), a.1.min(*l)));
+    let ratio = if min > 0.0 { max / min } else { 0.0 };
+    (ratio, loads.iter().map(|l| (l - mean) * (l - mean)).sum())
 }
 
 /// The `q` quantile of `v` (ns), in µs; 0 when empty.
@@ -255,6 +285,26 @@ mod tests {
         assert_eq!(r.packets_in, r.packets_out + r.dropped());
         assert_eq!(r.malformed["truncated"], 1);
         assert_eq!(r.imbalance["max_over_min"], 2.0);
+        // an idle offloading core does not count in the working cores' imbalance
+        t.per_core.push(PerCore {
+            core: 2,
+            role: "offloading",
+            load: 0.01,
+            packets: 0,
+            priority_packets: 0,
+        });
+        let r = t.report(&cfg);
+        assert_eq!(r.imbalance["max_over_min"], 2.0);
+        assert!(!r.imbalance.contains_key("offloading_max_over_min"));
+        t.per_core.push(PerCore {
+            core: 3,
+            role: "offloading",
+            load: 0.04,
+            packets: 0,
+            priority_packets: 0,
+        });
+        let r = t.report(&cfg);
+        assert_eq!(r.imbalance["offloading_max_over_min"], 4.0);
         assert_eq!(r.controller["move_us_p50"], 2.0);
         assert_eq!(r.latency_ns["all"].p50, 500);
         assert_eq!(r.throughput["mpps"], 6e-6);

@@ -172,7 +172,7 @@ fn timed_replay_accounts_for_every_packet() {
     assert_eq!(o.report.packets_out + o.report.drops["ring_full"], 20_000);
 }
 
-/// The stress run of the issue: ≥ 10⁴ random shard moves and ≥ 10⁴ offload
+/// The stress run: ≥ 10⁴ random shard moves and ≥ 10⁴ offload
 /// changes (ratios and offloading cores) at a 1 ms period, 3 working cores and 1
 /// offloading core on whatever cores there are, a skewed trace looped for 14 s at
 /// full speed (the feeder waits on full rings, so nothing is dropped).

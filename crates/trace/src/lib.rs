@@ -21,6 +21,7 @@
 mod fenwick;
 pub mod gen;
 pub mod pcap;
+pub mod pcapng;
 pub mod replay;
 pub mod spec;
 pub mod stats;
@@ -28,7 +29,7 @@ pub mod tshark;
 mod zipf;
 
 pub use gen::{GenPacket, GenSummary, Generator};
-pub use pcap::{read_pcap, write_pcap, PcapReadError, Trace};
+pub use pcap::{parse_capture, read_pcap, write_capture, write_pcap, PcapReadError, Trace};
 pub use replay::{Pace, Schedule};
 pub use spec::{Arrival, Rate, SizeDist, SpecError, TraceSpec};
 pub use stats::TraceStats;

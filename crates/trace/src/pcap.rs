@@ -1,5 +1,6 @@
-//! pcap files: write generated packets (nanosecond timestamps) and preload a file
-//! into memory for replay, with errors that name the byte offset of the problem.
+//! Capture files: write packets (nanosecond timestamps; pcap, or pcapng when the
+//! name ends in `.pcapng`) and preload a pcap or pcapng file into memory for
+//! replay, with errors that name the byte offset of the problem.
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -92,6 +93,11 @@ impl Trace {
         self.data.extend_from_slice(frame);
     }
 
+    /// Makes room for `bytes` more bytes of frames.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.data.reserve(bytes);
+    }
+
     /// Collects generated packets.
     pub fn from_generated(packets: impl IntoIterator<Item = crate::GenPacket>) -> Trace {
         let mut t = Trace::new();
@@ -160,9 +166,37 @@ pub struct Counted<W> {
 }
 
 impl<W: Write> Counted<W> {
+    pub(crate) fn new(inner: W, count: u64) -> Counted<W> {
+        Counted { inner, count }
+    }
+
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
+
+    /// The writer.
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+/// Writes packets to `path`: pcapng when its name ends in `.pcapng`, pcap
+/// otherwise (both with nanosecond timestamps); returns the count.
+pub fn write_capture<B: AsRef<[u8]>>(
+    path: &Path,
+    packets: impl IntoIterator<Item = (u64, B)>,
+) -> Result<u64, std::io::Error> {
+    let ng = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"));
+    if !ng {
+        return write_pcap(path, packets);
+    }
+    let file = fs::File::create(path)?;
+    let out = BufWriter::with_capacity(1 << 20, file);
+    let mut w = crate::pcapng::write_pcapng_to(out, packets)?;
+    w.flush()?;
+    Ok(w.count)
 }
 
 fn io(e: PcapError) -> std::io::Error {
@@ -201,13 +235,24 @@ pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
     })
 }
 
-/// Reads a whole pcap file into memory.
+/// Reads a whole capture file — pcap or pcapng, told apart by their first
+/// bytes — into memory.
 pub fn read_pcap(path: &Path) -> Result<Trace, PcapReadError> {
     let bytes = fs::read(path).map_err(|source| PcapReadError::Io {
         path: path.into(),
         source,
     })?;
-    parse_pcap(&bytes).map_err(|e| e.at(path))
+    parse_capture(&bytes).map_err(|e| e.at(path))
+}
+
+/// Parses a capture already in memory: pcapng if it starts with a Section
+/// Header Block, pcap otherwise.
+pub fn parse_capture(bytes: &[u8]) -> Result<Trace, ParseError> {
+    if bytes.starts_with(&crate::pcapng::MAGIC) {
+        crate::pcapng::parse_pcapng(bytes)
+    } else {
+        parse_pcap(bytes)
+    }
 }
 
 /// A read error before the path is attached.
@@ -251,7 +296,12 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
                 total,
             ))
         }
-        Err(e) => return Err(ParseError::Corrupt(0, format!("file header: {e}"))),
+        Err(e) => {
+            return Err(ParseError::Corrupt(
+                0,
+                format!("file header: {e} (neither a pcap nor a pcapng file)"),
+            ))
+        }
     };
     let header = parser.header();
     if header.datalink != DataLink::ETHERNET {
@@ -281,31 +331,31 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
                 format!("record claims {incl} captured bytes, more than the limit {limit}"),
             ));
         }
-        match parser.next_packet(rest) {
-            Ok((r, p)) => {
-                if p.orig_len < p.data.len() as u32 {
-                    return Err(ParseError::Corrupt(
-                        offset,
-                        format!(
-                            "record length {} is below its captured length {}",
-                            p.orig_len,
-                            p.data.len()
-                        ),
-                    ));
-                }
-                trace.push(p.timestamp.as_nanos() as u64, &p.data, p.orig_len);
-                rest = r;
-            }
-            Err(PcapError::IncompleteBuffer) => {
-                return Err(ParseError::Truncated(
-                    offset,
-                    "a record",
-                    (RECORD_HEADER_LEN as u64) + u64::from(incl),
-                    rest.len() as u64,
-                ))
-            }
-            Err(e) => return Err(ParseError::Corrupt(offset, format!("record: {e}"))),
+        if rest.len() < RECORD_HEADER_LEN + incl as usize {
+            return Err(ParseError::Truncated(
+                offset,
+                "a record",
+                (RECORD_HEADER_LEN as u64) + u64::from(incl),
+                rest.len() as u64,
+            ));
         }
+        // the record header by hand: a capture cut by a snap length has
+        // orig_len > incl_len, which is legal (the frame is truncated)
+        let sec = u64::from(read_u32(&rest[0..4], header.endianness));
+        let frac = u64::from(read_u32(&rest[4..8], header.endianness));
+        let orig = read_u32(&rest[12..16], header.endianness);
+        let frac_ns = match header.ts_resolution {
+            TsResolution::MicroSecond => frac.saturating_mul(1_000),
+            TsResolution::NanoSecond => frac,
+        };
+        let data = &rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + incl as usize];
+        // an original length below the captured one is read as the captured one
+        trace.push(
+            sec.saturating_mul(1_000_000_000).saturating_add(frac_ns),
+            data,
+            orig.max(incl),
+        );
+        rest = &rest[RECORD_HEADER_LEN + incl as usize..];
     }
     Ok(trace)
 }

@@ -118,14 +118,31 @@ fn err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>
     }
 }
 
+/// Most flows a spec may ask for.
+pub const MAX_FLOWS: u32 = 1 << 26;
+/// Most packets a spec may ask for (a generated trace is written as it is made,
+/// but replay preloads it).
+pub const MAX_PACKETS: u64 = 1 << 34;
+
 /// Packets a TCP connection needs at least: 3 for the handshake, 3 for the teardown.
 pub const TCP_MIN_PACKETS: u64 = 6;
 
 impl TraceSpec {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.flows == 0 {
-            return Err(err("flows", self.flows, "must be at least 1"));
+        if self.flows == 0 || self.flows > MAX_FLOWS {
+            return Err(err(
+                "flows",
+                self.flows,
+                format!("must be in 1..={MAX_FLOWS}"),
+            ));
+        }
+        if self.packets > MAX_PACKETS {
+            return Err(err(
+                "packets",
+                self.packets,
+                format!("must be at most {MAX_PACKETS}"),
+            ));
         }
         if !(0.0..=2.0).contains(&self.alpha) {
             return Err(err(

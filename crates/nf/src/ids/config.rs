@@ -47,8 +47,8 @@ impl BuildNf for IdsSection {
     fn build(&self, f: &Fields<'_>) -> Result<Box<dyn Nf>, ConfigError> {
         let (text, which) = f.rules(&self.rules, &self.rules_file)?;
         let rules = super::parse(&text).map_err(|e| f.err(which, e))?;
-        if self.ring == 0 || self.ring > 1 << 24 {
-            return Err(f.err("ring", "must be in 1..=16777216"));
+        if self.ring == 0 || self.ring > 1 << 20 {
+            return Err(f.err("ring", "must be in 1..=1048576"));
         }
         let alerts = self.alerts.as_ref().map(|p| f.base.join(p));
         let name = self.name.clone().unwrap_or_else(|| "ids".into());

@@ -13,6 +13,9 @@ use super::Lb;
 use crate::component::Placement;
 use crate::nat::NatTimeouts;
 
+/// Largest Maglev table (a prime; 2^24 − 3).
+pub const MAX_TABLE_SIZE: usize = 16_777_213;
+
 /// `[[nf]] kind = "lb"`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -134,6 +137,12 @@ impl LbSection {
             .max()
             .unwrap_or(1);
         let m = match self.table_size {
+            Some(m) if m > MAX_TABLE_SIZE => {
+                return Err(err(
+                    "table_size",
+                    format!("{m} is above the largest Maglev table, {MAX_TABLE_SIZE}"),
+                ))
+            }
             Some(m) if !is_prime(m) => {
                 return Err(err(
                     "table_size",
