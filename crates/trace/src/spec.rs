@@ -119,7 +119,7 @@ fn err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>
 }
 
 /// Most flows a spec may ask for.
-pub const MAX_FLOWS: u32 = 1 << 26;
+pub const MAX_FLOWS: u32 = 1 << 24;
 /// Most packets a spec may ask for (a generated trace is written as it is made,
 /// but replay preloads it).
 pub const MAX_PACKETS: u64 = 1 << 34;
