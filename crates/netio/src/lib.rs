@@ -1,0 +1,16 @@
+//! Linux interfaces for flowshift: the sockets a run receives and sends frames
+//! through, and the network namespaces its tests build a test bed from. All the
+//! system calls of the project live here, so that the runtime stays a driver and
+//! everything else stays pure.
+//!
+//! - [`PacketSocket`]: an `AF_PACKET` raw socket bound to one interface —
+//!   non-blocking bursts in, frames out, its own transmissions ignored.
+//! - [`netns`]: create, enter and delete network namespaces.
+//! - [`testbed::Bed`]: client namespace — veth — flowshift namespace — veth —
+//!   server namespace, for integration tests and `scripts/netns.sh`.
+
+pub mod netns;
+mod socket;
+pub mod testbed;
+
+pub use socket::{PacketSocket, SocketError};

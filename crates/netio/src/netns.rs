@@ -1,0 +1,65 @@
+//! Network namespaces: created and deleted with `ip netns` (iproute2), entered by
+//! one thread with `setns(2)`.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+
+/// Runs `ip ARGS…`; the error carries its stderr.
+pub fn ip(args: &[&str]) -> io::Result<()> {
+    run("ip", args)
+}
+
+/// Runs a command; the error carries its stderr.
+pub fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
+    let out = Command::new(cmd).args(args).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Runs `CMD ARGS…` inside namespace `ns`.
+pub fn exec(ns: &str, cmd: &str, args: &[&str]) -> io::Result<()> {
+    let mut a = vec!["netns", "exec", ns, cmd];
+    a.extend_from_slice(args);
+    ip(&a)
+}
+
+/// Moves the calling thread into namespace `ns` (created by `ip netns add`).
+/// Sockets it opens from then on live there.
+pub fn enter(ns: &str) -> io::Result<()> {
+    let f = File::open(format!("/run/netns/{ns}"))?;
+    // SAFETY: `f` is an open namespace file for the call; setns affects only this thread.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The MAC address of `iface` in namespace `ns`.
+pub fn mac(ns: &str, iface: &str) -> io::Result<String> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            &format!("/sys/class/net/{iface}/address"),
+        ])
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "no MAC for {iface} in {ns}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

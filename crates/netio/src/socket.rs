@@ -1,0 +1,165 @@
+//! `AF_PACKET` raw sockets: every frame an interface receives, whole (Ethernet
+//! header included), and frames sent out of it as they are.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Why a socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// No such interface.
+    #[error("interface `{0}`: no such interface (see `ip link`)")]
+    NoInterface(String),
+    /// The system call failed.
+    #[error("interface `{iface}`: {what}: {source}")]
+    Sys {
+        /// The interface.
+        iface: String,
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// `PACKET_IGNORE_OUTGOING` (Linux ≥ 4.20): do not deliver this socket the
+/// frames sent out of its interface.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// Largest frame received (jumbo frames included).
+pub const MAX_FRAME: usize = 9216 + 18;
+
+/// An `AF_PACKET` socket bound to one interface.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    iface: String,
+    ifindex: i32,
+}
+
+impl PacketSocket {
+    /// Opens a non-blocking socket receiving every frame of `iface` (its own
+    /// transmissions excluded) and sending out of it.
+    pub fn open(iface: &str) -> Result<PacketSocket, SocketError> {
+        let sys = |what, source| SocketError::Sys {
+            iface: iface.to_string(),
+            what,
+            source,
+        };
+        let name = CString::new(iface).map_err(|_| SocketError::NoInterface(iface.into()))?;
+        // SAFETY: `name` is a valid NUL-terminated string for the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+        if ifindex == 0 {
+            return Err(SocketError::NoInterface(iface.into()));
+        }
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain system call; the result is checked.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        };
+        if raw < 0 {
+            return Err(sys(
+                "socket(AF_PACKET) (needs CAP_NET_RAW)",
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `raw` is a descriptor just returned by socket(2), owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a valid sockaddr_ll and the length says so.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(sys("bind", io::Error::last_os_error()));
+        }
+        let one: libc::c_int = 1;
+        // SAFETY: the option value is a c_int that lives for the call.
+        let r = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_IGNORE_OUTGOING,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(sys(
+                "PACKET_IGNORE_OUTGOING (Linux 4.20 or later)",
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(PacketSocket {
+            fd,
+            iface: iface.into(),
+            ifindex,
+        })
+    }
+
+    /// The interface's name.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// Receives one frame into `buf` (resized to it); `Ok(false)` when none is
+    /// waiting.
+    pub fn recv(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
+        buf.resize(MAX_FRAME, 0);
+        // SAFETY: `buf` has MAX_FRAME writable bytes; the kernel writes at most that many.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                MAX_FRAME,
+                libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            buf.clear();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            };
+        }
+        // MSG_TRUNC returns the frame's real length: a longer one was cut
+        buf.truncate((n as usize).min(MAX_FRAME));
+        Ok(true)
+    }
+
+    /// Sends one frame out of the interface, as it is.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        loop {
+            // SAFETY: `frame` is a valid readable slice for the call.
+            let n =
+                unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            if n >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                // the interface's queue is full: wait for room, as a NIC's TX would
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => std::thread::yield_now(),
+                _ => return Err(e),
+            }
+        }
+    }
+}

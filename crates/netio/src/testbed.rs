@@ -1,0 +1,166 @@
+//! A test bed on this machine: three network namespaces in a line,
+//!
+//! ```text
+//!  {p}-c            {p}-f (flowshift)            {p}-s
+//!  {p}c0 ─── veth ─── {p}a      {p}b ─── veth ─── {p}s0
+//!  10.0.0.2/24                                 198.51.100.2/24
+//! ```
+//!
+//! flowshift runs in `{p}-f` on `{p}a,{p}b` as a bump in the wire: it forwards
+//! frames between the two with their MAC addresses as they are. The endpoints
+//! know each other's MAC addresses statically (no ARP crosses flowshift): the
+//! client reaches 198.51.100.0/24 directly, the server reaches the NAT pool
+//! 203.0.113.0/24 and 10.0.0.0/8 through a gateway address whose MAC is the
+//! client's. Offloads are off on every veth end, so frames carry full checksums
+//! and no segment is larger than the MTU. Dropping the bed deletes the
+//! namespaces (and with them the veth pairs).
+
+use std::io;
+
+use crate::netns::{exec, ip, mac};
+
+/// The client's address.
+pub const CLIENT: &str = "10.0.0.2";
+/// The server's address.
+pub const SERVER: &str = "198.51.100.2";
+
+/// The three namespaces; deleted on drop.
+#[derive(Debug)]
+pub struct Bed {
+    /// The prefix of every name.
+    pub prefix: String,
+}
+
+impl Bed {
+    /// Builds the bed with names starting with `prefix` (at most 8 characters,
+    /// so interface names fit Linux's 15).
+    pub fn up(prefix: &str) -> io::Result<Bed> {
+        assert!(prefix.len() <= 8, "prefix too long for interface names");
+        let bed = Bed {
+            prefix: prefix.to_string(),
+        };
+        // a bed left by an earlier run that died goes first
+        bed.remove();
+        bed.build()?;
+        Ok(bed)
+    }
+
+    /// Client namespace.
+    pub fn client(&self) -> String {
+        format!("{}-c", self.prefix)
+    }
+
+    /// flowshift's namespace.
+    pub fn middle(&self) -> String {
+        format!("{}-f", self.prefix)
+    }
+
+    /// Server namespace.
+    pub fn server(&self) -> String {
+        format!("{}-s", self.prefix)
+    }
+
+    /// flowshift's interfaces: towards the client, towards the server.
+    pub fn ifaces(&self) -> (String, String) {
+        (format!("{}a", self.prefix), format!("{}b", self.prefix))
+    }
+
+    fn build(&self) -> io::Result<()> {
+        let (c, f, s) = (self.client(), self.middle(), self.server());
+        let p = &self.prefix;
+        let (c0, s0) = (format!("{p}c0"), format!("{p}s0"));
+        let (a, b) = self.ifaces();
+        for ns in [&c, &f, &s] {
+            ip(&["netns", "add", ns])?;
+            exec(ns, "ip", &["link", "set", "lo", "up"])?;
+        }
+        ip(&[
+            "link", "add", &c0, "netns", &c, "type", "veth", "peer", "name", &a, "netns", &f,
+        ])?;
+        ip(&[
+            "link", "add", &s0, "netns", &s, "type", "veth", "peer", "name", &b, "netns", &f,
+        ])?;
+        for (ns, dev) in [(&c, &c0), (&f, &a), (&f, &b), (&s, &s0)] {
+            exec(ns, "ip", &["link", "set", dev, "up"])?;
+            // full checksums, MTU-sized segments
+            exec(
+                ns,
+                "ethtool",
+                &[
+                    "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )?;
+        }
+        let (cmac, smac) = (mac(&c, &c0)?, mac(&s, &s0)?);
+        exec(
+            &c,
+            "ip",
+            &["addr", "add", &format!("{CLIENT}/24"), "dev", &c0],
+        )?;
+        exec(&c, "ip", &["route", "add", "198.51.100.0/24", "dev", &c0])?;
+        exec(
+            &c,
+            "ip",
+            &[
+                "neigh",
+                "replace",
+                SERVER,
+                "lladdr",
+                &smac,
+                "dev",
+                &c0,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        exec(
+            &s,
+            "ip",
+            &["addr", "add", &format!("{SERVER}/24"), "dev", &s0],
+        )?;
+        exec(
+            &s,
+            "ip",
+            &[
+                "neigh",
+                "replace",
+                "198.51.100.1",
+                "lladdr",
+                &cmac,
+                "dev",
+                &s0,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        for net in ["203.0.113.0/24", "10.0.0.0/8"] {
+            exec(
+                &s,
+                "ip",
+                &[
+                    "route",
+                    "add",
+                    net,
+                    "via",
+                    "198.51.100.1",
+                    "dev",
+                    &s0,
+                    "onlink",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn remove(&self) {
+        for ns in [self.client(), self.middle(), self.server()] {
+            let _ = ip(&["netns", "del", &ns]);
+        }
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
