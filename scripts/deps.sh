@@ -5,7 +5,8 @@
 #   cmake, g++        build the HiGHS MILP solver from source (the `highs` crate)
 #   libclang-dev      bindgen, for HiGHS's C bindings
 #   fonts-dejavu-core the font `flowshift compare` draws its plots' text with
-#   iproute2, ethtool the network-namespace test bed of the interface tests
+#   iproute2, ethtool, iputils-ping the network-namespace test bed of the
+#                     interface tests
 set -euo pipefail
 
 need=()
@@ -16,6 +17,7 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang-dev)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -91,7 +91,11 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         mut cfg,
         trace,
         sec,
+        ifaces,
     } = setup(&a.run)?;
+    if ifaces.is_some() {
+        anyhow::bail!("`compare` replays a trace: --iface is for `flowshift run`");
+    }
     cfg.progress = None;
     let model = if a.sim { Some(a.model.load()?) } else { None };
     let cores = match &a.cores {

@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// Write the report as JSON (schema 1, docs/DESIGN.md).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run on interfaces instead of a trace: `IN,OUT` (a packet that arrived on
+    /// one leaves by the other) or one interface (it leaves where it came in).
+    /// Runs until Ctrl-C / SIGTERM or `--duration`. Needs CAP_NET_RAW.
+    #[arg(long, conflicts_with = "input")]
+    pub iface: Option<String>,
 }
 
 /// The `[run]` table.
@@ -85,6 +90,8 @@ pub(crate) struct RunSection {
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
+    /// Interfaces, as `--iface`.
+    iface: Option<String>,
     /// RSS++ parameters (`[run.rsspp]`).
     rsspp: Option<balance::balancers::RssppConfig>,
     /// Dyssect parameters (`[run.dyssect]`).
@@ -133,6 +140,8 @@ pub(crate) struct Setup {
     pub cfg: RunConfig,
     pub trace: Trace,
     pub sec: RunSection,
+    /// Interfaces to run on instead of the trace.
+    pub ifaces: Option<Vec<String>>,
 }
 
 pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
@@ -222,9 +231,15 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
             },
         )));
     }
-    let trace = match &a.input {
-        Some(p) => trace::read_pcap(p)?,
-        None => {
+    let ifaces: Option<Vec<String>> = a
+        .iface
+        .as_deref()
+        .or(sec.iface.as_deref())
+        .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    let trace = match (&a.input, &ifaces) {
+        (_, Some(_)) => Trace::new(),
+        (Some(p), None) => trace::read_pcap(p)?,
+        (None, None) => {
             eprintln!(
                 "flowshift: no --input: generating the default trace (flowshift gen's defaults)"
             );
@@ -238,22 +253,57 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         cfg,
         trace,
         sec,
+        ifaces,
     })
+}
+
+/// Ctrl-C / SIGTERM end the run (it drains and reports); a second one exits at
+/// once.
+fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = runtime::Stop::default();
+    for sig in [SIGINT, SIGTERM] {
+        // registered first: runs first, while the flag still tells the first
+        // signal from the second
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.0.clone())?;
+        signal_hook::flag::register(sig, stop.0.clone())?;
+    }
+    Ok(stop)
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let Setup {
-        chain, cfg, trace, ..
+        chain,
+        mut cfg,
+        trace,
+        ifaces,
+        ..
     } = setup(&a)?;
+    // output paths are checked before the run, not after it
+    for p in a.json.iter().chain(&a.output) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .with_context(|| format!("{} cannot be written", p.display()))?;
+    }
+    cfg.stop = Some(stop_on_signals()?);
+    let what = match &ifaces {
+        Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
+        None => format!("{} packets", trace.len()),
+    };
     eprintln!(
-        "flowshift: {} packets, {} working + {} offloading cores, balancer {}, chain:\n{}",
-        trace.len(),
+        "flowshift: {what}, {} working + {} offloading cores, balancer {}, chain:\n{}",
         cfg.workers,
         cfg.offloaders,
         cfg.balancer.name(),
         chain.describe()
     );
-    let out = runtime::run(&chain, &trace, &cfg)?;
+    let input = match &ifaces {
+        Some(i) => runtime::Input::Ifaces(i),
+        None => runtime::Input::Trace(&trace),
+    };
+    let out = runtime::run_on(&chain, input, &cfg)?;
     if cfg.progress.is_some() {
         eprintln!();
     }

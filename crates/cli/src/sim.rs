@@ -98,8 +98,12 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         chain,
         mut cfg,
         trace,
+        ifaces,
         ..
     } = setup(&a.run)?;
+    if ifaces.is_some() {
+        anyhow::bail!("`sim` simulates a trace: --iface is for `flowshift run`");
+    }
     cfg.progress = None;
     let model = a.model.load()?;
     eprintln!(

@@ -67,8 +67,12 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<()> {
         chain,
         mut cfg,
         trace,
+        ifaces,
         ..
     } = setup(&a.run)?;
+    if ifaces.is_some() {
+        anyhow::bail!("`validate` replays a trace: --iface is for `flowshift run`");
+    }
     cfg.progress = None;
     // the runtime here time-shares this machine's CPUs: so does the model
     let mut model = a.model.load()?;

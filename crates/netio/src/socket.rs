@@ -41,6 +41,15 @@ impl PacketSocket {
     /// Opens a non-blocking socket receiving every frame of `iface` (its own
     /// transmissions excluded) and sending out of it.
     pub fn open(iface: &str) -> Result<PacketSocket, SocketError> {
+        PacketSocket::open_proto(iface, libc::ETH_P_ALL as u16)
+    }
+
+    /// Opens a socket that only sends out of `iface` (it receives nothing).
+    pub fn open_tx(iface: &str) -> Result<PacketSocket, SocketError> {
+        PacketSocket::open_proto(iface, 0)
+    }
+
+    fn open_proto(iface: &str, proto: u16) -> Result<PacketSocket, SocketError> {
         let sys = |what, source| SocketError::Sys {
             iface: iface.to_string(),
             what,
@@ -52,7 +61,7 @@ impl PacketSocket {
         if ifindex == 0 {
             return Err(SocketError::NoInterface(iface.into()));
         }
-        let proto = (libc::ETH_P_ALL as u16).to_be();
+        let proto = proto.to_be();
         // SAFETY: plain system call; the result is checked.
         let raw = unsafe {
             libc::socket(
@@ -102,11 +111,52 @@ impl PacketSocket {
                 io::Error::last_os_error(),
             ));
         }
+        if proto != 0 {
+            // room for bursts while the NIC-model thread is descheduled
+            let size: libc::c_int = 8 << 20;
+            for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+                // SAFETY: the option value is a c_int that lives for the call.
+                let r = unsafe {
+                    libc::setsockopt(
+                        fd.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        opt,
+                        (&size as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if r == 0 {
+                    break;
+                }
+            }
+        }
         Ok(PacketSocket {
             fd,
             iface: iface.into(),
             ifindex,
         })
+    }
+
+    /// Frames the kernel dropped for this socket since the last call (its
+    /// receive buffer was full): they never reached flowshift, but they count.
+    pub fn take_drops(&self) -> io::Result<u64> {
+        // SAFETY: tpacket_stats is plain old data; all-zero is a valid value.
+        let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are valid for writes of the sizes given.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(u64::from(st.tp_drops))
     }
 
     /// The interface's name.

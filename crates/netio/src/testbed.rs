@@ -152,6 +152,19 @@ impl Bed {
         Ok(())
     }
 
+    /// Leaves the bed up after this value is gone (`scripts/netns.sh up`).
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+
+    /// Deletes the bed with names starting with `prefix`.
+    pub fn down(prefix: &str) {
+        Bed {
+            prefix: prefix.to_string(),
+        }
+        .remove();
+    }
+
     fn remove(&self) {
         for ns in [self.client(), self.middle(), self.server()] {
             let _ = ip(&["netns", "del", &ns]);

@@ -20,6 +20,9 @@ pub struct Packet {
     pub entry: Option<EntryId>,
     /// Direction relative to the flow entry.
     pub dir: Dir,
+    /// The port (interface) it arrived on: 0 for a replayed trace; with
+    /// interfaces, the index of the interface in `--iface`.
+    pub port: u8,
 }
 
 impl Packet {
@@ -40,6 +43,7 @@ impl Packet {
                     ts_ns,
                     entry: None,
                     dir: Dir::Original,
+                    port: 0,
                 })
             }
             Err(m) => Err((data, m)),

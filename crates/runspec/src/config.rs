@@ -149,6 +149,21 @@ pub struct RunConfig {
     pub progress: Option<Progress>,
     /// DSCP of the priority class (latency is reported per class).
     pub priority_dscp: u8,
+    /// Set (e.g. by SIGINT/SIGTERM) to end the run early: the NIC model stops,
+    /// the cores drain, the report is complete.
+    pub stop: Option<Stop>,
+}
+
+/// A flag that ends a run when set.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Stop {
+    /// True once set. `Relaxed`: a flag polled between bursts; nothing else is
+    /// published through it.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// A run parameter out of range: names the field, its value and what is allowed.
@@ -271,6 +286,7 @@ impl Default for RunConfig {
             pin: true,
             progress: None,
             priority_dscp: 46,
+            stop: None,
         }
     }
 }

@@ -31,7 +31,7 @@ mod topology;
 
 pub use config::{
     BalancerKind, ConfigError, MakeBalancer, OffloadSelect, Progress, RunConfig, ScriptedMove,
-    MAX_BURST, MAX_CORES, MAX_RING,
+    Stop, MAX_BURST, MAX_CORES, MAX_RING,
 };
 pub use report::{cdf, period_imbalance_median, Drops, Latency, LoadSample, PerCore, RunReport};
 pub use tally::{latency_histogram, Tally};

@@ -29,6 +29,10 @@ pub struct Tally {
     pub feed_ns: u64,
     /// Dropped on a full queue.
     pub ring_full: u64,
+    /// Forwarded by the chain but refused by the interface sending it.
+    pub tx_failed: u64,
+    /// Frames an interface dropped before the NIC model read them.
+    pub rx_overflow: u64,
     /// Dropped as malformed, by [`Malformed`] cause (indexed by `as usize`).
     pub malformed: Vec<u64>,
     /// Packets forwarded by the chain.
@@ -74,6 +78,8 @@ impl Tally {
             bytes: 0,
             feed_ns: 0,
             ring_full: 0,
+            tx_failed: 0,
+            rx_overflow: 0,
             malformed: vec![0; Malformed::ALL.len()],
             forwarded: 0,
             dropped: vec![0; DropCause::ALL.len()],
@@ -109,6 +115,12 @@ impl Tally {
     pub fn report(&self, cfg: &RunConfig) -> RunReport {
         let mut drops = BTreeMap::new();
         drops.insert("ring_full".to_string(), self.ring_full);
+        if self.tx_failed > 0 {
+            drops.insert("tx_failed".to_string(), self.tx_failed);
+        }
+        if self.rx_overflow > 0 {
+            drops.insert("rx_overflow".to_string(), self.rx_overflow);
+        }
         drops.insert("malformed".to_string(), self.malformed.iter().sum());
         for (i, cause) in DropCause::ALL.iter().enumerate() {
             drops.insert(cause.name().to_string(), self.dropped[i]);
@@ -119,7 +131,8 @@ impl Tally {
         }
         let secs = self.elapsed_ns.max(1) as f64 / 1e9;
         let out_bytes = if self.offered > 0 {
-            self.bytes as f64 * self.forwarded as f64 / self.offered as f64
+            self.bytes as f64 * (self.forwarded - self.tx_failed.min(self.forwarded)) as f64
+                / self.offered as f64
         } else {
             0.0
         };
@@ -140,7 +153,7 @@ impl Tally {
             balancer: cfg.balancer.name(),
             cores: BTreeMap::from([("working", cfg.workers), ("offloading", cfg.offloaders)]),
             packets_in: self.offered,
-            packets_out: self.forwarded,
+            packets_out: self.forwarded - self.tx_failed.min(self.forwarded),
             drops,
             malformed: Malformed::ALL
                 .iter()
@@ -159,7 +172,10 @@ impl Tally {
                     "offered_mpps",
                     self.offered as f64 / (self.feed_ns.max(1) as f64 / 1e9) / 1e6,
                 ),
-                ("mpps", self.forwarded as f64 / secs / 1e6),
+                (
+                    "mpps",
+                    (self.forwarded - self.tx_failed.min(self.forwarded)) as f64 / secs / 1e6,
+                ),
                 ("seconds", secs),
                 ("gbps", out_bytes * 8.0 / secs / 1e9),
             ]),

@@ -1,4 +1,5 @@
-//! The NIC model on its own thread: replay, hash, steer, enqueue.
+//! The NIC model on its own thread: take packets from a replayed trace or from
+//! interfaces, hash, steer through the live indirection table, enqueue.
 
 use std::sync::Arc;
 
@@ -23,6 +24,11 @@ pub(crate) struct FeederStats {
     pub bytes: u64,
     /// First to last offer, ns.
     pub duration_ns: u64,
+    /// Receive errors on an interface.
+    pub rx_errors: u64,
+    /// Frames an interface's socket dropped before flowshift read them (its
+    /// buffer was full).
+    pub rx_overflow: u64,
 }
 
 /// How the feeder plays the trace.
@@ -34,6 +40,8 @@ pub(crate) struct FeedOptions {
     pub duration_ns: Option<u64>,
     /// Sprayer: steer by a non-flow field.
     pub spray: bool,
+    /// Ends the feed early when set.
+    pub stop: Option<runspec::Stop>,
 }
 
 pub(crate) fn feed(
@@ -48,13 +56,16 @@ pub(crate) fn feed(
         burst,
         duration_ns,
         spray,
+        stop,
     } = opts;
     let mut st = FeederStats::default();
     let total = schedule.packets(trace);
     let mut n = 0u64;
     let t0 = shared.now_ns();
     while n < total {
-        if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d) {
+        if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
+            || stop.as_ref().is_some_and(|s| s.is_set())
+        {
             break;
         }
         let v = shared.version();
@@ -84,30 +95,10 @@ pub(crate) fn feed(
                 let info = p.info;
                 wire::seqtag::relap(&mut p.data, &info, lap as u8);
             }
-            let q = if spray {
-                // Sprayer: the bucket from a non-flow field (the L4 checksum, as
-                // Sprayer does; the packet's number otherwise)
-                let b = spray_hash(&p, n) as usize % shared.table.len();
-                usize::from(shared.table.get(b))
-            } else {
-                usize::from(shared.table.queue_of(p.hash))
-            };
-            loop {
-                match queues[q].push(p) {
-                    Ok(()) => break,
-                    Err(rtrb::PushError::Full(back)) => {
-                        if let Pace::Timed { .. } = schedule.pace {
-                            st.ring_full += 1;
-                            break;
-                        }
-                        if shared.aborted() {
-                            shared.finish_feeding();
-                            return st;
-                        }
-                        p = back;
-                        std::thread::yield_now();
-                    }
-                }
+            let wait = !matches!(schedule.pace, Pace::Timed { .. });
+            if !enqueue(p, n, spray, wait, shared, &mut queues, &mut st) {
+                shared.finish_feeding();
+                return st;
             }
         }
         // every packet steered with a table of version ≤ v is in its ring now
@@ -116,6 +107,117 @@ pub(crate) fn feed(
     st.duration_ns = shared.now_ns() - t0;
     shared.finish_feeding();
     st
+}
+
+/// Steers `p` (the `n`-th packet) to its queue. A full queue drops and counts
+/// (`wait` false, as a NIC does) or waits for room; false when the run aborted
+/// while waiting.
+fn enqueue(
+    mut p: Packet,
+    n: u64,
+    spray: bool,
+    wait: bool,
+    shared: &Shared,
+    queues: &mut [Producer<Packet>],
+    st: &mut FeederStats,
+) -> bool {
+    let q = if spray {
+        // Sprayer: the bucket from a non-flow field (the L4 checksum, as
+        // Sprayer does; the packet's number otherwise)
+        let b = spray_hash(&p, n) as usize % shared.table.len();
+        usize::from(shared.table.get(b))
+    } else {
+        usize::from(shared.table.queue_of(p.hash))
+    };
+    loop {
+        match queues[q].push(p) {
+            Ok(()) => return true,
+            Err(rtrb::PushError::Full(back)) => {
+                if !wait {
+                    st.ring_full += 1;
+                    return true;
+                }
+                if shared.aborted() {
+                    return false;
+                }
+                p = back;
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The NIC model over interfaces: every frame received on `ports` (port i =
+/// `ports[i]`), hashed and steered like a replayed one; a full queue drops and
+/// counts, as a NIC does. Runs until `opts.stop` is set or `opts.duration_ns`
+/// has passed.
+pub(crate) fn feed_ports(
+    ports: &[netio::PacketSocket],
+    hasher: &RssHasher,
+    shared: &Arc<Shared>,
+    mut queues: Vec<Producer<Packet>>,
+    opts: FeedOptions,
+) -> FeederStats {
+    let mut st = FeederStats::default();
+    let t0 = shared.now_ns();
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    loop {
+        let now = shared.now_ns();
+        let stop = opts.stop.as_ref().is_some_and(|s| s.is_set());
+        if stop || shared.aborted() || opts.duration_ns.is_some_and(|d| now - t0 >= d) {
+            break;
+        }
+        let v = shared.version();
+        let mut got = 0;
+        for (port, sock) in ports.iter().enumerate() {
+            for _ in 0..opts.burst {
+                match sock.recv(&mut buf) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(_) => {
+                        st.rx_errors += 1;
+                        break;
+                    }
+                }
+                got += 1;
+                n += 1;
+                st.offered += 1;
+                st.bytes += buf.len() as u64 + u64::from(trace::FCS_LEN);
+                match Packet::new(buf.clone(), shared.now_ns(), hasher) {
+                    Ok(mut p) => {
+                        p.port = port as u8;
+                        enqueue(p, n, opts.spray, false, shared, &mut queues, &mut st);
+                    }
+                    Err((_, m)) => st.malformed[m as usize] += 1,
+                }
+            }
+        }
+        // every packet steered with a table of version ≤ v is in its ring now
+        shared.ack_version(v);
+        if got == 0 {
+            count_overflow(ports, &mut st);
+            // nothing waiting: give the CPU back for a moment
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+    count_overflow(ports, &mut st);
+    st.duration_ns = shared.now_ns() - t0;
+    shared.finish_feeding();
+    st
+}
+
+/// Frames the sockets dropped: offered, and dropped as `rx_overflow`.
+fn count_overflow(ports: &[netio::PacketSocket], st: &mut FeederStats) {
+    for p in ports {
+        match p.take_drops() {
+            Ok(n) => {
+                st.rx_overflow += n;
+                st.offered += n;
+            }
+            Err(_) => st.rx_errors += 1,
+        }
+    }
 }
 
 /// A hash of a field that is not part of the flow: the TCP or UDP checksum, or the

@@ -57,8 +57,8 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use run::{run, RunError, RunOutcome};
+pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,
-    MakeBalancer, OffloadSelect, PerCore, Progress, RunConfig, RunReport, ScriptedMove,
+    MakeBalancer, OffloadSelect, PerCore, Progress, RunConfig, RunReport, ScriptedMove, Stop,
 };

@@ -17,11 +17,11 @@ use steer::IndirectionTable;
 use trace::{Schedule, Trace};
 
 use crate::controller::{Controller, ControllerStats};
-use crate::feeder::{feed, FeedOptions, FeederStats};
+use crate::feeder::{feed, feed_ports, FeedOptions, FeederStats};
 use crate::messages::{ToController, ToOffload, ToWorker};
 use crate::offloader::{Offloader, OffloaderResult};
 use crate::shared::{AbortOnPanic, Shared};
-use crate::sink::Sink;
+use crate::sink::{Sink, Tx};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
 use crate::{BalancerKind, RunConfig, RunReport};
@@ -56,9 +56,29 @@ pub struct RunOutcome {
     pub load_over_time: Vec<(u64, Vec<f64>)>,
 }
 
+/// Where a run's packets come from.
+pub enum Input<'a> {
+    /// A trace replayed by the NIC model.
+    Trace(&'a Trace),
+    /// Interfaces (by name): every frame received on interface i is port i;
+    /// a forwarded packet leaves by port i + 1 (mod the count). The run ends when
+    /// `RunConfig::stop` is set or its `duration` has passed.
+    Ifaces(&'a [String]),
+}
+
 /// Runs `chain` (as a template: each worker gets its own instance) on `trace`.
 pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
-    check(chain, trace, cfg)?;
+    run_on(chain, Input::Trace(trace), cfg)
+}
+
+/// Runs `chain` on packets from `input`.
+pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
+    let empty = Trace::new();
+    let (trace, ports) = match input {
+        Input::Trace(t) => (t, None),
+        Input::Ifaces(names) => (&empty, Some(open_ports(names)?)),
+    };
+    check(chain, trace, ports.is_some(), cfg)?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     let shards_n = chain.shard_count();
     let top = Topology::new(cfg, shards_n);
@@ -80,14 +100,41 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
         top: &top,
         spray,
         cpus: core_affinity::get_core_ids().unwrap_or_default(),
+        tx: ports.as_ref().map(|p| p.tx.clone()),
     };
-    let (feeder, ctl, workers, offloaders) = threads.spawn(trace, wiring);
+    let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
     let elapsed_ns = shared.now_ns().max(1);
     Ok(merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders))
 }
 
 /// The checks that need the chain and the trace, after the shared ones.
-fn check(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<(), RunError> {
+/// Opens a receiving and a sending socket on every interface.
+fn open_ports(names: &[String]) -> Result<Ports, RunError> {
+    if names.is_empty() || names.len() > 2 {
+        return Err(RunError::Config(format!(
+            "iface: {} interfaces given: give one (frames leave where they came in) or two (IN,OUT)",
+            names.len()
+        )));
+    }
+    let open = |f: fn(&str) -> Result<netio::PacketSocket, netio::SocketError>| {
+        names
+            .iter()
+            .map(|n| f(n).map_err(|e| RunError::Config(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(Ports {
+        rx: open(netio::PacketSocket::open)?,
+        tx: Arc::new(Tx(open(netio::PacketSocket::open_tx)?)),
+    })
+}
+
+/// A run's interfaces.
+struct Ports {
+    rx: Vec<netio::PacketSocket>,
+    tx: Arc<Tx>,
+}
+
+fn check(chain: &Chain, trace: &Trace, ifaces: bool, cfg: &RunConfig) -> Result<(), RunError> {
     cfg.validate()?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     if spray && chain.has_per_flow_state() {
@@ -108,7 +155,7 @@ fn check(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<(), RunError> 
             "the sprayer balancer does not offload: use --offloaders 0".into(),
         ));
     }
-    if trace.is_empty() {
+    if trace.is_empty() && !ifaces {
         return Err(RunError::Config("the trace has no packet".into()));
     }
     Ok(())
@@ -160,6 +207,7 @@ struct Threads<'a> {
     top: &'a Topology,
     spray: bool,
     cpus: Vec<Cpu>,
+    tx: Option<Arc<Tx>>,
 }
 
 type Joined = (
@@ -193,6 +241,13 @@ impl Threads<'_> {
         per
     }
 
+    /// A core's sink (sending forwarded packets out with interfaces).
+    fn sink(&self, exit_order: bool) -> Sink {
+        let mut s = Sink::new(self.cfg.keep_output, self.cfg.priority_dscp, exit_order);
+        s.tx = self.tx.clone();
+        s
+    }
+
     fn worker(&self, i: usize, ring: Consumer<Packet>, w: &Wiring) -> Worker {
         let cfg = self.cfg;
         let window_ns = cfg.period.as_nanos().max(1) as u64;
@@ -212,7 +267,7 @@ impl Threads<'_> {
             shared: self.shared.clone(),
             burst: cfg.burst,
             stats: self.stats[i].clone(),
-            sink: Sink::new(cfg.keep_output, cfg.priority_dscp, self.spray),
+            sink: self.sink(self.spray),
             core: WorkingCore::new(WorkingStart {
                 core: i as CoreId,
                 shards: self.top.owner.len(),
@@ -250,7 +305,7 @@ impl Threads<'_> {
     }
 
     /// Starts every thread, waits for them all.
-    fn spawn(&self, trace: &Trace, mut wiring: Wiring) -> Joined {
+    fn spawn(&self, trace: &Trace, ports: Option<&Ports>, mut wiring: Wiring) -> Joined {
         let cfg = self.cfg;
         let (w, o) = (cfg.workers, cfg.offloaders);
         let mut workers = Vec::new();
@@ -275,7 +330,7 @@ impl Threads<'_> {
                     shared: self.shared.clone(),
                     burst: cfg.burst,
                     stats: self.stats[w + k].clone(),
-                    sink: Sink::new(cfg.keep_output, cfg.priority_dscp, false),
+                    sink: self.sink(false),
                 };
                 (off, self.cpu(w + k))
             })
@@ -292,6 +347,7 @@ impl Threads<'_> {
             burst: cfg.burst,
             duration_ns: cfg.duration.map(|d| d.as_nanos() as u64),
             spray: self.spray,
+            stop: cfg.stop.clone(),
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
@@ -307,8 +363,9 @@ impl Threads<'_> {
                 .collect();
             let ctl = start(sc, shared, None, move || controller.run());
             let hasher = &hasher;
-            let feeder = start(sc, shared, feeder_cpu, move || {
-                feed(trace, hasher, shared, queues, opts)
+            let feeder = start(sc, shared, feeder_cpu, move || match ports {
+                Some(p) => feed_ports(&p.rx, hasher, shared, queues, opts),
+                None => feed(trace, hasher, shared, queues, opts),
             });
             (
                 feeder.join().expect("feeder thread"),
@@ -403,6 +460,7 @@ fn merge(
         .map(|r| &mut r.sink)
         .chain(offloaders.iter_mut().map(|r| &mut r.sink));
     for s in sinks {
+        t.tx_failed += s.tx_failed;
         for (c, h) in s.latency.iter().enumerate() {
             t.latency[c].add(h).expect("same bounds");
         }
@@ -425,6 +483,7 @@ fn merge(
     t.bytes = feeder.bytes;
     t.feed_ns = feeder.duration_ns;
     t.ring_full = feeder.ring_full;
+    t.rx_overflow = feeder.rx_overflow;
     t.malformed = feeder.malformed.to_vec();
     t.elapsed_ns = elapsed_ns;
     t.rounds = ctl.rounds;

@@ -13,6 +13,17 @@ pub(crate) struct ExitRecord {
     pub seq: u32,
 }
 
+/// The interfaces forwarded packets leave by: a packet that arrived on port i
+/// leaves by port i + 1 (mod the ports: one port sends back where it came from).
+pub(crate) struct Tx(pub Vec<netio::PacketSocket>);
+
+impl Tx {
+    fn send(&self, p: &Packet) -> bool {
+        let out = (usize::from(p.port) + 1) % self.0.len();
+        self.0[out].send(&p.data).is_ok()
+    }
+}
+
 /// One core's sink.
 pub(crate) struct Sink {
     /// Latency of the priority class (index 0) and the regular class (index 1).
@@ -22,6 +33,10 @@ pub(crate) struct Sink {
     pub exit: Option<Vec<ExitRecord>>,
     keep_output: bool,
     priority_dscp: u8,
+    /// With interfaces: where forwarded packets leave.
+    pub tx: Option<std::sync::Arc<Tx>>,
+    /// Forwarded packets the interface refused.
+    pub tx_failed: u64,
 }
 
 impl Sink {
@@ -32,6 +47,8 @@ impl Sink {
             exit: exit_order.then(Vec::new),
             keep_output,
             priority_dscp,
+            tx: None,
+            tx_failed: 0,
         }
     }
 
@@ -48,6 +65,11 @@ impl Sink {
         self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
         if v != Verdict::Forward {
             return;
+        }
+        if let Some(tx) = &self.tx {
+            if !tx.send(p) {
+                self.tx_failed += 1;
+            }
         }
         if self.keep_output {
             self.output.push((p.ts_ns, p.data.clone()));
