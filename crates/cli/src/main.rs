@@ -16,6 +16,7 @@ mod calibrate;
 mod chain;
 mod compare;
 mod gen;
+mod metrics;
 mod plots;
 mod run;
 mod sim;

@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// Runs until Ctrl-C / SIGTERM or `--duration`. Needs CAP_NET_RAW.
     #[arg(long, conflicts_with = "input")]
     pub iface: Option<String>,
+    /// Serve live metrics in the Prometheus text format at ADDR (e.g.
+    /// 127.0.0.1:9100): per-core load, chain and NF counters, drops by cause,
+    /// migrations, a latency histogram.
+    #[arg(long)]
+    pub metrics: Option<String>,
 }
 
 /// The `[run]` table.
@@ -288,6 +293,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("{} cannot be written", p.display()))?;
     }
     cfg.stop = Some(stop_on_signals()?);
+    if let Some(addr) = &a.metrics {
+        let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
+        let at = crate::metrics::serve(addr, m.clone())?;
+        eprintln!("flowshift: metrics at http://{at}/metrics");
+        cfg.metrics = Some(m);
+    }
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
         None => format!("{} packets", trace.len()),

@@ -225,6 +225,7 @@ fn start(bed: &Bed, balancer: &str, json: &Path) -> Child {
         .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
         .args(["--balancer", balancer, "--period", "5ms"])
         .args(["--json", json.to_str().unwrap()])
+        .args(["--metrics", "127.0.0.1:19100"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -252,6 +253,31 @@ fn start(bed: &Bed, balancer: &str, json: &Path) -> Child {
     .join()
     .unwrap();
     child
+}
+
+/// The run's live metrics, scraped from inside its namespace.
+fn scrape(bed: &Bed) -> String {
+    let ns = bed.middle();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let mut s = TcpStream::connect(("127.0.0.1", 19100)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    })
+    .join()
+    .unwrap()
+}
+
+/// The value of a metric line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
 
 /// Ctrl-C: the run ends, reports, exits 0.
@@ -317,6 +343,17 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
         let t_dl = t.elapsed();
         other_traffic(&bed);
         let t_other = t.elapsed();
+        // live metrics while it runs (published every 10 ms)
+        std::thread::sleep(Duration::from_millis(150));
+        let m = scrape(&bed);
+        assert!(m.starts_with("HTTP/1.1 200"), "{m}");
+        assert!(metric(&m, "flowshift_packets_total{what=\"forwarded\"}") > 1000.0);
+        assert!(metric(&m, "flowshift_nf_total{nf=\"nat\",counter=\"mappings\"}") >= 48.0);
+        assert!(metric(&m, "flowshift_core_load{core=\"1\",role=\"working\"}") >= 0.0);
+        assert!(metric(&m, "flowshift_latency_seconds_count") > 1000.0);
+        if balancer == "random" {
+            assert!(metric(&m, "flowshift_migrations_total{what=\"shard_moves\"}") > 0.0);
+        }
         let (stdout, r) = sigint_and_report(child, &json);
         println!(
             "{balancer}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",

@@ -152,6 +152,8 @@ pub struct RunConfig {
     /// Set (e.g. by SIGINT/SIGTERM) to end the run early: the NIC model stops,
     /// the cores drain, the report is complete.
     pub stop: Option<Stop>,
+    /// Where the run publishes live metrics (`--metrics`).
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// A flag that ends a run when set.
@@ -287,6 +289,7 @@ impl Default for RunConfig {
             progress: None,
             priority_dscp: 46,
             stop: None,
+            metrics: None,
         }
     }
 }

@@ -25,6 +25,7 @@
 //! ```
 
 mod config;
+pub mod metrics;
 mod report;
 mod tally;
 mod topology;

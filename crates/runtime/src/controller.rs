@@ -45,6 +45,7 @@ pub(crate) struct Controller {
     /// move begins.
     pub nic_delay: Duration,
     pub progress: Option<Progress>,
+    pub metrics: Option<Arc<runspec::metrics::Metrics>>,
 }
 
 /// A rewrite waiting for the NIC's update delay.
@@ -93,6 +94,25 @@ impl Controller {
                 prev = totals;
                 prev_t = now;
                 st.load_over_time.push((now, snap.core_load.clone()));
+                if let Some(m) = &self.metrics {
+                    let roles = (0..snap.core_load.len()).map(|c| {
+                        if c < snap.workers {
+                            "working"
+                        } else {
+                            "offloading"
+                        }
+                    });
+                    let a = self.apply.stats();
+                    m.publish_round(
+                        roles.zip(snap.core_load.iter().copied()).collect(),
+                        vec![
+                            ("shard_moves", a.shard_moves),
+                            ("offload_changes", a.offload_changes),
+                            ("entries_moved", a.entries_moved),
+                            ("packets_held", a.packets_held),
+                        ],
+                    );
+                }
                 if let Some(p) = &self.progress {
                     (p.0)(&snap);
                 }

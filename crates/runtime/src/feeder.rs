@@ -42,6 +42,32 @@ pub(crate) struct FeedOptions {
     pub spray: bool,
     /// Ends the feed early when set.
     pub stop: Option<runspec::Stop>,
+    /// Where live metrics go.
+    pub metrics: Option<Arc<runspec::metrics::Metrics>>,
+}
+
+/// Publishes the NIC model's counters every `PUBLISH_NS`.
+struct Publisher {
+    next: u64,
+    to: Option<Arc<runspec::metrics::Metrics>>,
+}
+
+const PUBLISH_NS: u64 = 10_000_000;
+
+impl Publisher {
+    fn tick(&mut self, now: u64, st: &FeederStats) {
+        let Some(m) = &self.to else { return };
+        if now < self.next {
+            return;
+        }
+        self.next = now + PUBLISH_NS;
+        m.publish_nic(vec![
+            ("offered", st.offered),
+            ("ring_full", st.ring_full),
+            ("malformed", st.malformed.iter().sum()),
+            ("rx_overflow", st.rx_overflow),
+        ]);
+    }
 }
 
 pub(crate) fn feed(
@@ -51,12 +77,17 @@ pub(crate) fn feed(
     mut queues: Vec<Producer<Packet>>,
     opts: FeedOptions,
 ) -> FeederStats {
+    let mut publisher = Publisher {
+        next: 0,
+        to: opts.metrics.clone(),
+    };
     let FeedOptions {
         schedule,
         burst,
         duration_ns,
         spray,
         stop,
+        ..
     } = opts;
     let mut st = FeederStats::default();
     let total = schedule.packets(trace);
@@ -103,6 +134,7 @@ pub(crate) fn feed(
         }
         // every packet steered with a table of version ≤ v is in its ring now
         shared.ack_version(v);
+        publisher.tick(shared.now_ns(), &st);
     }
     st.duration_ns = shared.now_ns() - t0;
     shared.finish_feeding();
@@ -159,6 +191,10 @@ pub(crate) fn feed_ports(
     opts: FeedOptions,
 ) -> FeederStats {
     let mut st = FeederStats::default();
+    let mut publisher = Publisher {
+        next: 0,
+        to: opts.metrics.clone(),
+    };
     let t0 = shared.now_ns();
     let mut buf = Vec::new();
     let mut n = 0u64;
@@ -195,6 +231,7 @@ pub(crate) fn feed_ports(
         }
         // every packet steered with a table of version ≤ v is in its ring now
         shared.ack_version(v);
+        publisher.tick(shared.now_ns(), &st);
         if got == 0 {
             count_overflow(ports, &mut st);
             // nothing waiting: give the CPU back for a moment

@@ -38,6 +38,8 @@ pub(crate) struct Offloader {
     pub burst: usize,
     pub stats: Arc<WorkerStats>,
     pub sink: Sink,
+    /// Where live metrics go, and this core's index there.
+    pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
 }
 
 impl Offloader {
@@ -45,7 +47,15 @@ impl Offloader {
         let mut leased: HashMap<(CoreId, ShardId, EntryIdx), Box<Leased>> = HashMap::new();
         let (mut busy_ns, mut idle_ns, mut packets) = (0u64, 0u64, 0u64);
         let mut last = Instant::now();
+        let mut next_publish = 0u64;
         loop {
+            if let Some((m, i)) = &self.metrics {
+                let now = self.shared.now_ns();
+                if now >= next_publish {
+                    next_publish = now + 10_000_000;
+                    m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
+                }
+            }
             let mut worked = 0;
             for (w, ring) in &mut self.rings {
                 let n = ring.slots().min(self.burst);

@@ -281,6 +281,7 @@ impl Threads<'_> {
             offload_rings: Vec::new(),
             window_ns,
             arrived_entries: None,
+            metrics: cfg.metrics.clone().map(|m| (m, i)),
         }
     }
 
@@ -301,6 +302,7 @@ impl Threads<'_> {
             period: cfg.period,
             nic_delay: cfg.nic_update_delay,
             progress: cfg.progress.clone(),
+            metrics: cfg.metrics.clone(),
         }
     }
 
@@ -331,6 +333,7 @@ impl Threads<'_> {
                     burst: cfg.burst,
                     stats: self.stats[w + k].clone(),
                     sink: self.sink(false),
+                    metrics: cfg.metrics.clone().map(|m| (m, w + k)),
                 };
                 (off, self.cpu(w + k))
             })
@@ -348,6 +351,7 @@ impl Threads<'_> {
             duration_ns: cfg.duration.map(|d| d.as_nanos() as u64),
             spray: self.spray,
             stop: cfg.stop.clone(),
+            metrics: cfg.metrics.clone(),
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);

@@ -86,3 +86,18 @@ impl Sink {
         }
     }
 }
+
+/// A core's live counters for `--metrics`.
+pub(crate) fn live(chain: &nf::Chain, sink: &Sink) -> runspec::metrics::CoreCounters {
+    let mut latency = sink.latency[0].clone();
+    let _ = latency.add(&sink.latency[1]);
+    runspec::metrics::CoreCounters {
+        chain: chain.counters().clone(),
+        nf: chain
+            .nfs()
+            .iter()
+            .map(|n| (n.name().to_string(), n.counters()))
+            .collect(),
+        latency,
+    }
+}

@@ -65,6 +65,8 @@ pub(crate) struct Worker {
     pub window_ns: u64,
     /// The entries of a shard that just arrived, until its arrival is reported.
     pub arrived_entries: Option<u64>,
+    /// Where live metrics go (`--metrics`), and this core's index there.
+    pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
 }
 
 /// Per-burst buffers, reused.
@@ -123,6 +125,9 @@ impl Worker {
             if due.timers {
                 for shard in self.shards.iter_mut().flatten() {
                     self.chain.expire(shard, now);
+                }
+                if let Some((m, i)) = &self.metrics {
+                    m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
                 }
             }
             if due.window {

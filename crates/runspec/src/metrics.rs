@@ -1,0 +1,243 @@
+//! Live metrics of a running run, in the Prometheus text format: the controller
+//! publishes each round's per-core load and the migrations, every core its chain
+//! counters and latency every few milliseconds (never blocking: a publication
+//! that finds the registry busy is skipped), the NIC model what it offered and
+//! dropped. [`Metrics::render`] writes the exposition text a scraper reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+use nf::{ChainCounters, DropCause};
+
+/// One core's published counters.
+#[derive(Clone, Debug)]
+pub struct CoreCounters {
+    /// Its chain's counters.
+    pub chain: ChainCounters,
+    /// Each NF's own counters, by NF name.
+    pub nf: Vec<(String, Vec<(&'static str, u64)>)>,
+    /// Latency, all classes.
+    pub latency: Histogram<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    load: Vec<(&'static str, f64)>,
+    cores: BTreeMap<usize, CoreCounters>,
+    migrations: Vec<(&'static str, u64)>,
+    nic: Vec<(&'static str, u64)>,
+    rounds: u64,
+}
+
+/// The registry.
+#[derive(Debug, Default)]
+pub struct Metrics(Mutex<State>);
+
+impl Metrics {
+    /// Controller: each core's role and load over the last round, the migration
+    /// counters.
+    pub fn publish_round(
+        &self,
+        load: Vec<(&'static str, f64)>,
+        migrations: Vec<(&'static str, u64)>,
+    ) {
+        if let Ok(mut s) = self.0.try_lock() {
+            s.load = load;
+            s.migrations = migrations;
+            s.rounds += 1;
+        }
+    }
+
+    /// A core: its counters (skipped when the registry is busy).
+    pub fn publish_core(&self, core: usize, c: impl FnOnce() -> CoreCounters) {
+        if let Ok(mut s) = self.0.try_lock() {
+            s.cores.insert(core, c());
+        }
+    }
+
+    /// The NIC model: what it offered and dropped so far.
+    pub fn publish_nic(&self, nic: Vec<(&'static str, u64)>) {
+        if let Ok(mut s) = self.0.try_lock() {
+            s.nic = nic;
+        }
+    }
+
+    /// The Prometheus text exposition of everything published.
+    pub fn render(&self) -> String {
+        let s = match self.0.lock() {
+            Ok(s) => s,
+            Err(e) => e.into_inner(),
+        };
+        let mut o = String::new();
+        let head = |o: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(
+                o,
+                "# HELP flowshift_{name} {help}\n# TYPE flowshift_{name} {kind}"
+            );
+        };
+        head(
+            &mut o,
+            "controller_rounds_total",
+            "counter",
+            "Controller rounds.",
+        );
+        let _ = writeln!(o, "flowshift_controller_rounds_total {}", s.rounds);
+        head(
+            &mut o,
+            "core_load",
+            "gauge",
+            "Busy share of each core over the last controller period.",
+        );
+        for (i, (role, l)) in s.load.iter().enumerate() {
+            let _ = writeln!(o, "flowshift_core_load{{core=\"{i}\",role=\"{role}\"}} {l}");
+        }
+        head(
+            &mut o,
+            "nic_total",
+            "counter",
+            "What the NIC model offered and dropped before the chain.",
+        );
+        for (k, v) in &s.nic {
+            let _ = writeln!(o, "flowshift_nic_total{{what=\"{k}\"}} {v}");
+        }
+        let mut total = ChainCounters::default();
+        let mut nf: BTreeMap<(String, &str), u64> = BTreeMap::new();
+        let mut lat: Option<Histogram<u64>> = None;
+        for c in s.cores.values() {
+            total.add(&c.chain);
+            for (name, cs) in &c.nf {
+                for (k, v) in cs {
+                    *nf.entry((name.clone(), k)).or_default() += v;
+                }
+            }
+            match &mut lat {
+                None => lat = Some(c.latency.clone()),
+                Some(h) => {
+                    let _ = h.add(&c.latency);
+                }
+            }
+        }
+        head(
+            &mut o,
+            "packets_total",
+            "counter",
+            "Packets the chain ran on, forwarded, dropped by cause.",
+        );
+        let _ = writeln!(
+            o,
+            "flowshift_packets_total{{what=\"chain\"}} {}",
+            total.packets
+        );
+        let _ = writeln!(
+            o,
+            "flowshift_packets_total{{what=\"forwarded\"}} {}",
+            total.forwarded
+        );
+        for c in DropCause::ALL {
+            let _ = writeln!(
+                o,
+                "flowshift_packets_total{{what=\"dropped\",cause=\"{}\"}} {}",
+                c.name(),
+                total.dropped(c)
+            );
+        }
+        head(&mut o, "nf_total", "counter", "Each NF's own counters.");
+        for ((name, k), v) in &nf {
+            let _ = writeln!(o, "flowshift_nf_total{{nf=\"{name}\",counter=\"{k}\"}} {v}");
+        }
+        head(
+            &mut o,
+            "migrations_total",
+            "counter",
+            "Shard moves and offload changes.",
+        );
+        for (k, v) in &s.migrations {
+            let _ = writeln!(o, "flowshift_migrations_total{{what=\"{k}\"}} {v}");
+        }
+        head(
+            &mut o,
+            "latency_seconds",
+            "histogram",
+            "Latency from arrival to chain done.",
+        );
+        if let Some(h) = lat {
+            let mut below = 0u64;
+            for le in [1e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1, 1.0] {
+                below = h.count_between(0, (le * 1e9) as u64).max(below);
+                let _ = writeln!(o, "flowshift_latency_seconds_bucket{{le=\"{le}\"}} {below}");
+            }
+            let _ = writeln!(
+                o,
+                "flowshift_latency_seconds_bucket{{le=\"+Inf\"}} {}",
+                h.len()
+            );
+            let sum = h.mean() * h.len() as f64 / 1e9;
+            let _ = writeln!(o, "flowshift_latency_seconds_sum {sum}");
+            let _ = writeln!(o, "flowshift_latency_seconds_count {}", h.len());
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_what_was_published() {
+        let m = Metrics::default();
+        m.publish_round(
+            vec![("working", 0.5), ("offloading", 0.25)],
+            vec![("shard_moves", 3)],
+        );
+        let mut lat = crate::latency_histogram();
+        lat.record(2_000).unwrap();
+        lat.record(200_000).unwrap();
+        let mut chain = ChainCounters::default();
+        chain.packets = 10;
+        chain.forwarded = 8;
+        chain.drops[0] = 2;
+        m.publish_core(0, || CoreCounters {
+            chain: chain.clone(),
+            nf: vec![("nat".into(), vec![("mappings", 4)])],
+            latency: lat.clone(),
+        });
+        m.publish_core(1, || CoreCounters {
+            chain,
+            nf: vec![("nat".into(), vec![("mappings", 1)])],
+            latency: lat,
+        });
+        let t = m.render();
+        assert!(
+            t.contains("flowshift_core_load{core=\"1\",role=\"offloading\"} 0.25"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_packets_total{what=\"forwarded\"} 16"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_nf_total{nf=\"nat\",counter=\"mappings\"} 5"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_migrations_total{what=\"shard_moves\"} 3"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_latency_seconds_bucket{le=\"0.00001\"} 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_latency_seconds_bucket{le=\"+Inf\"} 4"),
+            "{t}"
+        );
+        let dropped = format!(
+            "flowshift_packets_total{{what=\"dropped\",cause=\"{}\"}} 4",
+            DropCause::ALL[0].name()
+        );
+        assert!(t.contains(&dropped), "{t}");
+    }
+}
