@@ -195,9 +195,11 @@ mod tests {
         let mut lat = crate::latency_histogram();
         lat.record(2_000).unwrap();
         lat.record(200_000).unwrap();
-        let mut chain = ChainCounters::default();
-        chain.packets = 10;
-        chain.forwarded = 8;
+        let mut chain = ChainCounters {
+            packets: 10,
+            forwarded: 8,
+            ..Default::default()
+        };
         chain.drops[0] = 2;
         m.publish_core(0, || CoreCounters {
             chain: chain.clone(),
