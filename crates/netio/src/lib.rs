@@ -5,12 +5,17 @@
 //!
 //! - [`PacketSocket`]: an `AF_PACKET` raw socket bound to one interface —
 //!   non-blocking bursts in, frames out, its own transmissions ignored.
+//! - [`steering::KernelRss`]: RSS in the kernel — an eBPF program (assembled
+//!   here, loaded with `bpf(2)`: no compiler, no loader) hashing like the NIC
+//!   model through an indirection table in a BPF map, with per-bucket counters.
 //! - [`netns`]: create, enter and delete network namespaces.
 //! - [`testbed::Bed`]: client namespace — veth — flowshift namespace — veth —
 //!   server namespace, for integration tests and `scripts/netns.sh`.
 
+pub mod bpf;
 pub mod netns;
 mod socket;
+pub mod steering;
 pub mod testbed;
 
 pub use socket::{PacketSocket, SocketError};

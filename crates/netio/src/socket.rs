@@ -137,6 +137,33 @@ impl PacketSocket {
         })
     }
 
+    /// Joins fanout group `group` of its interface, steered by `program` (a
+    /// socket filter whose result is the index of the group's socket that gets
+    /// the frame, modulo their count; sockets are indexed in joining order).
+    pub fn join_fanout(&self, group: u16, program: &crate::bpf::Program) -> io::Result<()> {
+        const PACKET_FANOUT: libc::c_int = 18;
+        const PACKET_FANOUT_EBPF: libc::c_int = 7;
+        const PACKET_FANOUT_DATA: libc::c_int = 22;
+        let arg: libc::c_int = libc::c_int::from(group) | (PACKET_FANOUT_EBPF << 16);
+        let prog: libc::c_int = program.fd();
+        for (opt, v) in [(PACKET_FANOUT, arg), (PACKET_FANOUT_DATA, prog)] {
+            // SAFETY: the option value is a c_int that lives for the call.
+            let r = unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
     /// Frames the kernel dropped for this socket since the last call (its
     /// receive buffer was full): they never reached flowshift, but they count.
     pub fn take_drops(&self) -> io::Result<u64> {

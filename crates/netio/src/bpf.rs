@@ -1,0 +1,350 @@
+//! eBPF through the `bpf(2)` system call, with no loader and no compiler: array
+//! maps (plain and per-CPU), socket-filter programs assembled from
+//! [`Insn`]s, and `BPF_PROG_TEST_RUN` to run a program on a frame.
+//!
+//! The one program flowshift needs ([`crate::steering`]) is small enough to
+//! write as instructions, so the build needs neither clang nor libbpf.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+
+const MAP_TYPE_ARRAY: u32 = 2;
+const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+const PROG_TYPE_SOCKET_FILTER: u32 = 1;
+
+/// `union bpf_attr`, as bytes large enough for every command used here.
+#[repr(C, align(8))]
+struct Attr([u8; 128]);
+
+impl Attr {
+    fn new() -> Attr {
+        Attr([0; 128])
+    }
+    fn u32(&mut self, at: usize, v: u32) -> &mut Attr {
+        self.0[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn u64(&mut self, at: usize, v: u64) -> &mut Attr {
+        self.0[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn get_u32(&self, at: usize) -> u32 {
+        u32::from_ne_bytes(self.0[at..at + 4].try_into().expect("4 bytes"))
+    }
+}
+
+fn bpf(cmd: libc::c_long, attr: &mut Attr) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a valid, writable bpf_attr of the size passed; every
+    // pointer inside it points to memory that outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut Attr,
+            std::mem::size_of::<Attr>(),
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// An array map of `u32` keys.
+#[derive(Debug)]
+pub struct Map {
+    fd: OwnedFd,
+    value_size: u32,
+    entries: u32,
+    percpu: bool,
+}
+
+impl Map {
+    /// An array of `entries` values of `value_size` bytes.
+    pub fn array(entries: u32, value_size: u32) -> io::Result<Map> {
+        Map::create(MAP_TYPE_ARRAY, entries, value_size)
+    }
+
+    /// A per-CPU array of `entries` 64-bit counters.
+    pub fn percpu_counters(entries: u32) -> io::Result<Map> {
+        Map::create(MAP_TYPE_PERCPU_ARRAY, entries, 8)
+    }
+
+    fn create(kind: u32, entries: u32, value_size: u32) -> io::Result<Map> {
+        let mut a = Attr::new();
+        a.u32(0, kind).u32(4, 4).u32(8, value_size).u32(12, entries);
+        let fd = bpf(BPF_MAP_CREATE, &mut a)? as RawFd;
+        Ok(Map {
+            // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            value_size,
+            entries,
+            percpu: kind == MAP_TYPE_PERCPU_ARRAY,
+        })
+    }
+
+    /// The map's descriptor (for [`Insn::ld_map`]).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Entries.
+    pub fn len(&self) -> u32 {
+        self.entries
+    }
+
+    /// True for a map of no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// Sets entry `key` of a plain array. Programs running on other CPUs see the
+    /// new value from their next lookup.
+    pub fn set(&self, key: u32, value: &[u8]) -> io::Result<()> {
+        assert!(!self.percpu && value.len() == self.value_size as usize);
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, value.as_ptr() as u64)
+            .u64(24, 0);
+        bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(|_| ())
+    }
+
+    /// Entry `key` of a plain array.
+    pub fn get(&self, key: u32) -> io::Result<Vec<u8>> {
+        assert!(!self.percpu);
+        let mut v = vec![0u8; self.value_size as usize];
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, v.as_mut_ptr() as u64);
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut a)?;
+        Ok(v)
+    }
+
+    /// Entry `key` of a per-CPU counter array, summed over the CPUs.
+    pub fn sum(&self, key: u32) -> io::Result<u64> {
+        assert!(self.percpu);
+        let mut v = vec![0u64; possible_cpus()?];
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, v.as_mut_ptr() as u64);
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut a)?;
+        Ok(v.iter().sum())
+    }
+}
+
+/// The number of possible CPUs (a per-CPU map holds a value for each).
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let mut n = 0;
+    for part in s.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (
+            a.parse().map_err(io::Error::other)?,
+            b.parse().map_err(io::Error::other)?,
+        );
+        n = n.max(b + 1).max(a + 1);
+    }
+    Ok(n)
+}
+
+/// One eBPF instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+/// Registers.
+pub mod reg {
+    /// Return value, helper results.
+    pub const R0: u8 = 0;
+    /// First argument (the context at entry).
+    pub const R1: u8 = 1;
+    /// Second argument.
+    pub const R2: u8 = 2;
+    /// Callee-saved (the context, for packet loads).
+    pub const R6: u8 = 6;
+    /// Callee-saved.
+    pub const R7: u8 = 7;
+    /// Callee-saved.
+    pub const R8: u8 = 8;
+    /// Callee-saved.
+    pub const R9: u8 = 9;
+    /// The frame pointer (read only).
+    pub const R10: u8 = 10;
+}
+
+/// Operand sizes.
+#[derive(Clone, Copy, Debug)]
+pub enum Size {
+    /// 8 bits.
+    B = 0x10,
+    /// 16 bits.
+    H = 0x08,
+    /// 32 bits.
+    W = 0x00,
+    /// 64 bits.
+    Dw = 0x18,
+}
+
+/// ALU operations (64-bit).
+#[derive(Clone, Copy, Debug)]
+pub enum Alu {
+    /// +
+    Add = 0x00,
+    /// |
+    Or = 0x40,
+    /// &
+    And = 0x50,
+    /// <<
+    Lsh = 0x60,
+    /// >>
+    Rsh = 0x70,
+    /// ^
+    Xor = 0xa0,
+    /// =
+    Mov = 0xb0,
+}
+
+/// Conditional jumps.
+#[derive(Clone, Copy, Debug)]
+pub enum Jmp {
+    /// ==
+    Eq = 0x10,
+    /// !=
+    Ne = 0x50,
+    /// & != 0
+    Set = 0x40,
+}
+
+impl Insn {
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: (src << 4) | (dst & 0x0f),
+            off,
+            imm,
+        }
+    }
+    /// The same instruction with jump offset `off`.
+    pub fn with_off(self, off: i16) -> Insn {
+        Insn { off, ..self }
+    }
+    /// `dst op= imm` (64-bit).
+    pub const fn alu_imm(op: Alu, dst: u8, imm: i32) -> Insn {
+        Insn::new(0x07 | op as u8, dst, 0, 0, imm)
+    }
+    /// `dst op= src` (64-bit).
+    pub const fn alu_reg(op: Alu, dst: u8, src: u8) -> Insn {
+        Insn::new(0x07 | 0x08 | op as u8, dst, src, 0, 0)
+    }
+    /// `dst = *(size *)(src + off)`.
+    pub const fn ldx(size: Size, dst: u8, src: u8, off: i16) -> Insn {
+        Insn::new(0x01 | 0x60 | size as u8, dst, src, off, 0)
+    }
+    /// `*(size *)(dst + off) = src`.
+    pub const fn stx(size: Size, dst: u8, off: i16, src: u8) -> Insn {
+        Insn::new(0x03 | 0x60 | size as u8, dst, src, off, 0)
+    }
+    /// `*(size *)(dst + off) = imm`.
+    pub const fn st(size: Size, dst: u8, off: i16, imm: i32) -> Insn {
+        Insn::new(0x02 | 0x60 | size as u8, dst, 0, off, imm)
+    }
+    /// `r0 = packet[off]` in host order (the context in r6; a load past the
+    /// packet ends the program with 0).
+    pub const fn ld_abs(size: Size, off: i32) -> Insn {
+        Insn::new(0x20 | size as u8, 0, 0, 0, off)
+    }
+    /// `r0 = packet[src + off]` in host order.
+    pub const fn ld_ind(size: Size, src: u8, off: i32) -> Insn {
+        Insn::new(0x40 | size as u8, 0, src, 0, off)
+    }
+    /// `if dst op imm goto +off`.
+    pub const fn jmp_imm(op: Jmp, dst: u8, imm: i32, off: i16) -> Insn {
+        Insn::new(0x05 | op as u8, dst, 0, off, imm)
+    }
+    /// `goto +off`.
+    pub const fn ja(off: i16) -> Insn {
+        Insn::new(0x05, 0, 0, off, 0)
+    }
+    /// Calls helper `id`.
+    pub const fn call(id: i32) -> Insn {
+        Insn::new(0x05 | 0x80, 0, 0, 0, id)
+    }
+    /// Returns r0.
+    pub const fn exit() -> Insn {
+        Insn::new(0x05 | 0x90, 0, 0, 0, 0)
+    }
+    /// `dst = map` (two instructions).
+    pub fn ld_map(dst: u8, map: &Map) -> [Insn; 2] {
+        [
+            Insn::new(0x18, dst, 1, 0, map.fd()),
+            Insn::new(0, 0, 0, 0, 0),
+        ]
+    }
+}
+
+/// A loaded socket-filter program.
+#[derive(Debug)]
+pub struct Program {
+    fd: OwnedFd,
+}
+
+impl Program {
+    /// Loads a socket-filter program; a refusal carries the verifier's log.
+    pub fn socket_filter(insns: &[Insn]) -> Result<Program, String> {
+        let license = b"GPL\0";
+        let mut log = vec![0u8; 1 << 16];
+        let mut a = Attr::new();
+        a.u32(0, PROG_TYPE_SOCKET_FILTER)
+            .u32(4, insns.len() as u32)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64)
+            .u32(24, 1)
+            .u32(28, log.len() as u32)
+            .u64(32, log.as_mut_ptr() as u64);
+        match bpf(BPF_PROG_LOAD, &mut a) {
+            Ok(fd) => Ok(Program {
+                // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            }),
+            Err(e) => {
+                let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+                Err(format!(
+                    "loading the eBPF program: {e}\n{}",
+                    String::from_utf8_lossy(&log[..end])
+                ))
+            }
+        }
+    }
+
+    /// The program's descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Runs the program once on `frame` (an Ethernet frame; the program sees it
+    /// from the network header, as on a packet socket) and returns its result.
+    pub fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u32(8, frame.len() as u32)
+            .u64(16, frame.as_ptr() as u64)
+            .u32(32, 1);
+        bpf(BPF_PROG_TEST_RUN, &mut a)?;
+        Ok(a.get_u32(4))
+    }
+}
