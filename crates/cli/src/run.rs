@@ -71,6 +71,12 @@ pub struct RunArgs {
     /// Runs until Ctrl-C / SIGTERM or `--duration`. Needs CAP_NET_RAW.
     #[arg(long, conflicts_with = "input")]
     pub iface: Option<String>,
+    /// With --iface: `user` (the NIC-model thread reads every frame and steers
+    /// it) or `kernel` (an eBPF program steers frames to one socket per working
+    /// core through the indirection table in a BPF map; IPv4 only;
+    /// experimental) [default: user].
+    #[arg(long)]
+    pub steer: Option<String>,
     /// Serve live metrics in the Prometheus text format at ADDR (e.g.
     /// 127.0.0.1:9100): per-core load, chain and NF counters, drops by cause,
     /// migrations, a latency histogram.
@@ -310,8 +316,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         cfg.balancer.name(),
         chain.describe()
     );
+    let steering = match a.steer.as_deref() {
+        Some("kernel") => runtime::Steering::Kernel,
+        None | Some("user") => runtime::Steering::User,
+        Some(o) => bail!("`steer` = `{o}`: expected `kernel` or `user`"),
+    };
     let input = match &ifaces {
-        Some(i) => runtime::Input::Ifaces(i),
+        Some(i) => runtime::Input::Ifaces(i, steering),
         None => runtime::Input::Trace(&trace),
     };
     let out = runtime::run_on(&chain, input, &cfg)?;

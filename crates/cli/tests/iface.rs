@@ -4,9 +4,10 @@
 //! Every download arrives byte for byte, the server sees only NAT pool
 //! addresses, a connection the ACL denies fails, and Ctrl-C ends the run with a
 //! complete report — with shards moving every few milliseconds too, without a
-//! single reordered packet (the chain counts none, and the client's kernel sees
-//! no out-of-order segment). Skipped, with a message, where the kernel refuses
-//! network namespaces.
+//! single reordered packet (the client's kernel sees no out-of-order segment),
+//! with the NIC model steering; and with the kernel steering (eBPF), every
+//! download byte for byte while shards move. Skipped, with a message, where the
+//! kernel refuses network namespaces.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -80,7 +81,7 @@ fn server(bed: &Bed, peers: Arc<Mutex<BTreeSet<IpAddr>>>) -> std::thread::JoinHa
                 drop(s);
             }
         });
-        for s in tcp.incoming().take(CONNECTIONS * 2) {
+        for s in tcp.incoming().take(CONNECTIONS * 3) {
             let mut s = s.unwrap();
             peers.lock().unwrap().insert(s.peer_addr().unwrap().ip());
             std::thread::spawn(move || {
@@ -211,7 +212,7 @@ fn tcp_counters(bed: &Bed) -> (u64, u64) {
     )
 }
 
-fn start(bed: &Bed, balancer: &str, json: &Path) -> Child {
+fn start(bed: &Bed, balancer: &str, steer: &str, json: &Path) -> Running {
     let (a, b) = bed.ifaces();
     let child = Command::new("ip")
         .args([
@@ -223,13 +224,14 @@ fn start(bed: &Bed, balancer: &str, json: &Path) -> Child {
         ])
         .args(["--config", config().to_str().unwrap()])
         .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
-        .args(["--balancer", balancer, "--period", "5ms"])
+        .args(["--balancer", balancer, "--period", "5ms", "--steer", steer])
         .args(["--json", json.to_str().unwrap()])
         .args(["--metrics", "127.0.0.1:19100"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let child = Running(Some(child));
     // ready once a UDP echo crosses it
     let ns = bed.client();
     let t0 = Instant::now();
@@ -280,8 +282,21 @@ fn metric(text: &str, prefix: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
 
+/// Kills the run if the test fails before it stops it.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Ctrl-C: the run ends, reports, exits 0.
-fn sigint_and_report(child: Child, json: &Path) -> (String, serde_json::Value) {
+fn sigint_and_report(mut running: Running, json: &Path) -> (String, serde_json::Value) {
+    let child = running.0.take().expect("running");
     let k = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -332,12 +347,12 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     let srv = server(&bed, peers.clone());
     let mut ofo = Vec::new();
-    for balancer in ["static", "random"] {
-        let json = tmp(&format!("iface-{balancer}.json"));
+    for (balancer, steer) in [("static", "user"), ("random", "user"), ("random", "kernel")] {
+        let json = tmp(&format!("iface-{balancer}-{steer}.json"));
         let _ = std::fs::remove_file(&json);
         let before = tcp_counters(&bed);
         let t = Instant::now();
-        let child = start(&bed, balancer, &json);
+        let child = start(&bed, balancer, steer, &json);
         let t_start = t.elapsed();
         downloads(&bed);
         let t_dl = t.elapsed();
@@ -356,11 +371,11 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
         }
         let (stdout, r) = sigint_and_report(child, &json);
         println!(
-            "{balancer}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",
+            "{balancer}/{steer}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",
             t.elapsed()
         );
         let after = tcp_counters(&bed);
-        println!("{balancer}: {stdout}");
+        println!("{balancer}/{steer}: {stdout}");
         check_report(&r);
         if balancer == "random" {
             assert!(
@@ -369,10 +384,15 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
                 r["migrations"]
             );
         }
-        ofo.push((balancer, after.0 - before.0, after.1 - before.1));
+        ofo.push((
+            format!("{balancer}/{steer}"),
+            after.0 - before.0,
+            after.1 - before.1,
+        ));
     }
     println!("client TCP (out-of-order queued, retransmitted): {ofo:?}");
-    for (b, o, _) in &ofo {
+    // kernel steering: measured and printed, not yet asserted (see the README)
+    for (b, o, _) in ofo.iter().filter(|x| x.0.ends_with("/user")) {
         assert_eq!(*o, 0, "{b}: the client's kernel saw segments out of order");
     }
     // the server saw only NAT pool addresses

@@ -164,6 +164,15 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // killed if the test fails before it stops the run
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+        }
+    }
+    let pid = child.id();
+    let mut child = Running(child);
     // before the backend goes down (the run needs a moment to start)
     std::thread::sleep(Duration::from_millis(500));
     let mut before = connect(&bed, 200);
@@ -204,10 +213,36 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
     }
     drop((before, after));
     Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &pid.to_string()])
         .status()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let status = child.0.wait().unwrap();
+    let mut stdout = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut stderr = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    struct Out {
+        status: std::process::ExitStatus,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+    }
+    let out = Out {
+        status,
+        stdout: stdout.into_bytes(),
+        stderr: stderr.into_bytes(),
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

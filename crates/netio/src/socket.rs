@@ -144,9 +144,11 @@ impl PacketSocket {
         const PACKET_FANOUT: libc::c_int = 18;
         const PACKET_FANOUT_EBPF: libc::c_int = 7;
         const PACKET_FANOUT_DATA: libc::c_int = 22;
+        // the group ignores this host's own transmissions where the kernel can
+        // (Linux 6.x); `recv` skips them anyway
+        const FLAG_IGNORE_OUTGOING: libc::c_int = 0x4000;
         let arg: libc::c_int = libc::c_int::from(group) | (PACKET_FANOUT_EBPF << 16);
-        let prog: libc::c_int = program.fd();
-        for (opt, v) in [(PACKET_FANOUT, arg), (PACKET_FANOUT_DATA, prog)] {
+        let set = |opt, v: libc::c_int| {
             // SAFETY: the option value is a c_int that lives for the call.
             let r = unsafe {
                 libc::setsockopt(
@@ -158,10 +160,14 @@ impl PacketSocket {
                 )
             };
             if r < 0 {
-                return Err(io::Error::last_os_error());
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
             }
-        }
-        Ok(())
+        };
+        set(PACKET_FANOUT, arg | (FLAG_IGNORE_OUTGOING << 16))
+            .or_else(|_| set(PACKET_FANOUT, arg))?;
+        set(PACKET_FANOUT_DATA, program.fd())
     }
 
     /// Frames the kernel dropped for this socket since the last call (its
@@ -197,29 +203,40 @@ impl PacketSocket {
     }
 
     /// Receives one frame into `buf` (resized to it); `Ok(false)` when none is
-    /// waiting.
+    /// waiting. Frames this host sent out of the interface are skipped.
     pub fn recv(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
-        buf.resize(MAX_FRAME, 0);
-        // SAFETY: `buf` has MAX_FRAME writable bytes; the kernel writes at most that many.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                MAX_FRAME,
-                libc::MSG_TRUNC,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            buf.clear();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
-                _ => Err(e),
+        loop {
+            buf.resize(MAX_FRAME, 0);
+            // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: `buf` has MAX_FRAME writable bytes and `from`/`len` are valid
+            // for writes; the kernel writes at most that many.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    MAX_FRAME,
+                    libc::MSG_TRUNC,
+                    (&mut from as *mut libc::sockaddr_ll).cast(),
+                    &mut len,
+                )
             };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                buf.clear();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                    _ => Err(e),
+                };
+            }
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            // MSG_TRUNC returns the frame's real length: a longer one was cut
+            buf.truncate((n as usize).min(MAX_FRAME));
+            return Ok(true);
         }
-        // MSG_TRUNC returns the frame's real length: a longer one was cut
-        buf.truncate((n as usize).min(MAX_FRAME));
-        Ok(true)
     }
 
     /// Sends one frame out of the interface, as it is.

@@ -15,7 +15,7 @@
 
 use std::io;
 
-use steer::{HashFields, RssKey, Toeplitz};
+use steer::{HashFields, Toeplitz};
 
 use crate::bpf::{reg::*, Alu, Insn, Jmp, Map, Program, Size};
 
@@ -38,10 +38,11 @@ pub struct KernelRss {
 }
 
 impl KernelRss {
-    /// The program for `key` over `fields` (`Ip` or `IpPorts`), with `buckets`
-    /// buckets (a power of two) spread over `queues` queues round-robin.
+    /// The program for the Toeplitz hash `t` over `fields` (`Ip` or `IpPorts`),
+    /// with `buckets` buckets (a power of two) spread over `queues` queues
+    /// round-robin.
     pub fn new(
-        key: RssKey,
+        t: &Toeplitz,
         fields: HashFields,
         buckets: u32,
         queues: u32,
@@ -57,7 +58,6 @@ impl KernelRss {
         }
         let io = |e: io::Error| format!("creating the steering maps: {e}");
         let contrib = Map::array(INPUT * 256, 4).map_err(io)?;
-        let t = Toeplitz::new(key);
         for i in 0..INPUT as usize {
             for v in 0..=255u8 {
                 let mut input = vec![0u8; i + 1];

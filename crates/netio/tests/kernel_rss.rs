@@ -14,7 +14,7 @@ use trace::{Generator, TraceSpec};
 fn the_program_steers_like_the_nic_model() {
     for fields in [HashFields::IpPorts, HashFields::Ip] {
         let buckets = 4096;
-        let k = match KernelRss::new(RssKey::SYMMETRIC, fields, buckets, 1) {
+        let k = match KernelRss::new(&steer::Toeplitz::new(RssKey::SYMMETRIC), fields, buckets, 1) {
             Ok(k) => k,
             Err(e) => {
                 eprintln!("skipped: the kernel refused the eBPF program or its maps: {e}");
@@ -70,7 +70,12 @@ fn a_fanout_group_follows_the_table_while_traffic_flows() {
             return;
         }
     };
-    let k = match KernelRss::new(RssKey::SYMMETRIC, HashFields::IpPorts, 128, 2) {
+    let k = match KernelRss::new(
+        &steer::Toeplitz::new(RssKey::SYMMETRIC),
+        HashFields::IpPorts,
+        128,
+        2,
+    ) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("skipped: the kernel refused the eBPF program or its maps: {e}");

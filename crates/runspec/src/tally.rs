@@ -33,6 +33,8 @@ pub struct Tally {
     pub tx_failed: u64,
     /// Frames an interface dropped before the NIC model read them.
     pub rx_overflow: u64,
+    /// Frames kernel steering cannot place by flow (not IPv4), dropped.
+    pub unsteered: u64,
     /// Dropped as malformed, by [`Malformed`] cause (indexed by `as usize`).
     pub malformed: Vec<u64>,
     /// Packets forwarded by the chain.
@@ -80,6 +82,7 @@ impl Tally {
             ring_full: 0,
             tx_failed: 0,
             rx_overflow: 0,
+            unsteered: 0,
             malformed: vec![0; Malformed::ALL.len()],
             forwarded: 0,
             dropped: vec![0; DropCause::ALL.len()],
@@ -120,6 +123,9 @@ impl Tally {
         }
         if self.rx_overflow > 0 {
             drops.insert("rx_overflow".to_string(), self.rx_overflow);
+        }
+        if self.unsteered > 0 {
+            drops.insert("unsteered".to_string(), self.unsteered);
         }
         drops.insert("malformed".to_string(), self.malformed.iter().sum());
         for (i, cause) in DropCause::ALL.iter().enumerate() {

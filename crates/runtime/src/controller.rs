@@ -46,6 +46,8 @@ pub(crate) struct Controller {
     pub nic_delay: Duration,
     pub progress: Option<Progress>,
     pub metrics: Option<Arc<runspec::metrics::Metrics>>,
+    /// Kernel steering: the indirection table in the kernel.
+    pub kernel: Option<Arc<netio::steering::KernelRss>>,
 }
 
 /// A rewrite waiting for the NIC's update delay.
@@ -167,6 +169,13 @@ impl Controller {
         let shards = self.apply.owner().len();
         for b in (usize::from(shard)..self.shared.table.len()).step_by(shards) {
             self.shared.table.set(b, to);
+            if let Some(k) = &self.kernel {
+                // a failed map update would strand the shard's packets: abort
+                if let Err(e) = k.set(b as u32, u32::from(to)) {
+                    eprintln!("flowshift: kernel steering table update failed: {e}");
+                    self.shared.abort();
+                }
+            }
         }
         self.shared.publish_version(version);
     }

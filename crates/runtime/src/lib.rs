@@ -45,8 +45,10 @@
 
 mod controller;
 mod feeder;
+mod kernel;
 mod messages;
 mod offloader;
+mod ports;
 mod run;
 mod shared;
 mod sink;
@@ -57,6 +59,7 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use ports::Steering;
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,

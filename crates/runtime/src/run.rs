@@ -20,6 +20,7 @@ use crate::controller::{Controller, ControllerStats};
 use crate::feeder::{feed, feed_ports, FeedOptions, FeederStats};
 use crate::messages::{ToController, ToOffload, ToWorker};
 use crate::offloader::{Offloader, OffloaderResult};
+use crate::ports::{Ports, Steering};
 use crate::shared::{AbortOnPanic, Shared};
 use crate::sink::{Sink, Tx};
 use crate::stats::WorkerStats;
@@ -63,7 +64,7 @@ pub enum Input<'a> {
     /// Interfaces (by name): every frame received on interface i is port i;
     /// a forwarded packet leaves by port i + 1 (mod the count). The run ends when
     /// `RunConfig::stop` is set or its `duration` has passed.
-    Ifaces(&'a [String]),
+    Ifaces(&'a [String], Steering),
 }
 
 /// Runs `chain` (as a template: each worker gets its own instance) on `trace`.
@@ -74,14 +75,31 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
 /// Runs `chain` on packets from `input`.
 pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
     let empty = Trace::new();
-    let (trace, ports) = match input {
-        Input::Trace(t) => (t, None),
-        Input::Ifaces(names) => (&empty, Some(open_ports(names)?)),
+    let trace = match input {
+        Input::Trace(t) => t,
+        Input::Ifaces(..) => &empty,
     };
-    check(chain, trace, ports.is_some(), cfg)?;
+    check(chain, trace, matches!(input, Input::Ifaces(..)), cfg)?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     let shards_n = chain.shard_count();
     let top = Topology::new(cfg, shards_n);
+    let mut ports = match input {
+        Input::Ifaces(names, steering) => {
+            if spray && steering == Steering::Kernel {
+                return Err(RunError::Config(
+                    "the sprayer balancer steers in software: use --steer user".into(),
+                ));
+            }
+            Some(Ports::open(
+                names,
+                steering,
+                chain,
+                &top.owner,
+                cfg.workers,
+            )?)
+        }
+        Input::Trace(_) => None,
+    };
     let table =
         IndirectionTable::new(chain.buckets(), 1).map_err(|e| RunError::Config(e.to_string()))?;
     for b in 0..table.len() {
@@ -101,6 +119,13 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         spray,
         cpus: core_affinity::get_core_ids().unwrap_or_default(),
         tx: ports.as_ref().map(|p| p.tx.clone()),
+        kernel: ports.as_ref().and_then(|p| p.kernel.clone()),
+        per_core: std::sync::Mutex::new(
+            ports
+                .as_mut()
+                .map(|p| std::mem::take(&mut p.per_core))
+                .unwrap_or_default(),
+        ),
     };
     let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
     let elapsed_ns = shared.now_ns().max(1);
@@ -108,32 +133,6 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
 }
 
 /// The checks that need the chain and the trace, after the shared ones.
-/// Opens a receiving and a sending socket on every interface.
-fn open_ports(names: &[String]) -> Result<Ports, RunError> {
-    if names.is_empty() || names.len() > 2 {
-        return Err(RunError::Config(format!(
-            "iface: {} interfaces given: give one (frames leave where they came in) or two (IN,OUT)",
-            names.len()
-        )));
-    }
-    let open = |f: fn(&str) -> Result<netio::PacketSocket, netio::SocketError>| {
-        names
-            .iter()
-            .map(|n| f(n).map_err(|e| RunError::Config(e.to_string())))
-            .collect::<Result<Vec<_>, _>>()
-    };
-    Ok(Ports {
-        rx: open(netio::PacketSocket::open)?,
-        tx: Arc::new(Tx(open(netio::PacketSocket::open_tx)?)),
-    })
-}
-
-/// A run's interfaces.
-struct Ports {
-    rx: Vec<netio::PacketSocket>,
-    tx: Arc<Tx>,
-}
-
 fn check(chain: &Chain, trace: &Trace, ifaces: bool, cfg: &RunConfig) -> Result<(), RunError> {
     cfg.validate()?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
@@ -208,6 +207,9 @@ struct Threads<'a> {
     spray: bool,
     cpus: Vec<Cpu>,
     tx: Option<Arc<Tx>>,
+    kernel: Option<Arc<netio::steering::KernelRss>>,
+    /// Kernel steering: each working core's sockets, taken by its worker.
+    per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
 }
 
 type Joined = (
@@ -282,6 +284,10 @@ impl Threads<'_> {
             window_ns,
             arrived_entries: None,
             metrics: cfg.metrics.clone().map(|m| (m, i)),
+            rx: self.kernel.as_ref().map(|_| {
+                let socks = std::mem::take(&mut self.per_core.lock().expect("not poisoned")[i]);
+                crate::kernel::KernelRx::new(socks, self.chain.hasher().clone(), cfg.ring_size)
+            }),
         }
     }
 
@@ -302,6 +308,7 @@ impl Threads<'_> {
             period: cfg.period,
             nic_delay: cfg.nic_update_delay,
             progress: cfg.progress.clone(),
+            kernel: self.kernel.clone(),
             metrics: cfg.metrics.clone(),
         }
     }
@@ -368,6 +375,10 @@ impl Threads<'_> {
             let ctl = start(sc, shared, None, move || controller.run());
             let hasher = &hasher;
             let feeder = start(sc, shared, feeder_cpu, move || match ports {
+                Some(p) if p.kernel.is_some() => {
+                    crate::kernel::kernel_nic(shared, opts.stop, opts.duration_ns);
+                    FeederStats::default()
+                }
                 Some(p) => feed_ports(&p.rx, hasher, shared, queues, opts),
                 None => feed(trace, hasher, shared, queues, opts),
             });
@@ -441,6 +452,18 @@ fn merge(
         packets: chain.counters().packets,
         priority_packets: sink.latency[0].len(),
     };
+    let mut feeder = feeder;
+    for r in &workers {
+        if let Some(rx) = &r.rx {
+            feeder.offered += rx.offered;
+            feeder.bytes += rx.bytes;
+            feeder.rx_overflow += rx.rx_overflow;
+            t.unsteered += rx.unsteered;
+            for (a, b) in feeder.malformed.iter_mut().zip(rx.malformed) {
+                *a += b;
+            }
+        }
+    }
     for (i, r) in workers.iter().enumerate() {
         let l = load(r.busy_ns, r.idle_ns);
         t.per_core.push(core(i, "working", l, &r.chain, &r.sink));

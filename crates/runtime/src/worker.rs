@@ -30,6 +30,8 @@ pub(crate) struct WorkerResult {
     pub offload: OffloadStats,
     /// Times the worker found an offload ring full and waited.
     pub offload_waits: u64,
+    /// With kernel steering: what its sockets delivered.
+    pub rx: Option<crate::kernel::RxStats>,
 }
 
 impl WorkerResult {
@@ -67,6 +69,9 @@ pub(crate) struct Worker {
     pub arrived_entries: Option<u64>,
     /// Where live metrics go (`--metrics`), and this core's index there.
     pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
+    /// With kernel steering: this core's sockets, read into its queue (then
+    /// `ring` is unused).
+    pub rx: Option<crate::kernel::KernelRx>,
 }
 
 /// Per-burst buffers, reused.
@@ -126,6 +131,9 @@ impl Worker {
                 for shard in self.shards.iter_mut().flatten() {
                     self.chain.expire(shard, now);
                 }
+                if let Some(rx) = &mut self.rx {
+                    rx.count_overflow();
+                }
                 if let Some((m, i)) = &self.metrics {
                     m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
                 }
@@ -139,14 +147,20 @@ impl Worker {
                 self.on_message(msg);
                 offload_waits += self.do_actions(&mut sc);
             }
-            let queued = self.ring.slots();
+            if let Some(rx) = &mut self.rx {
+                // once the run stops, what arrives stays in the sockets
+                if !self.shared.stopping() {
+                    rx.fill(&self.shared, false);
+                }
+            }
+            let queued = self.queued();
             self.stats.publish_queue(queued as u64);
             let n = queued.min(self.burst);
             if n == 0 {
                 if self.shared.aborted() {
                     break;
                 }
-                if self.shared.stopping() && self.ring.slots() == 0 && self.inbox.is_empty() {
+                if self.shared.stopping() && self.queued() == 0 && self.inbox.is_empty() {
                     // every offloaded flow comes home before the shards are returned
                     if self.core.finished() {
                         break;
@@ -179,7 +193,28 @@ impl Worker {
             idle_ns: clock.idle_ns,
             offload: self.core.offload_stats().clone(),
             offload_waits,
+            rx: self.rx.take().map(|mut r| {
+                r.count_overflow();
+                r.stats
+            }),
         }
+    }
+
+    /// Packets in this core's queue.
+    fn queued(&self) -> usize {
+        match &self.rx {
+            Some(rx) => rx.queue.len(),
+            None => self.ring.slots(),
+        }
+    }
+
+    /// The next packet of this core's queue (there is one).
+    fn pop(&mut self) -> Packet {
+        match &mut self.rx {
+            Some(rx) => rx.queue.pop_front(),
+            None => self.ring.pop().ok(),
+        }
+        .expect("queued() said so")
     }
 
     /// Takes `n` packets from the ring and runs, offloads or pends them; returns
@@ -188,7 +223,7 @@ impl Worker {
         let mask = sc.bucket_totals.len() - 1;
         sc.batch.clear();
         for _ in 0..n {
-            let p = self.ring.pop().expect("slots() said so");
+            let p = self.pop();
             let b = p.hash as usize & mask;
             sc.bucket_totals[b] += 1;
             self.stats.publish_bucket(b, sc.bucket_totals[b]);
@@ -276,7 +311,12 @@ impl Worker {
     fn on_message(&mut self, msg: ToWorker) {
         match msg {
             ToWorker::Release { shard, to } => {
-                let queued = self.ring.slots() as u64;
+                // with kernel steering, every frame the old table steered here
+                // is in the sockets: all of it joins the queue before counting
+                if let Some(rx) = &mut self.rx {
+                    rx.fill(&self.shared, true);
+                }
+                let queued = self.queued() as u64;
                 self.core.handle_release(shard, to, queued);
             }
             ToWorker::Shard { shard, state } => {

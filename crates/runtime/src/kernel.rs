@@ -1,0 +1,124 @@
+//! Steering in the kernel: with `--iface` and kernel steering, the eBPF program
+//! of [`netio::steering::KernelRss`] spreads every interface's frames over one
+//! packet socket per working core (a `PACKET_FANOUT_EBPF` group per interface,
+//! sockets joined in core order); each working core reads its own sockets. Its
+//! queue is what it read and has not yet run ([`KernelRx`]).
+//!
+//! The shard move is unchanged, with the kernel as the NIC: the controller
+//! rewrites the BPF map (and publishes the version); a thread standing for the
+//! NIC ([`kernel_nic`]) acknowledges a version once a grace period has passed
+//! since it was published — by then every CPU that ran the program with the old
+//! table has put its frame in the old owner's socket — and on `Release` the old
+//! owner reads *everything* its sockets hold before noting its queue's length
+//! (queue cycling), so each frame steered by the old table is among those it
+//! runs before the hand-over.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nf::Packet;
+use steer::RssHasher;
+use wire::Malformed;
+
+use crate::shared::Shared;
+
+/// How long after a table rewrite the kernel is taken to steer by it.
+pub(crate) const GRACE: Duration = Duration::from_millis(2);
+
+/// What a core's sockets delivered.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RxStats {
+    pub offered: u64,
+    pub bytes: u64,
+    pub malformed: [u64; Malformed::ALL.len()],
+    pub rx_overflow: u64,
+    /// Frames the program cannot hash as the NIC model does (not IPv4): they
+    /// reach queue 0 whatever their shard, so they are dropped and counted.
+    pub unsteered: u64,
+}
+
+/// A working core's receive side with kernel steering.
+pub(crate) struct KernelRx {
+    /// (port, this core's socket in that interface's fanout group).
+    pub socks: Vec<(u8, netio::PacketSocket)>,
+    pub hasher: RssHasher,
+    /// Read and not yet run, in arrival order.
+    pub queue: VecDeque<Packet>,
+    /// Reads stop when this many wait (the rest waits in the sockets).
+    pub limit: usize,
+    pub stats: RxStats,
+    buf: Vec<u8>,
+}
+
+impl KernelRx {
+    pub fn new(socks: Vec<(u8, netio::PacketSocket)>, hasher: RssHasher, limit: usize) -> KernelRx {
+        KernelRx {
+            socks,
+            hasher,
+            queue: VecDeque::with_capacity(limit),
+            limit,
+            stats: RxStats::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Reads the sockets into the queue: up to the limit, or (`all`) everything
+    /// they hold.
+    pub fn fill(&mut self, shared: &Shared, all: bool) {
+        for (port, sock) in &self.socks {
+            while all || self.queue.len() < self.limit {
+                match sock.recv(&mut self.buf) {
+                    Ok(true) => {}
+                    Ok(false) | Err(_) => break,
+                }
+                self.stats.offered += 1;
+                self.stats.bytes += self.buf.len() as u64 + u64::from(trace::FCS_LEN);
+                match Packet::new(self.buf.clone(), shared.now_ns(), &self.hasher) {
+                    Ok(mut p) => {
+                        if p.info.ip_version != wire::parse::IpVersion::V4 {
+                            self.stats.unsteered += 1;
+                            continue;
+                        }
+                        p.port = *port;
+                        self.queue.push_back(p);
+                    }
+                    Err((_, m)) => self.stats.malformed[m as usize] += 1,
+                }
+            }
+        }
+    }
+
+    /// Counts the frames the sockets dropped.
+    pub fn count_overflow(&mut self) {
+        for (_, s) in &self.socks {
+            if let Ok(n) = s.take_drops() {
+                self.stats.rx_overflow += n;
+                self.stats.offered += n;
+            }
+        }
+    }
+}
+
+/// The NIC's part with kernel steering: acknowledges each published table
+/// version once [`GRACE`] has passed, and ends the feed when `stop` is set or
+/// `duration_ns` has passed.
+pub(crate) fn kernel_nic(
+    shared: &Arc<Shared>,
+    stop: Option<runspec::Stop>,
+    duration_ns: Option<u64>,
+) {
+    let t0 = shared.now_ns();
+    loop {
+        let now = shared.now_ns();
+        let stopped = stop.as_ref().is_some_and(|s| s.is_set());
+        if stopped || shared.aborted() || duration_ns.is_some_and(|d| now - t0 >= d) {
+            break;
+        }
+        let v = shared.version();
+        std::thread::sleep(GRACE);
+        // every CPU that steered with a table older than v has queued its frame
+        shared.ack_version(v);
+    }
+    shared.finish_feeding();
+}

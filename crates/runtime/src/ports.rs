@@ -1,0 +1,99 @@
+//! A run's interfaces: the sockets frames arrive on and leave by, and — with
+//! kernel steering — the eBPF program and one fanout socket per working core on
+//! every interface.
+
+use std::sync::Arc;
+
+use balance::CoreId;
+use netio::steering::KernelRss;
+use netio::PacketSocket;
+use nf::Chain;
+
+use crate::run::RunError;
+use crate::sink::Tx;
+
+/// Where the packets of an interface run are steered to their cores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Steering {
+    /// By the NIC-model thread, which reads every frame and steers it in
+    /// software (any frame flowshift parses).
+    #[default]
+    User,
+    /// In the kernel: an eBPF program over a BPF-map indirection table spreads
+    /// frames over one socket per working core (IPv4; other frames are counted
+    /// `unsteered`).
+    Kernel,
+}
+
+/// The opened interfaces.
+pub(crate) struct Ports {
+    /// User steering: one receiving socket per interface, read by the NIC model.
+    pub rx: Vec<PacketSocket>,
+    /// Kernel steering: per working core, its socket on each interface.
+    pub per_core: Vec<Vec<(u8, PacketSocket)>>,
+    /// Kernel steering: the program and its maps.
+    pub kernel: Option<Arc<KernelRss>>,
+    /// Where forwarded packets leave.
+    pub tx: Arc<Tx>,
+}
+
+impl Ports {
+    /// Opens `names` for `workers` working cores, shard s of `owner` on core
+    /// `owner[s]`.
+    pub fn open(
+        names: &[String],
+        steering: Steering,
+        chain: &Chain,
+        owner: &[CoreId],
+        workers: usize,
+    ) -> Result<Ports, RunError> {
+        let cfg = |m: String| RunError::Config(m);
+        if names.is_empty() || names.len() > 2 {
+            return Err(cfg(format!(
+                "iface: {} interfaces given: give one (frames leave where they came in) or two (IN,OUT)",
+                names.len()
+            )));
+        }
+        let open = |f: fn(&str) -> Result<PacketSocket, netio::SocketError>| {
+            names
+                .iter()
+                .map(|n| f(n).map_err(|e| cfg(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let tx = Arc::new(Tx(open(PacketSocket::open_tx)?));
+        if steering == Steering::User {
+            return Ok(Ports {
+                rx: open(PacketSocket::open)?,
+                per_core: Vec::new(),
+                kernel: None,
+                tx,
+            });
+        }
+        let h = chain.hasher();
+        let buckets = chain.buckets() as u32;
+        let k = KernelRss::new(h.toeplitz(), h.fields(), buckets, workers as u32)
+            .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
+        for b in 0..buckets {
+            let q = owner[b as usize % owner.len()];
+            k.set(b, u32::from(q))
+                .map_err(|e| cfg(format!("kernel steering: {e}")))?;
+        }
+        let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
+        for (i, name) in names.iter().enumerate() {
+            // a group per interface; ids from the process id keep runs apart
+            let group = ((std::process::id() as u16) << 1) | i as u16;
+            for socks in per_core.iter_mut() {
+                let s = PacketSocket::open(name).map_err(|e| cfg(e.to_string()))?;
+                s.join_fanout(group, k.program())
+                    .map_err(|e| cfg(format!("interface `{name}`: fanout group: {e}")))?;
+                socks.push((i as u8, s));
+            }
+        }
+        Ok(Ports {
+            rx: Vec::new(),
+            per_core,
+            kernel: Some(Arc::new(k)),
+            tx,
+        })
+    }
+}
