@@ -13,12 +13,15 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netio::netns;
 use netio::testbed::{Bed, CLIENT, SERVER};
+
+mod common;
+use common::Running;
 
 const ALLOWED: u16 = 7001;
 const DENIED: u16 = 7002;
@@ -213,25 +216,22 @@ fn tcp_counters(bed: &Bed) -> (u64, u64) {
 }
 
 fn start(bed: &Bed, balancer: &str, steer: &str, json: &Path) -> Running {
-    let (a, b) = bed.ifaces();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &bed.middle(),
-            env!("CARGO_BIN_EXE_flowshift"),
-            "run",
-        ])
-        .args(["--config", config().to_str().unwrap()])
-        .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
-        .args(["--balancer", balancer, "--period", "5ms", "--steer", steer])
-        .args(["--json", json.to_str().unwrap()])
-        .args(["--metrics", "127.0.0.1:19100"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = Running(Some(child));
+    let child = Running::start(
+        bed,
+        &config(),
+        &[
+            "--balancer",
+            balancer,
+            "--period",
+            "5ms",
+            "--steer",
+            steer,
+            "--json",
+            json.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:19100",
+        ],
+    );
     // ready once a UDP echo crosses it
     let ns = bed.client();
     let t0 = Instant::now();
@@ -282,27 +282,9 @@ fn metric(text: &str, prefix: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
 
-/// Kills the run if the test fails before it stops it.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Ctrl-C: the run ends, reports, exits 0.
-fn sigint_and_report(mut running: Running, json: &Path) -> (String, serde_json::Value) {
-    let child = running.0.take().expect("running");
-    let k = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(k.success());
-    let out = child.wait_with_output().unwrap();
+fn sigint_and_report(running: Running, json: &Path) -> (String, serde_json::Value) {
+    let out = running.interrupt();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -337,12 +319,8 @@ fn check_report(r: &serde_json::Value) {
 
 #[test]
 fn fw_nat_on_real_interfaces_static_then_moving_shards() {
-    let bed = match Bed::up("fsif") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = common::bed("fsif") else {
+        return;
     };
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     let srv = server(&bed, peers.clone());

@@ -8,12 +8,14 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netio::netns;
 use netio::testbed::Bed;
+
+mod common;
 
 const VIP: &str = "198.51.100.100";
 const PORT: u16 = 7001;
@@ -120,12 +122,8 @@ fn echo(s: &mut TcpStream, b: u8) {
 
 #[test]
 fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
-    let bed = match Bed::up("fslb") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = common::bed("fslb") else {
+        return;
     };
     // the client reaches the VIP on the server side's wire
     let smac = netns::mac(&bed.server(), &format!("{}s0", bed.prefix)).unwrap();
@@ -148,31 +146,8 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
     .unwrap();
     let count = Arc::new(Mutex::new(BTreeMap::new()));
     backends(&bed, count.clone());
-    let (a, b) = bed.ifaces();
     let t0 = Instant::now();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &bed.middle(),
-            env!("CARGO_BIN_EXE_flowshift"),
-            "run",
-        ])
-        .args(["--config", config().to_str().unwrap()])
-        .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // killed if the test fails before it stops the run
-    struct Running(std::process::Child);
-    impl Drop for Running {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-        }
-    }
-    let pid = child.id();
-    let mut child = Running(child);
+    let child = common::Running::start(&bed, &config(), &[]);
     // before the backend goes down (the run needs a moment to start)
     std::thread::sleep(Duration::from_millis(500));
     let mut before = connect(&bed, 200);
@@ -212,37 +187,7 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
         echo(s, 200u8.wrapping_add(i as u8));
     }
     drop((before, after));
-    Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    let status = child.0.wait().unwrap();
-    let mut stdout = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let mut stderr = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    struct Out {
-        status: std::process::ExitStatus,
-        stdout: Vec<u8>,
-        stderr: Vec<u8>,
-    }
-    let out = Out {
-        status,
-        stdout: stdout.into_bytes(),
-        stderr: stderr.into_bytes(),
-    };
+    let out = child.interrupt();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

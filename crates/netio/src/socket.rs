@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Why a socket could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -94,41 +94,13 @@ impl PacketSocket {
         if r < 0 {
             return Err(sys("bind", io::Error::last_os_error()));
         }
-        let one: libc::c_int = 1;
-        // SAFETY: the option value is a c_int that lives for the call.
-        let r = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                PACKET_IGNORE_OUTGOING,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(sys(
-                "PACKET_IGNORE_OUTGOING (Linux 4.20 or later)",
-                io::Error::last_os_error(),
-            ));
-        }
+        set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            .map_err(|e| sys("PACKET_IGNORE_OUTGOING (Linux 4.20 or later)", e))?;
         if proto != 0 {
             // room for bursts while the NIC-model thread is descheduled
-            let size: libc::c_int = 8 << 20;
-            for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-                // SAFETY: the option value is a c_int that lives for the call.
-                let r = unsafe {
-                    libc::setsockopt(
-                        fd.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        opt,
-                        (&size as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                };
-                if r == 0 {
-                    break;
-                }
-            }
+            let size = 8 << 20;
+            let _ = set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size)
+                .or_else(|_| set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, size));
         }
         Ok(PacketSocket {
             fd,
@@ -148,23 +120,7 @@ impl PacketSocket {
         // (Linux 6.x); `recv` skips them anyway
         const FLAG_IGNORE_OUTGOING: libc::c_int = 0x4000;
         let arg: libc::c_int = libc::c_int::from(group) | (PACKET_FANOUT_EBPF << 16);
-        let set = |opt, v: libc::c_int| {
-            // SAFETY: the option value is a c_int that lives for the call.
-            let r = unsafe {
-                libc::setsockopt(
-                    self.fd.as_raw_fd(),
-                    libc::SOL_PACKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
+        let set = |opt, v| set_int(self.fd.as_raw_fd(), libc::SOL_PACKET, opt, v);
         set(PACKET_FANOUT, arg | (FLAG_IGNORE_OUTGOING << 16))
             .or_else(|_| set(PACKET_FANOUT, arg))?;
         set(PACKET_FANOUT_DATA, program.fd())
@@ -255,5 +211,24 @@ impl PacketSocket {
                 _ => return Err(e),
             }
         }
+    }
+}
+
+/// `setsockopt(fd, level, opt, &v)` for an `int` option.
+fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is a c_int that lives for the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }

@@ -1,0 +1,68 @@
+//! What the interface tests share: the test bed (or a skip), and a `flowshift
+//! run` in its middle namespace that is killed if the test fails first.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use netio::testbed::Bed;
+
+/// The test bed, or `None` (with a message) where the kernel refuses network
+/// namespaces.
+pub fn bed(prefix: &str) -> Option<Bed> {
+    match Bed::up(prefix) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
+            None
+        }
+    }
+}
+
+/// A `flowshift run` on the bed's interfaces; killed on drop unless stopped.
+pub struct Running(Option<Child>);
+
+impl Running {
+    /// Starts `flowshift run --config CONFIG --iface A,B --workers 2 EXTRA…` in
+    /// the bed's middle namespace.
+    pub fn start(bed: &Bed, config: &Path, extra: &[&str]) -> Running {
+        let (a, b) = bed.ifaces();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &bed.middle(),
+                env!("CARGO_BIN_EXE_flowshift"),
+                "run",
+            ])
+            .args(["--config", config.to_str().unwrap()])
+            .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running(Some(child))
+    }
+
+    /// Ctrl-C, then the run's exit status and output.
+    pub fn interrupt(mut self) -> Output {
+        let child = self.0.take().expect("running");
+        let k = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
