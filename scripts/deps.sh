@@ -7,6 +7,7 @@
 #   fonts-dejavu-core the font `flowshift compare` draws its plots' text with
 #   iproute2, ethtool, iputils-ping the network-namespace test bed of the
 #                     interface tests
+#   nftables, procps  the kernel peer of `flowshift bench-kernel` (NAT + conntrack)
 set -euo pipefail
 
 need=()
@@ -18,6 +19,8 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang-dev)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v sysctl >/dev/null 2>&1 || [ -x /usr/sbin/sysctl ] || need+=(procps)
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

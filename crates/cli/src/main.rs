@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod bench_kernel;
 mod calibrate;
 mod chain;
 mod compare;
@@ -49,6 +50,9 @@ enum Command {
     Gen(gen::GenArgs),
     /// Runtime capacity: empty chain vs firewall → NAT, 1…N workers, one run.
     Bench(bench::BenchArgs),
+    /// flowshift FW → NAT on real interfaces vs the kernel's nftables NAT +
+    /// conntrack, same namespaces and traffic, one run (needs root).
+    BenchKernel(bench_kernel::BenchKernelArgs),
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => validate::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchKernel(a) => bench_kernel::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
     };

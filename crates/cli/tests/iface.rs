@@ -368,6 +368,22 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
                 r["migrations"]
             );
         }
+        if steer == "kernel" {
+            // the balancer's bucket counts came from the kernel program, which
+            // counts every IPv4 frame it steers: those read and those a socket
+            // dropped (all in packets_in), and none that were not IPv4
+            let counted = r["controller"]["kernel_bucket_packets"]
+                .as_f64()
+                .expect("kernel_bucket_packets in the report") as u64;
+            let pin = r["packets_in"].as_u64().unwrap();
+            let unsteered = r["drops"]["unsteered"].as_u64().unwrap_or(0);
+            assert!(
+                counted >= pin - unsteered && counted <= pin - unsteered + 16,
+                "kernel counted {counted}, packets in {pin}, unsteered {unsteered}"
+            );
+        } else {
+            assert!(r["controller"].get("kernel_bucket_packets").is_none());
+        }
         ofo.push((
             format!("{balancer}/{steer}"),
             after.0 - before.0,

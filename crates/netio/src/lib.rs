@@ -18,4 +18,4 @@ mod socket;
 pub mod steering;
 pub mod testbed;
 
-pub use socket::{PacketSocket, SocketError};
+pub use socket::{PacketSocket, RxBatch, SocketError};

@@ -46,18 +46,25 @@ pub fn enter(ns: &str) -> io::Result<()> {
 
 /// The MAC address of `iface` in namespace `ns`.
 pub fn mac(ns: &str, iface: &str) -> io::Result<String> {
+    sysfs(ns, &format!("class/net/{iface}/address"))
+}
+
+/// Counter `name` of `iface` in namespace `ns` (`rx_packets`, `tx_packets`,
+/// `rx_dropped`… from `/sys/class/net/IFACE/statistics`).
+pub fn counter(ns: &str, iface: &str, name: &str) -> io::Result<u64> {
+    let v = sysfs(ns, &format!("class/net/{iface}/statistics/{name}"))?;
+    v.parse()
+        .map_err(|_| io::Error::other(format!("{iface} in {ns}: {name} = `{v}`")))
+}
+
+/// The content of `/sys/PATH` as namespace `ns` sees it, trimmed.
+fn sysfs(ns: &str, path: &str) -> io::Result<String> {
     let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{iface}/address"),
-        ])
+        .args(["netns", "exec", ns, "cat", &format!("/sys/{path}")])
         .output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
-            "no MAC for {iface} in {ns}: {}",
+            "/sys/{path} in {ns}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }

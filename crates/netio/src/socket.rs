@@ -29,6 +29,42 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// Largest frame received (jumbo frames included).
 pub const MAX_FRAME: usize = 9216 + 18;
 
+/// Buffers for [`PacketSocket::recv_batch`]: frames received by one call.
+#[derive(Debug)]
+pub struct RxBatch {
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    n: usize,
+}
+
+impl RxBatch {
+    /// Room for `n` frames of up to [`MAX_FRAME`] bytes (at least 1).
+    pub fn new(n: usize) -> RxBatch {
+        let n = n.max(1);
+        RxBatch {
+            bufs: vec![vec![0; MAX_FRAME]; n],
+            lens: vec![0; n],
+            n: 0,
+        }
+    }
+
+    /// Frames the last call received.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when the last call received none.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Frame `i` (< [`len`](Self::len)) of the last call.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        assert!(i < self.n, "frame {i} of {}", self.n);
+        &self.bufs[i][..self.lens[i]]
+    }
+}
+
 /// An `AF_PACKET` socket bound to one interface.
 #[derive(Debug)]
 pub struct PacketSocket {
@@ -161,38 +197,93 @@ impl PacketSocket {
     /// Receives one frame into `buf` (resized to it); `Ok(false)` when none is
     /// waiting. Frames this host sent out of the interface are skipped.
     pub fn recv(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
+        let mut b = RxBatch::new(1);
+        if self.recv_batch(&mut b)? == 0 {
+            buf.clear();
+            return Ok(false);
+        }
+        buf.clear();
+        buf.extend_from_slice(b.frame(0));
+        Ok(true)
+    }
+
+    /// Receives up to a batch's size of waiting frames with one
+    /// `recvmmsg(2)`; returns how many (0 when none is waiting). Frames this
+    /// host sent out of the interface are skipped (a call that read only
+    /// those reads again).
+    pub fn recv_batch(&self, b: &mut RxBatch) -> io::Result<usize> {
         loop {
-            buf.resize(MAX_FRAME, 0);
-            // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` has MAX_FRAME writable bytes and `from`/`len` are valid
-            // for writes; the kernel writes at most that many.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    MAX_FRAME,
-                    libc::MSG_TRUNC,
-                    (&mut from as *mut libc::sockaddr_ll).cast(),
-                    &mut len,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                buf.clear();
-                return match e.kind() {
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
-                    _ => Err(e),
-                };
+            match self.recv_batch_once(b)? {
+                (0, read) if read > 0 => continue,
+                (n, _) => return Ok(n),
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING {
+        }
+    }
+
+    /// One `recvmmsg`: (frames kept, frames read).
+    fn recv_batch_once(&self, b: &mut RxBatch) -> io::Result<(usize, usize)> {
+        b.n = 0;
+        let cap = b.bufs.len();
+        let mut from: Vec<libc::sockaddr_ll> = (0..cap)
+            // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+            .map(|_| unsafe { std::mem::zeroed() })
+            .collect();
+        let mut iov: Vec<libc::iovec> = b
+            .bufs
+            .iter_mut()
+            .map(|f| libc::iovec {
+                iov_base: f.as_mut_ptr().cast(),
+                iov_len: f.len(),
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = iov
+            .iter_mut()
+            .zip(&mut from)
+            .map(|(v, a)| {
+                // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_iov = v;
+                h.msg_iovlen = 1;
+                h.msg_name = (a as *mut libc::sockaddr_ll).cast();
+                h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        // SAFETY: every header points at one iovec over a MAX_FRAME-byte buffer
+        // and at one sockaddr_ll, all alive and unaliased for the call; the
+        // kernel writes at most those sizes.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                cap as libc::c_uint,
+                libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok((0, 0)),
+                _ => Err(e),
+            };
+        }
+        for (i, m) in msgs.iter().take(n as usize).enumerate() {
+            if from[i].sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            // MSG_TRUNC returns the frame's real length: a longer one was cut
-            buf.truncate((n as usize).min(MAX_FRAME));
-            return Ok(true);
+            // MSG_TRUNC gives the frame's real length: a longer one was cut
+            let len = (m.msg_len as usize).min(MAX_FRAME);
+            if b.n != i {
+                b.bufs.swap(b.n, i);
+            }
+            b.lens[b.n] = len;
+            b.n += 1;
         }
+        Ok((b.n, n as usize))
     }
 
     /// Sends one frame out of the interface, as it is.
@@ -210,6 +301,51 @@ impl PacketSocket {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => std::thread::yield_now(),
                 _ => return Err(e),
             }
+        }
+    }
+}
+
+impl PacketSocket {
+    /// Sends a burst of frames with one `sendmmsg(2)`; returns how many the
+    /// interface took (0 when its queue is full).
+    pub fn send_many(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut iov: Vec<libc::iovec> = frames
+            .iter()
+            .map(|f| libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_iov = v;
+                h.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        // SAFETY: every header points at one iovec of a frame that outlives the
+        // call; the kernel only reads them (and writes msg_len).
+        let n = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                msgs.len() as libc::c_uint,
+                0,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
         }
     }
 }

@@ -111,6 +111,11 @@ impl KernelRss {
     pub fn packets(&self, bucket: u32) -> io::Result<u64> {
         self.counts.sum(bucket)
     }
+
+    /// Packets steered through each bucket so far (all CPUs), in bucket order.
+    pub fn all_packets(&self) -> io::Result<Vec<u64>> {
+        (0..self.buckets).map(|b| self.counts.sum(b)).collect()
+    }
 }
 
 /// The program. Registers: r6 the context (for packet loads), r7 the IPv4

@@ -152,6 +152,78 @@ impl Bed {
         Ok(())
     }
 
+    /// Gives the middle namespace what the kernel needs to route between the
+    /// two sides itself (for comparing flowshift with the kernel's own
+    /// forwarding, `flowshift bench-kernel`): addresses `10.0.0.1/24` and
+    /// `198.51.100.1/24`, a default route to the server with a static
+    /// neighbour, no reverse-path filter. Forwarding stays off until
+    /// [`set_forwarding`](Self::set_forwarding); frames flowshift forwards are
+    /// addressed to the server's MAC and never reach the middle's IP stack.
+    pub fn route_in_middle(&self) -> io::Result<()> {
+        let (f, s) = (self.middle(), self.server());
+        let (a, b) = self.ifaces();
+        let smac = mac(&s, &format!("{}s0", self.prefix))?;
+        exec(&f, "ip", &["addr", "add", "10.0.0.1/24", "dev", &a])?;
+        exec(&f, "ip", &["addr", "add", "198.51.100.1/24", "dev", &b])?;
+        exec(&f, "ip", &["route", "add", "10.0.0.0/8", "dev", &a])?;
+        exec(
+            &f,
+            "ip",
+            &[
+                "neigh",
+                "replace",
+                SERVER,
+                "lladdr",
+                &smac,
+                "dev",
+                &b,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        exec(
+            &f,
+            "ip",
+            &["route", "add", "default", "via", SERVER, "dev", &b],
+        )?;
+        for k in ["all", "default", a.as_str(), b.as_str()] {
+            exec(
+                &f,
+                "sysctl",
+                &["-qw", &format!("net.ipv4.conf.{k}.rp_filter=0")],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Turns IPv4 forwarding in the middle namespace on or off.
+    pub fn set_forwarding(&self, on: bool) -> io::Result<()> {
+        let v = if on { "1" } else { "0" };
+        exec(
+            &self.middle(),
+            "sysctl",
+            &["-qw", &format!("net.ipv4.ip_forward={v}")],
+        )
+    }
+
+    /// Receive packet steering: frames arriving on the middle's interfaces are
+    /// processed (by the kernel, and handed to packet sockets) on the CPUs of
+    /// `mask` rather than on the sending CPU.
+    pub fn steer_middle_rx(&self, mask: u64) -> io::Result<()> {
+        let (a, b) = self.ifaces();
+        for dev in [a, b] {
+            exec(
+                &self.middle(),
+                "sh",
+                &[
+                    "-c",
+                    &format!("for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask:x} > $q/rps_cpus; done"),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Leaves the bed up after this value is gone (`scripts/netns.sh up`).
     pub fn keep(self) {
         std::mem::forget(self);

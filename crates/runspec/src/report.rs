@@ -128,7 +128,8 @@ pub struct RunReport {
     pub latency_cdf: BTreeMap<&'static str, Vec<(u64, f64)>>,
     /// Shard moves, offload changes, entries moved.
     pub migrations: BTreeMap<&'static str, u64>,
-    /// Controller rounds and plan / move times.
+    /// Controller rounds, plan / move times, the balancer's counters and, with
+    /// kernel steering, `kernel_bucket_packets` (what its input counted).
     pub controller: BTreeMap<&'static str, f64>,
     /// Per core.
     pub per_core: Vec<PerCore>,

@@ -63,6 +63,9 @@ pub struct Tally {
     pub plan_ns: Vec<u64>,
     /// The balancer's own counters.
     pub balancer: Vec<(&'static str, f64)>,
+    /// Kernel steering: packets counted by the kernel program's per-bucket
+    /// counters (the balancer's input in place of the cores' own counts).
+    pub kernel_bucket_packets: Option<u64>,
     /// Per core (working, then offloading).
     pub per_core: Vec<PerCore>,
     /// Per controller period: (ns since start, busy share of each core).
@@ -97,6 +100,7 @@ impl Tally {
             rounds: 0,
             plan_ns: Vec::new(),
             balancer: Vec::new(),
+            kernel_bucket_packets: None,
             per_core: Vec::new(),
             load_over_time: Vec::new(),
             nf: BTreeMap::new(),
@@ -214,7 +218,11 @@ impl Tally {
                     ("move_us_max", percentile_us(&c.move_ns, 1.0)),
                 ]
                 .into_iter()
-                .chain(self.balancer.iter().copied()),
+                .chain(self.balancer.iter().copied())
+                .chain(
+                    self.kernel_bucket_packets
+                        .map(|n| ("kernel_bucket_packets", n as f64)),
+                ),
             ),
             per_core: self.per_core.clone(),
             imbalance: self.imbalance(period_median),

@@ -27,6 +27,8 @@ pub(crate) struct ControllerStats {
     pub balancer: Vec<(&'static str, f64)>,
     /// The plan applier's counters.
     pub apply: ApplyStats,
+    /// Kernel steering: packets the kernel's per-bucket counters saw in all.
+    pub kernel_bucket_packets: Option<u64>,
 }
 
 /// How long the controller sleeps between checks when no move is under way.
@@ -59,6 +61,8 @@ impl Controller {
         let mut next = Instant::now() + self.period;
         let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
         let mut prev_t = self.shared.now_ns();
+        // kernel steering: the program's per-bucket counters at the last round
+        let mut kprev = self.kernel_counts();
         // rewrites waiting for the NIC's update delay, in version order
         let mut rewrites: VecDeque<Delayed> = VecDeque::new();
         loop {
@@ -92,7 +96,15 @@ impl Controller {
                 st.rounds += 1;
                 let now = self.shared.now_ns();
                 let totals: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
-                let snap = self.snapshot(&totals, &prev, now, now - prev_t);
+                let mut snap = self.snapshot(&totals, &prev, now, now - prev_t);
+                if let (Some(p), Some(k)) = (&kprev, self.kernel_counts()) {
+                    // the kernel saw every frame, including those its sockets
+                    // dropped: the load RSS++ balances is the arrivals'
+                    for (b, (x, y)) in k.iter().zip(p).enumerate() {
+                        snap.bucket_packets[b] = x.saturating_sub(*y);
+                    }
+                    kprev = Some(k);
+                }
                 prev = totals;
                 prev_t = now;
                 st.load_over_time.push((now, snap.core_load.clone()));
@@ -141,6 +153,7 @@ impl Controller {
         }
         st.balancer = self.balancer.counters();
         st.apply = self.apply.stats().clone();
+        st.kernel_bucket_packets = self.kernel_counts().map(|k| k.iter().sum());
         st
     }
 
@@ -162,6 +175,12 @@ impl Controller {
             }
             Order::SetOffloader { core, to } => to_core(core, ToWorker::SetOffloader { to }),
         }
+    }
+
+    /// Kernel steering: the program's per-bucket packet counters (`None` without
+    /// kernel steering, or if the map cannot be read).
+    fn kernel_counts(&self) -> Option<Vec<u64>> {
+        self.kernel.as_ref().and_then(|k| k.all_packets().ok())
     }
 
     /// Rewrites every bucket of `shard` to `to`, then publishes `version` (Release).

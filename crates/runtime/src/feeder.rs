@@ -196,7 +196,7 @@ pub(crate) fn feed_ports(
         to: opts.metrics.clone(),
     };
     let t0 = shared.now_ns();
-    let mut buf = Vec::new();
+    let mut batch = netio::RxBatch::new(opts.burst.min(64));
     let mut n = 0u64;
     loop {
         let now = shared.now_ns();
@@ -207,20 +207,20 @@ pub(crate) fn feed_ports(
         let v = shared.version();
         let mut got = 0;
         for (port, sock) in ports.iter().enumerate() {
-            for _ in 0..opts.burst {
-                match sock.recv(&mut buf) {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(_) => {
-                        st.rx_errors += 1;
-                        break;
-                    }
+            let k = match sock.recv_batch(&mut batch) {
+                Ok(k) => k,
+                Err(_) => {
+                    st.rx_errors += 1;
+                    continue;
                 }
+            };
+            for i in 0..k {
+                let frame = batch.frame(i);
                 got += 1;
                 n += 1;
                 st.offered += 1;
-                st.bytes += buf.len() as u64 + u64::from(trace::FCS_LEN);
-                match Packet::new(buf.clone(), shared.now_ns(), hasher) {
+                st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
+                match Packet::new(frame.to_vec(), shared.now_ns(), hasher) {
                     Ok(mut p) => {
                         p.port = port as u8;
                         enqueue(p, n, opts.spray, false, shared, &mut queues, &mut st);

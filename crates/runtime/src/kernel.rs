@@ -26,6 +26,9 @@ use crate::shared::Shared;
 /// How long after a table rewrite the kernel is taken to steer by it.
 pub(crate) const GRACE: Duration = Duration::from_millis(2);
 
+/// Frames read from a socket by one system call.
+const RX_BATCH: usize = 32;
+
 /// What a core's sockets delivered.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct RxStats {
@@ -48,7 +51,7 @@ pub(crate) struct KernelRx {
     /// Reads stop when this many wait (the rest waits in the sockets).
     pub limit: usize,
     pub stats: RxStats,
-    buf: Vec<u8>,
+    batch: netio::RxBatch,
 }
 
 impl KernelRx {
@@ -59,7 +62,7 @@ impl KernelRx {
             queue: VecDeque::with_capacity(limit),
             limit,
             stats: RxStats::default(),
-            buf: Vec::new(),
+            batch: netio::RxBatch::new(RX_BATCH),
         }
     }
 
@@ -68,22 +71,25 @@ impl KernelRx {
     pub fn fill(&mut self, shared: &Shared, all: bool) {
         for (port, sock) in &self.socks {
             while all || self.queue.len() < self.limit {
-                match sock.recv(&mut self.buf) {
-                    Ok(true) => {}
-                    Ok(false) | Err(_) => break,
-                }
-                self.stats.offered += 1;
-                self.stats.bytes += self.buf.len() as u64 + u64::from(trace::FCS_LEN);
-                match Packet::new(self.buf.clone(), shared.now_ns(), &self.hasher) {
-                    Ok(mut p) => {
-                        if p.info.ip_version != wire::parse::IpVersion::V4 {
-                            self.stats.unsteered += 1;
-                            continue;
+                let k = match sock.recv_batch(&mut self.batch) {
+                    Ok(k) if k > 0 => k,
+                    _ => break,
+                };
+                for i in 0..k {
+                    let frame = self.batch.frame(i);
+                    self.stats.offered += 1;
+                    self.stats.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
+                    match Packet::new(frame.to_vec(), shared.now_ns(), &self.hasher) {
+                        Ok(mut p) => {
+                            if p.info.ip_version != wire::parse::IpVersion::V4 {
+                                self.stats.unsteered += 1;
+                                continue;
+                            }
+                            p.port = *port;
+                            self.queue.push_back(p);
                         }
-                        p.port = *port;
-                        self.queue.push_back(p);
+                        Err((_, m)) => self.stats.malformed[m as usize] += 1,
                     }
-                    Err((_, m)) => self.stats.malformed[m as usize] += 1,
                 }
             }
         }

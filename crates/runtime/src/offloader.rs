@@ -49,6 +49,8 @@ impl Offloader {
         let mut last = Instant::now();
         let mut next_publish = 0u64;
         loop {
+            // the last round's forwarded frames leave together
+            self.sink.flush();
             if let Some((m, i)) = &self.metrics {
                 let now = self.shared.now_ns();
                 if now >= next_publish {
@@ -129,6 +131,7 @@ impl Offloader {
                 self.stats.publish(busy_ns, idle_ns, packets);
             }
         }
+        self.sink.flush();
         OffloaderResult {
             chain: self.chain,
             sink: self.sink,

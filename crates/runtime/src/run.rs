@@ -246,7 +246,9 @@ impl Threads<'_> {
     /// A core's sink (sending forwarded packets out with interfaces).
     fn sink(&self, exit_order: bool) -> Sink {
         let mut s = Sink::new(self.cfg.keep_output, self.cfg.priority_dscp, exit_order);
-        s.tx = self.tx.clone();
+        if let Some(tx) = self.tx.clone() {
+            s.set_tx(tx);
+        }
         s
     }
 
@@ -516,6 +518,7 @@ fn merge(
     t.rounds = ctl.rounds;
     t.plan_ns = ctl.plan_ns;
     t.balancer = ctl.balancer;
+    t.kernel_bucket_packets = ctl.kernel_bucket_packets;
     t.control = ctl.apply;
     t.load_over_time = ctl.load_over_time.clone();
     RunOutcome {

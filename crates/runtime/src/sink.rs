@@ -17,10 +17,29 @@ pub(crate) struct ExitRecord {
 /// leaves by port i + 1 (mod the ports: one port sends back where it came from).
 pub(crate) struct Tx(pub Vec<netio::PacketSocket>);
 
+/// Frames sent out of an interface by one system call.
+const TX_BATCH: usize = 32;
+
 impl Tx {
-    fn send(&self, p: &Packet) -> bool {
-        let out = (usize::from(p.port) + 1) % self.0.len();
-        self.0[out].send(&p.data).is_ok()
+    /// The port a packet that arrived on `port` leaves by.
+    fn out(&self, port: u8) -> usize {
+        (usize::from(port) + 1) % self.0.len()
+    }
+
+    /// Sends `frames` out of `port`, waiting while its queue is full, as a
+    /// NIC's TX would; returns how many were refused (on an error).
+    fn send(&self, port: usize, frames: &[Vec<u8>]) -> u64 {
+        let mut refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        while !refs.is_empty() {
+            match self.0[port].send_many(&refs) {
+                Ok(0) => std::thread::yield_now(),
+                Ok(n) => {
+                    refs.drain(..n);
+                }
+                Err(_) => return refs.len() as u64,
+            }
+        }
+        0
     }
 }
 
@@ -34,9 +53,11 @@ pub(crate) struct Sink {
     keep_output: bool,
     priority_dscp: u8,
     /// With interfaces: where forwarded packets leave.
-    pub tx: Option<std::sync::Arc<Tx>>,
+    tx: Option<std::sync::Arc<Tx>>,
     /// Forwarded packets the interface refused.
     pub tx_failed: u64,
+    /// With interfaces: frames waiting to be sent, per port.
+    pending: Vec<Vec<Vec<u8>>>,
 }
 
 impl Sink {
@@ -49,6 +70,26 @@ impl Sink {
             priority_dscp,
             tx: None,
             tx_failed: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// With interfaces: where forwarded packets leave.
+    pub fn set_tx(&mut self, tx: std::sync::Arc<Tx>) {
+        self.pending = vec![Vec::with_capacity(TX_BATCH); tx.0.len()];
+        self.tx = Some(tx);
+    }
+
+    /// Sends the frames waiting to leave (a core calls this once per burst and
+    /// when it stops).
+    pub fn flush(&mut self) {
+        if let Some(tx) = &self.tx {
+            for (port, q) in self.pending.iter_mut().enumerate() {
+                if !q.is_empty() {
+                    self.tx_failed += tx.send(port, q);
+                    q.clear();
+                }
+            }
         }
     }
 
@@ -67,8 +108,11 @@ impl Sink {
             return;
         }
         if let Some(tx) = &self.tx {
-            if !tx.send(p) {
-                self.tx_failed += 1;
+            let out = tx.out(p.port);
+            self.pending[out].push(p.data.clone());
+            if self.pending[out].len() >= TX_BATCH {
+                self.tx_failed += tx.send(out, &self.pending[out]);
+                self.pending[out].clear();
             }
         }
         if self.keep_output {

@@ -125,6 +125,8 @@ impl Worker {
         };
         let mut offload_waits = 0;
         loop {
+            // the last burst's forwarded frames leave together
+            self.sink.flush();
             let now = self.shared.now_ns();
             let due = self.core.handle_time(now, self.window_ns);
             if due.timers {
@@ -184,6 +186,7 @@ impl Worker {
             self.stats
                 .publish(clock.busy_ns, clock.idle_ns, clock.packets);
         }
+        self.sink.flush();
         WorkerResult {
             shards: self.shards.iter_mut().filter_map(Option::take).collect(),
             chain: self.chain,

@@ -1,0 +1,503 @@
+//! `flowshift bench-kernel`: flowshift's firewall → NAT on real interfaces next
+//! to the Linux kernel's own nftables firewall + NAT (conntrack), on the same
+//! network-namespace bed and the same traffic, in one run.
+//!
+//! The bed is [`netio::testbed::Bed`]; the middle namespace is either a bump in
+//! the wire running `flowshift run --iface` (one working core) or a router
+//! whose forwarding path runs an nftables ruleset equivalent to the chain
+//! (stateful accept of connections from 10.0.0.0/8, source NAT onto
+//! 203.0.113.0/24). A sender of ours in the client namespace blasts 64 B UDP
+//! frames of many flows (from the trace generator) with `sendmmsg` on an
+//! `AF_PACKET` socket, pinned to the last CPU; receive packet steering puts the
+//! middle's receive work on CPU 0, where flowshift's working core is pinned,
+//! so each variant gets one CPU for the network function. Delivered packets are
+//! counted on the server's interface. Variants run in turn, `--rounds` times;
+//! the table shows each one's median and its ratio to nftables.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use netio::netns;
+use netio::testbed::Bed;
+use netio::PacketSocket;
+use trace::{Generator, SizeDist, Trace, TraceSpec};
+
+/// Options of `flowshift bench-kernel`.
+#[derive(Args, Debug)]
+pub struct BenchKernelArgs {
+    /// Seconds each variant is offered traffic, per round.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Flows (UDP, 64 B frames) in the offered traffic.
+    #[arg(long, default_value_t = 10_000)]
+    pub flows: u32,
+    /// Rounds; each variant's median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Offer at most this many Mpps (default: as fast as the sender goes).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The variants measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    /// Kernel forwarding with no ruleset: the kernel's ceiling.
+    KernelRouting,
+    /// Kernel forwarding through the nftables firewall + NAT.
+    Nftables,
+    /// flowshift FW → NAT, one working core reading its own socket.
+    FlowshiftKernelSteer,
+    /// flowshift FW → NAT, one working core fed by the NIC-model thread.
+    FlowshiftUserSteer,
+}
+
+impl Variant {
+    const ALL: [Variant; 4] = [
+        Variant::KernelRouting,
+        Variant::Nftables,
+        Variant::FlowshiftKernelSteer,
+        Variant::FlowshiftUserSteer,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Variant::KernelRouting => "kernel routing (no rules)",
+            Variant::Nftables => "nftables fw+nat (conntrack)",
+            Variant::FlowshiftKernelSteer => "flowshift fw+nat --steer kernel",
+            Variant::FlowshiftUserSteer => "flowshift fw+nat --steer user",
+        }
+    }
+
+    fn flowshift(self) -> Option<&'static str> {
+        match self {
+            Variant::FlowshiftKernelSteer => Some("kernel"),
+            Variant::FlowshiftUserSteer => Some("user"),
+            _ => None,
+        }
+    }
+}
+
+/// One variant's measurement in one round.
+#[derive(Clone, Debug, serde::Serialize)]
+struct Sample {
+    variant: &'static str,
+    round: usize,
+    sent: u64,
+    /// Frames sent before `sent` to see flowshift forward (in its report too).
+    probes: u64,
+    delivered: u64,
+    offered_mpps: f64,
+    delivered_mpps: f64,
+    /// flowshift's own report.
+    flowshift: Option<FlowshiftReport>,
+}
+
+/// The nftables ruleset: flowshift's bench chain in the kernel's words.
+const NFT_RULES: &str = "table ip fsbench {
+  chain forward {
+    type filter hook forward priority 0; policy drop;
+    ct state established,related accept
+    ip saddr 10.0.0.0/8 ct state new accept
+  }
+  chain postrouting {
+    type nat hook postrouting priority 100; policy accept;
+    ip saddr 10.0.0.0/8 snat to 203.0.113.1-203.0.113.254
+  }
+}
+";
+
+/// flowshift's chain: the same firewall and NAT.
+const CHAIN: &str = "[table]\ncapacity = 262144\n\
+[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
+[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n";
+
+pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) {
+        bail!(
+            "--seconds {}: expected more than 0 and at most 600",
+            a.seconds
+        );
+    }
+    if a.rate.is_some_and(|r| !(r > 0.0 && r <= 1000.0)) {
+        bail!(
+            "--rate {:?}: expected Mpps above 0 and at most 1000",
+            a.rate
+        );
+    }
+    if a.rounds == 0 || a.flows == 0 {
+        bail!("--rounds and --flows must be at least 1");
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bed = Bed::up("fsbk")
+        .context("building the network-namespace bed (needs root and network namespaces)")?;
+    let (a_if, _) = bed.ifaces();
+    let c0 = format!("{}c0", bed.prefix);
+    let s0 = format!("{}s0", bed.prefix);
+    bed.route_in_middle()?;
+    bed.steer_middle_rx(1)?;
+    let a_mac = parse_mac(&netns::mac(&bed.middle(), &a_if)?)?;
+    let c_mac = parse_mac(&netns::mac(&bed.client(), &c0)?)?;
+    let s_mac = parse_mac(&netns::mac(&bed.server(), &s0)?)?;
+    let frames = frames(a.flows)?;
+    eprintln!(
+        "flowshift bench-kernel: {} flows, {} frames of 64 B, {} s per variant at {}, {} round(s), sender on CPU {}, network function on CPU 0",
+        a.flows,
+        frames.len(),
+        a.seconds,
+        a.rate.map_or("full speed".to_string(), |r| format!("{r} Mpps")),
+        a.rounds,
+        cpus - 1
+    );
+    let dir = std::env::temp_dir().join(format!("flowshift-bench-kernel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let chain = dir.join("fw-nat.toml");
+    std::fs::write(&chain, CHAIN)?;
+    let dur = Duration::from_secs_f64(a.seconds);
+    let mut samples: Vec<Sample> = Vec::new();
+    for round in 0..a.rounds {
+        for v in Variant::ALL {
+            // the kernel routes frames addressed to its interface; flowshift
+            // forwards frames as they are, addressed to the server
+            let dst = if v.flowshift().is_some() {
+                s_mac
+            } else {
+                a_mac
+            };
+            let batch = addressed(&frames, dst, c_mac, round);
+            let mut child = None;
+            let mut probes = 0;
+            match v.flowshift() {
+                None => {
+                    if v == Variant::Nftables {
+                        nft(&bed, NFT_RULES)?;
+                    }
+                    bed.set_forwarding(true)?;
+                }
+                Some(steer) => {
+                    let json = dir.join(format!("run-{round}-{steer}.json"));
+                    child = Some(start_flowshift(&bed, steer, &chain, &json)?);
+                    probes = wait_forwarding(&bed, &c0, &s0, &batch)?;
+                    // the last probes leave before counting starts
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            let rx0 = netns::counter(&bed.server(), &s0, "rx_packets")?;
+            let sent = send(
+                &bed.client(),
+                &c0,
+                &batch,
+                (dur, u64::MAX),
+                a.rate,
+                cpus - 1,
+            )?;
+            std::thread::sleep(Duration::from_millis(200));
+            let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
+            let mut fs = None;
+            match child {
+                None => {
+                    bed.set_forwarding(false)?;
+                    if v == Variant::Nftables {
+                        netns::exec(&bed.middle(), "nft", &["delete", "table", "ip", "fsbench"])?;
+                    }
+                }
+                Some(c) => fs = Some(stop_flowshift(c)?),
+            }
+            let secs = dur.as_secs_f64();
+            let s = Sample {
+                variant: v.name(),
+                round,
+                sent,
+                probes,
+                delivered,
+                offered_mpps: sent as f64 / secs / 1e6,
+                delivered_mpps: delivered as f64 / secs / 1e6,
+                flowshift: fs.clone(),
+            };
+            eprintln!(
+                "  round {round}: {:<32} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
+                s.variant,
+                s.offered_mpps,
+                s.delivered_mpps,
+                fs.map(|f| {
+                    let [i, o, d] = f.counts;
+                    format!(" (flowshift: in {i}, out {o}, dropped {d}: {:?})", f.drops)
+                })
+                .unwrap_or_default()
+            );
+            samples.push(s);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let median = |v: Variant, f: fn(&Sample) -> f64| {
+        let mut x: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.variant == v.name())
+            .map(f)
+            .collect();
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    let nft_rate = median(Variant::Nftables, |s| s.delivered_mpps);
+    println!(
+        "{:<32} {:>13} {:>15} {:>12}",
+        "variant", "offered Mpps", "delivered Mpps", "vs nftables"
+    );
+    for v in Variant::ALL {
+        let d = median(v, |s| s.delivered_mpps);
+        println!(
+            "{:<32} {:>13.3} {:>15.3} {:>12.2}",
+            v.name(),
+            median(v, |s| s.offered_mpps),
+            d,
+            d / nft_rate.max(1e-9)
+        );
+    }
+    if let Some(p) = &a.json {
+        let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
+        serde_json::to_writer_pretty(f, &samples)?;
+    }
+    Ok(())
+}
+
+/// The client-to-server frames of a UDP trace of `flows` flows, 64 B each.
+fn frames(flows: u32) -> anyhow::Result<Vec<Vec<u8>>> {
+    let spec = TraceSpec {
+        flows,
+        packets: u64::from(flows).max(50_000) * 4,
+        active_flows: flows,
+        tcp_share: 0.0,
+        ipv6_share: 0.0,
+        priority_share: 0.0,
+        sizes: SizeDist::Fixed(64),
+        ..TraceSpec::default()
+    };
+    let trace = Trace::from_generated(Generator::new(&spec)?);
+    let out: Vec<Vec<u8>> = trace
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f.len() >= 34 && f[12..14] == [0x08, 0x00] && f[26] == 10)
+        .map(<[u8]>::to_vec)
+        .collect();
+    if out.is_empty() {
+        bail!("the generated trace has no client-to-server IPv4 frames");
+    }
+    Ok(out)
+}
+
+/// `frames` with their MAC addresses set; the source port's low byte is turned
+/// by `round`, so each round's flows are new to the kernel's conntrack too.
+fn addressed(frames: &[Vec<u8>], dst: [u8; 6], src: [u8; 6], round: usize) -> Vec<Vec<u8>> {
+    frames
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f[0..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&src);
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            let sport = 14 + ihl;
+            if f.len() >= sport + 8 {
+                let old = u16::from_be_bytes([f[sport], f[sport + 1]]);
+                let new = old ^ (round as u16 & 0xff);
+                f[sport..sport + 2].copy_from_slice(&new.to_be_bytes());
+                // UDP checksum: incremental update (RFC 1624); 0 means none
+                let ck = u16::from_be_bytes([f[sport + 6], f[sport + 7]]);
+                if ck != 0 {
+                    let sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
+                    let sum = (sum & 0xffff) + (sum >> 16);
+                    let sum = (sum & 0xffff) + (sum >> 16);
+                    let c = !(sum as u16);
+                    let c = if c == 0 { 0xffff } else { c };
+                    f[sport + 6..sport + 8].copy_from_slice(&c.to_be_bytes());
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("MAC address `{s}`"))?;
+    v.try_into()
+        .map_err(|_| anyhow::anyhow!("MAC address `{s}`"))
+}
+
+/// Loads an nftables ruleset in the middle namespace.
+fn nft(bed: &Bed, rules: &str) -> anyhow::Result<()> {
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", &bed.middle(), "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running nft (install nftables: scripts/deps.sh)")?;
+    c.stdin.take().expect("piped").write_all(rules.as_bytes())?;
+    let out = c.wait_with_output()?;
+    if !out.status.success() {
+        bail!("nft: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Blasts `frames` (in a loop) out of `iface` in namespace `ns` for `dur` or
+/// until `max` are sent, at most `mpps` million frames a second, from a
+/// thread pinned to `cpu`; returns the frames the interface took.
+fn send(
+    ns: &str,
+    iface: &str,
+    frames: &[Vec<u8>],
+    (dur, max): (Duration, u64),
+    mpps: Option<f64>,
+    cpu: usize,
+) -> anyhow::Result<u64> {
+    let (ns, iface) = (ns.to_string(), iface.to_string());
+    let frames = frames.to_vec();
+    std::thread::spawn(move || -> anyhow::Result<u64> {
+        netns::enter(&ns)?;
+        core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+        let sock = PacketSocket::open_tx(&iface)?;
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let (t0, mut i, mut sent) = (Instant::now(), 0usize, 0u64);
+        while t0.elapsed() < dur && sent < max {
+            if let Some(r) = mpps {
+                // paced: the next burst waits for its time
+                let due = Duration::from_secs_f64(sent as f64 / (r * 1e6));
+                if t0.elapsed() < due {
+                    std::hint::spin_loop();
+                    continue;
+                }
+            }
+            let end = (i + 32).min(refs.len()).min(i + (max - sent) as usize);
+            let n = sock.send_many(&refs[i..end])?;
+            sent += n as u64;
+            i = (i + n) % refs.len();
+        }
+        Ok(sent)
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the sender panicked"))?
+}
+
+/// A `flowshift run` of the bench, killed if the bench ends before stopping it.
+struct Flowshift {
+    child: Child,
+    json: PathBuf,
+}
+
+impl Drop for Flowshift {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `flowshift run` on the bed's middle interfaces with one working core.
+fn start_flowshift(
+    bed: &Bed,
+    steer: &str,
+    chain: &std::path::Path,
+    json: &std::path::Path,
+) -> anyhow::Result<Flowshift> {
+    let (a, b) = bed.ifaces();
+    let exe = std::env::current_exe()?;
+    let log = std::fs::File::create(json.with_extension("log"))?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", &bed.middle()])
+        .arg(exe)
+        .args(["run", "--iface", &format!("{a},{b}"), "--steer", steer])
+        .args(["--workers", "1", "--balancer", "static"])
+        .arg("--config")
+        .arg(chain)
+        .arg("--json")
+        .arg(json)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting flowshift run")?;
+    Ok(Flowshift {
+        child,
+        json: json.to_path_buf(),
+    })
+}
+
+/// Waits until frames sent from the client reach the server through flowshift.
+/// Returns the frames sent to find out.
+fn wait_forwarding(bed: &Bed, c0: &str, s0: &str, frames: &[Vec<u8>]) -> anyhow::Result<u64> {
+    let t0 = Instant::now();
+    let probe = &frames[..frames.len().min(16)];
+    let mut probes = 0;
+    while t0.elapsed() < Duration::from_secs(20) {
+        let before = netns::counter(&bed.server(), s0, "rx_packets")?;
+        let span = (Duration::from_secs(1), probe.len() as u64);
+        probes += send(&bed.client(), c0, probe, span, None, 0)?;
+        std::thread::sleep(Duration::from_millis(100));
+        if netns::counter(&bed.server(), s0, "rx_packets")? > before {
+            return Ok(probes);
+        }
+    }
+    bail!("flowshift did not forward within 20 s")
+}
+
+/// What flowshift's own report said.
+#[derive(Clone, Debug, serde::Serialize)]
+struct FlowshiftReport {
+    /// Packets in, out, dropped.
+    counts: [u64; 3],
+    /// Drops by cause (those above 0).
+    drops: Vec<(String, u64)>,
+}
+
+/// Interrupts a flowshift run and reads its report.
+fn stop_flowshift(mut f: Flowshift) -> anyhow::Result<FlowshiftReport> {
+    let (c, json) = (&mut f.child, f.json.clone());
+    // SAFETY: kill(2) on the child's pid; no memory is involved.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait()? {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = c.kill();
+            bail!("flowshift run did not stop within 30 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if !status.success() {
+        let err = std::fs::read_to_string(json.with_extension("log")).unwrap_or_default();
+        bail!("flowshift run failed ({status}): {}", err.trim());
+    }
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?,
+    )?;
+    let n = |k: &str| r[k].as_u64().unwrap_or(0);
+    let causes: Vec<(String, u64)> = r["drops"]
+        .as_object()
+        .map(|d| {
+            d.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                .filter(|(_, v)| *v > 0)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(FlowshiftReport {
+        counts: [
+            n("packets_in"),
+            n("packets_out"),
+            causes.iter().map(|c| c.1).sum(),
+        ],
+        drops: causes,
+    })
+}
