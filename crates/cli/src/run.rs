@@ -346,6 +346,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", p.display()))?;
         eprintln!("flowshift: wrote {n} packets to {}", p.display());
     }
+    if let Some(why) = &out.input_failure {
+        bail!("the run ended early ({why}); the report above covers it up to then");
+    }
     Ok(())
 }
 

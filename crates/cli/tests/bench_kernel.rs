@@ -49,7 +49,10 @@ fn bench_kernel_measures_every_variant() {
         // the server's counter also sees the odd IPv6 neighbour message (and
         // a late probe)
         let probes = s["probes"].as_u64().unwrap();
-        assert!(delivered <= sent + probes + 16, "{s}: more delivered than sent");
+        assert!(
+            delivered <= sent + probes + 16,
+            "{s}: more delivered than sent"
+        );
         if let Some(f) = s["flowshift"]["counts"].as_array() {
             let [pin, pout, dropped] = [0, 1, 2].map(|i| f[i].as_u64().unwrap());
             assert_eq!(pin, pout + dropped, "{s}");

@@ -404,3 +404,35 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     }
     drop(srv);
 }
+
+#[test]
+fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
+    let cfg = config();
+    for steer in ["user", "kernel"] {
+        // each round deletes an interface: a bed of its own
+        let Some(bed) = common::bed("fsgo") else {
+            return;
+        };
+        let (a, _) = bed.ifaces();
+        let run = Running::start(&bed, &cfg, &["--steer", steer]);
+        std::thread::sleep(Duration::from_millis(700));
+        // deleting one end of a veth pair deletes both
+        netns::exec(&bed.middle(), "ip", &["link", "del", &a]).unwrap();
+        let out = run
+            .wait_for(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{steer}: the run went on without its interface"));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!out.status.success(), "{steer}: exit 0\n{stdout}\n{stderr}");
+        assert!(
+            stderr.contains("the run ended early") && stderr.contains(&format!("interface {a}")),
+            "{steer}: {stderr}"
+        );
+        assert!(
+            stdout.contains("packets     in"),
+            "{steer}: no report\n{stdout}"
+        );
+    }
+}

@@ -201,7 +201,11 @@ pub(crate) fn feed_ports(
     loop {
         let now = shared.now_ns();
         let stop = opts.stop.as_ref().is_some_and(|s| s.is_set());
-        if stop || shared.aborted() || opts.duration_ns.is_some_and(|d| now - t0 >= d) {
+        if stop
+            || shared.aborted()
+            || shared.input_failure().is_some()
+            || opts.duration_ns.is_some_and(|d| now - t0 >= d)
+        {
             break;
         }
         let v = shared.version();
@@ -209,9 +213,10 @@ pub(crate) fn feed_ports(
         for (port, sock) in ports.iter().enumerate() {
             let k = match sock.recv_batch(&mut batch) {
                 Ok(k) => k,
-                Err(_) => {
-                    st.rx_errors += 1;
-                    continue;
+                Err(e) => {
+                    // e.g. the interface went away: the run ends and says why
+                    shared.fail_input(format!("interface {}: receiving: {e}", sock.iface()));
+                    break;
                 }
             };
             for i in 0..k {

@@ -72,8 +72,13 @@ impl KernelRx {
         for (port, sock) in &self.socks {
             while all || self.queue.len() < self.limit {
                 let k = match sock.recv_batch(&mut self.batch) {
-                    Ok(k) if k > 0 => k,
-                    _ => break,
+                    Ok(0) => break,
+                    Ok(k) => k,
+                    Err(e) => {
+                        // e.g. the interface went away: the run ends and says why
+                        shared.fail_input(format!("interface {}: receiving: {e}", sock.iface()));
+                        break;
+                    }
                 };
                 for i in 0..k {
                     let frame = self.batch.frame(i);
@@ -118,7 +123,11 @@ pub(crate) fn kernel_nic(
     loop {
         let now = shared.now_ns();
         let stopped = stop.as_ref().is_some_and(|s| s.is_set());
-        if stopped || shared.aborted() || duration_ns.is_some_and(|d| now - t0 >= d) {
+        if stopped
+            || shared.aborted()
+            || shared.input_failure().is_some()
+            || duration_ns.is_some_and(|d| now - t0 >= d)
+        {
             break;
         }
         let v = shared.version();

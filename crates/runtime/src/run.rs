@@ -55,6 +55,9 @@ pub struct RunOutcome {
     pub leftover_leases: usize,
     /// Per controller period: (ns since start, busy share of each core).
     pub load_over_time: Vec<(u64, Vec<f64>)>,
+    /// Why the input ended before the run was stopped (an interface that
+    /// failed or went away); the report covers the run up to then.
+    pub input_failure: Option<String>,
 }
 
 /// Where a run's packets come from.
@@ -129,7 +132,9 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     };
     let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
     let elapsed_ns = shared.now_ns().max(1);
-    Ok(merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders))
+    let mut out = merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders);
+    out.input_failure = shared.input_failure().cloned();
+    Ok(out)
 }
 
 /// The checks that need the chain and the trace, after the shared ones.
@@ -528,6 +533,7 @@ fn merge(
         held,
         leftover_leases,
         load_over_time: ctl.load_over_time,
+        input_failure: None,
     }
 }
 

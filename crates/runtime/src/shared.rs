@@ -19,6 +19,9 @@ pub(crate) struct Shared {
     feeder_done: AtomicBool,
     stop: AtomicBool,
     aborted: AtomicBool,
+    /// Why the input failed (an interface that went away): the run then ends
+    /// as if stopped, and reports it.
+    input_failure: std::sync::OnceLock<String>,
     pub start: Instant,
 }
 
@@ -44,8 +47,19 @@ impl Shared {
             feeder_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
+            input_failure: std::sync::OnceLock::new(),
             start: Instant::now(),
         }
+    }
+
+    /// Ends the input (the first failure is kept).
+    pub fn fail_input(&self, why: String) {
+        let _ = self.input_failure.set(why);
+    }
+
+    /// Why the input failed, if it did.
+    pub fn input_failure(&self) -> Option<&String> {
+        self.input_failure.get()
     }
 
     /// ns since the run started: the runtime's clock for arrival stamps and NF time.

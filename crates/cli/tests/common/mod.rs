@@ -58,6 +58,22 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Waits up to `limit` for the run to end by itself: its exit status and
+    /// output, or `None` (still running).
+    pub fn wait_for(mut self, limit: std::time::Duration) -> Option<Output> {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < limit {
+            let c = self.0.as_mut().expect("running");
+            if c.try_wait().unwrap().is_some() {
+                return Some(self.0.take().unwrap().wait_with_output().unwrap());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(c) = &mut self.0 {
