@@ -73,8 +73,8 @@ pub struct RunArgs {
     pub iface: Option<String>,
     /// With --iface: `user` (the NIC-model thread reads every frame and steers
     /// it) or `kernel` (an eBPF program steers frames to one socket per working
-    /// core through the indirection table in a BPF map; IPv4 only;
-    /// experimental) [default: user].
+    /// core through the indirection table in a BPF map; IPv4 only)
+    /// [default: user].
     #[arg(long)]
     pub steer: Option<String>,
     /// Serve live metrics in the Prometheus text format at ADDR (e.g.

@@ -118,6 +118,26 @@ impl KernelRss {
     }
 }
 
+/// Waits until every CPU that was steering a frame when called has put it in
+/// its socket: an RCU grace period, through `membarrier(MEMBARRIER_CMD_GLOBAL)`,
+/// which the kernel carries out with `synchronize_rcu()`. The program runs in
+/// the receive softirq, a read-side section that the grace period waits for,
+/// and enqueues the frame before leaving it; so after a table update and this
+/// call, every frame the old table steered is in its old socket and every later
+/// one uses the new table. Fails where the kernel refuses the command (e.g.
+/// `nohz_full` CPUs).
+pub fn wait_for_steering() -> io::Result<()> {
+    /// `MEMBARRIER_CMD_GLOBAL` (formerly `MEMBARRIER_CMD_SHARED`).
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no user memory.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// The program. Registers: r6 the context (for packet loads), r7 the IPv4
 /// header length, r8 the input length (8 or 12), r9 the hash. Stack: the source
 /// address at −4, the destination at −8, the ports at −12, a map key at −16.

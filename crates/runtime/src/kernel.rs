@@ -6,9 +6,10 @@
 //!
 //! The shard move is unchanged, with the kernel as the NIC: the controller
 //! rewrites the BPF map (and publishes the version); a thread standing for the
-//! NIC ([`kernel_nic`]) acknowledges a version once a grace period has passed
-//! since it was published — by then every CPU that ran the program with the old
-//! table has put its frame in the old owner's socket — and on `Release` the old
+//! NIC ([`kernel_nic`]) acknowledges a version once a kernel RCU grace period
+//! has passed since it was published (`membarrier`, which waits for every
+//! receive softirq under way) — by then every CPU that ran the program with the
+//! old table has put its frame in the old owner's socket — and on `Release` the old
 //! owner reads *everything* its sockets hold before noting its queue's length
 //! (queue cycling), so each frame steered by the old table is among those it
 //! runs before the hand-over.
@@ -23,7 +24,8 @@ use wire::Malformed;
 
 use crate::shared::Shared;
 
-/// How long after a table rewrite the kernel is taken to steer by it.
+/// Where the kernel refuses RCU grace periods on request: how long after a
+/// table rewrite it is taken to steer by it.
 pub(crate) const GRACE: Duration = Duration::from_millis(2);
 
 /// Frames read from a socket by one system call.
@@ -112,14 +114,18 @@ impl KernelRx {
 }
 
 /// The NIC's part with kernel steering: acknowledges each published table
-/// version once [`GRACE`] has passed, and ends the feed when `stop` is set or
-/// `duration_ns` has passed.
+/// version once every CPU that might have steered with an older table has
+/// queued its frame — after a kernel RCU grace period
+/// ([`netio::steering::wait_for_steering`]), or [`GRACE`] where the kernel
+/// refuses that — and ends the feed when `stop` is set or `duration_ns` has
+/// passed.
 pub(crate) fn kernel_nic(
     shared: &Arc<Shared>,
     stop: Option<runspec::Stop>,
     duration_ns: Option<u64>,
 ) {
     let t0 = shared.now_ns();
+    let mut acked = None;
     loop {
         let now = shared.now_ns();
         let stopped = stop.as_ref().is_some_and(|s| s.is_set());
@@ -131,9 +137,16 @@ pub(crate) fn kernel_nic(
             break;
         }
         let v = shared.version();
-        std::thread::sleep(GRACE);
+        if acked == Some(v) {
+            std::thread::sleep(Duration::from_micros(100));
+            continue;
+        }
+        if netio::steering::wait_for_steering().is_err() {
+            std::thread::sleep(GRACE);
+        }
         // every CPU that steered with a table older than v has queued its frame
         shared.ack_version(v);
+        acked = Some(v);
     }
     shared.finish_feeding();
 }

@@ -43,6 +43,7 @@
 //! assert_eq!(r.reordered, 0);
 //! ```
 
+mod backoff;
 mod controller;
 mod feeder;
 mod kernel;

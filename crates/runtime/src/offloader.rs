@@ -48,6 +48,7 @@ impl Offloader {
         let (mut busy_ns, mut idle_ns, mut packets) = (0u64, 0u64, 0u64);
         let mut last = Instant::now();
         let mut next_publish = 0u64;
+        let mut backoff = crate::backoff::Backoff::default();
         loop {
             // the last round's forwarded frames leave together
             self.sink.flush();
@@ -91,6 +92,9 @@ impl Offloader {
                             packets += 1;
                         }
                         ToOffload::Recall { ticket, entries } => {
+                            // the flows' packets run here leave before the
+                            // working core's next ones
+                            self.sink.flush();
                             let states = entries
                                 .into_iter()
                                 .filter_map(|(s, e)| leased.remove(&(*w, s, e)).map(|l| (s, e, l)))
@@ -120,12 +124,13 @@ impl Offloader {
                 {
                     break;
                 }
-                std::thread::yield_now();
-                // the yield is idle time too, not the next burst's
+                backoff.wait();
+                // the wait is idle time too, not the next burst's
                 let now = Instant::now();
                 idle_ns += now.duration_since(last).as_nanos() as u64;
                 last = now;
             } else {
+                backoff.reset();
                 busy_ns += now.duration_since(last).as_nanos() as u64;
                 last = now;
                 self.stats.publish(busy_ns, idle_ns, packets);

@@ -80,8 +80,10 @@ impl Sink {
         self.tx = Some(tx);
     }
 
-    /// Sends the frames waiting to leave (a core calls this once per burst and
-    /// when it stops).
+    /// Sends the frames waiting to leave. A core calls this once per burst,
+    /// when it stops, and before any flow's packets can run on another core
+    /// (a shard handed over, a packet pushed to an offloading core, a recall
+    /// answered), so that a flow's frames leave in order across cores.
     pub fn flush(&mut self) {
         if let Some(tx) = &self.tx {
             for (port, q) in self.pending.iter_mut().enumerate() {

@@ -124,6 +124,7 @@ impl Worker {
             last: Instant::now(),
         };
         let mut offload_waits = 0;
+        let mut backoff = crate::backoff::Backoff::default();
         loop {
             // the last burst's forwarded frames leave together
             self.sink.flush();
@@ -173,11 +174,12 @@ impl Worker {
                 clock.account(false);
                 self.stats
                     .publish(clock.busy_ns, clock.idle_ns, clock.packets);
-                std::thread::yield_now();
-                // the yield is idle time too, not the next burst's
+                backoff.wait();
+                // the wait is idle time too, not the next burst's
                 clock.account(false);
                 continue;
             }
+            backoff.reset();
             offload_waits += self.burst_of(n, &mut sc);
             self.core.handle_dequeued(n);
             offload_waits += self.do_actions(&mut sc);
@@ -290,6 +292,9 @@ impl Worker {
             match (fate, v) {
                 (_, Some(v)) => self.sink.one(&p, *v, done),
                 (Fate::Away(to, lease), None) => {
+                    // the flow's earlier packets leave before the offloading
+                    // core can send its later ones
+                    self.sink.flush();
                     let shard = self.chain.shard_of(p.hash) as ShardId;
                     let entry = p.entry.expect("a routed packet carries its entry").0;
                     let job = ToOffload::Job {
@@ -360,6 +365,8 @@ impl Worker {
                     waits += self.push_offload(r.to, job);
                 }
                 Action::SendShard { shard, to } => {
+                    // the shard's packets run here leave before its new owner's
+                    self.sink.flush();
                     let state = self.shards[usize::from(shard)]
                         .take()
                         .expect("handing over a shard this worker holds");

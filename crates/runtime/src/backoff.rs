@@ -1,0 +1,36 @@
+//! How a core waits when it finds nothing to do: it yields its CPU (the next
+//! packet is likely close), and once it has been idle for a while it naps, so
+//! a run on a quiet interface leaves its CPUs to the rest of the machine — and
+//! to the kernel, whose expedited RCU grace periods (`ip netns exec`, mounts,
+//! module loads) wait for every CPU and stalled for tens of seconds behind
+//! cores yielding in a loop.
+
+use std::time::{Duration, Instant};
+
+/// Idle this long before napping.
+const NAP_AFTER: Duration = Duration::from_millis(1);
+/// A nap.
+const NAP: Duration = Duration::from_micros(50);
+
+/// One core's idle wait.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    idle_since: Option<Instant>,
+}
+
+impl Backoff {
+    /// Waits a moment: a yield, or a nap once idle for [`NAP_AFTER`].
+    pub fn wait(&mut self) {
+        let since = *self.idle_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= NAP_AFTER {
+            std::thread::sleep(NAP);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    /// The core found work.
+    pub fn reset(&mut self) {
+        self.idle_since = None;
+    }
+}
