@@ -16,6 +16,9 @@ pub struct ChainCounters {
     pub forwarded: u64,
     /// Packets dropped, by [`DropCause`] index.
     pub drops: [u64; DropCause::ALL.len()],
+    /// New flows dropped by an NF after earlier NFs had made state for them,
+    /// which was released (never committed).
+    pub undone: u64,
 }
 
 impl ChainCounters {
@@ -23,6 +26,7 @@ impl ChainCounters {
     pub fn add(&mut self, o: &ChainCounters) {
         self.packets += o.packets;
         self.forwarded += o.forwarded;
+        self.undone += o.undone;
         for (a, b) in self.drops.iter_mut().zip(o.drops) {
             *a += b;
         }
@@ -441,6 +445,7 @@ impl Chain {
             state::EntryId(u32::MAX)
         };
         let mut verdict = Verdict::Forward;
+        let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
             let mut cx = Ctx {
                 at: At::Table(table),
@@ -453,10 +458,25 @@ impl Chain {
             };
             verdict = nf.process(&mut cx, pkt);
             if verdict != Verdict::Forward {
+                ran = i;
                 break;
             }
         }
         if self.per_flow {
+            if found.is_none() && verdict != Verdict::Forward {
+                // a new flow dropped later in the chain: the NFs before the one
+                // that dropped it keep nothing (a firewall must not have opened
+                // a connection the NAT could not translate); the dropping NF
+                // keeps what it decided
+                let mut undone = false;
+                for nf in 0..ran {
+                    if let Some(st) = table.clear_slot(id, nf) {
+                        self.nfs[nf].release(&mut locals[nf], st);
+                        undone = true;
+                    }
+                }
+                self.counters.undone += u64::from(undone);
+            }
             table.release_if_empty(id);
         }
         verdict

@@ -593,3 +593,58 @@ fn fast_table_changes_nothing_but_where_lookups_are_answered() {
     let e = bad.unwrap_err().to_string();
     assert!(e.contains("table.fast_entries"), "{e}");
 }
+
+#[test]
+fn a_new_flow_dropped_later_in_the_chain_leaves_no_state_in_earlier_nfs() {
+    // the firewall opens connections from the inside; the NAT has 64 ports,
+    // one per bucket group, so connections run it out
+    let (mut c, mut shards) = chain(
+        r#"
+        [steering]
+        buckets = 64
+        shards = 1
+        [[nf]]
+        kind = "firewall"
+        rules = "allow tcp 10.0.0.0/8 -> any"
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.1"]
+        ports = "20000-20063"
+        "#,
+    );
+    let server = v4(0xc612_0001);
+    let syn = |src| frame("tcp", src, 4000, server, 80, TcpFlags::SYN, b"");
+    let (mut forwarded, mut refused) = (0u64, Vec::new());
+    for i in 0..200u32 {
+        let src = v4(0x0a00_0000 | i);
+        match run(&mut c, &mut shards, syn(src), u64::from(i)).0 {
+            Verdict::Forward => forwarded += 1,
+            Verdict::Drop(DropCause::NatPortsExhausted) => refused.push(src),
+            v => panic!("{v:?}"),
+        }
+    }
+    assert!(
+        forwarded <= 64 && !refused.is_empty(),
+        "{forwarded} forwarded"
+    );
+    // every refused connection's firewall state was released
+    assert_eq!(c.counters().undone, refused.len() as u64);
+    assert_eq!(shards[0].table.len() as u64, forwarded);
+    // a refused connection's SYN-ACK, sent to its untranslated address, finds
+    // no connection the firewall opened: dropped, not passed untranslated
+    for (i, dst) in refused.iter().enumerate() {
+        let synack = frame(
+            "tcp",
+            server,
+            80,
+            *dst,
+            4000,
+            TcpFlags::SYN | TcpFlags::ACK,
+            b"",
+        );
+        let (v, _) = run(&mut c, &mut shards, synack, 1000 + i as u64);
+        assert!(matches!(v, Verdict::Drop(_)), "reply to {dst}: {v:?}");
+    }
+    assert_eq!(shards[0].table.len() as u64, forwarded);
+}

@@ -47,6 +47,9 @@ pub struct Tally {
     pub reordered_at_exit: Option<u64>,
     /// Flow entries created, expired, largest live count per shard summed.
     pub flows: [u64; 3],
+    /// New flows whose earlier NFs' state was released because a later NF
+    /// dropped their first packet.
+    pub flows_undone: u64,
     /// The run's length, ns.
     pub elapsed_ns: u64,
     /// Latency of the priority class (0) and the regular class (1).
@@ -92,6 +95,7 @@ impl Tally {
             reordered: 0,
             reordered_at_exit: None,
             flows: [0; 3],
+            flows_undone: 0,
             elapsed_ns: 1,
             latency: [latency_histogram(), latency_histogram()],
             offload: OffloadStats::default(),
@@ -176,6 +180,7 @@ impl Tally {
                 ("created", self.flows[0]),
                 ("expired", self.flows[1]),
                 ("active_max", self.flows[2]),
+                ("undone", self.flows_undone),
             ]),
             throughput: BTreeMap::from([
                 (

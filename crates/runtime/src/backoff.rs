@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 /// Idle this long before napping.
 const NAP_AFTER: Duration = Duration::from_millis(1);
-/// A nap.
-const NAP: Duration = Duration::from_micros(50);
+/// A nap (a core that can wait on its inbox wakes for a message sooner).
+pub(crate) const NAP: Duration = Duration::from_micros(50);
 
 /// One core's idle wait.
 #[derive(Debug, Default)]
@@ -21,12 +21,18 @@ pub(crate) struct Backoff {
 impl Backoff {
     /// Waits a moment: a yield, or a nap once idle for [`NAP_AFTER`].
     pub fn wait(&mut self) {
-        let since = *self.idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= NAP_AFTER {
+        if self.nap_due() {
             std::thread::sleep(NAP);
         } else {
             std::thread::yield_now();
         }
+    }
+
+    /// True once idle for [`NAP_AFTER`]: the caller naps ([`NAP`]) its own
+    /// way; otherwise it yields.
+    pub fn nap_due(&mut self) -> bool {
+        let since = *self.idle_since.get_or_insert_with(Instant::now);
+        since.elapsed() >= NAP_AFTER
     }
 
     /// The core found work.

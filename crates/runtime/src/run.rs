@@ -550,6 +550,7 @@ fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
         .collect::<BTreeMap<_, BTreeMap<_, _>>>();
     let c = total.counters();
     t.forwarded = c.forwarded;
+    t.flows_undone = c.undone;
     t.dropped = DropCause::ALL.iter().map(|d| c.dropped(*d)).collect();
     t.reordered = total
         .nfs()

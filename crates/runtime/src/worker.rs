@@ -174,7 +174,15 @@ impl Worker {
                 clock.account(false);
                 self.stats
                     .publish(clock.busy_ns, clock.idle_ns, clock.packets);
-                backoff.wait();
+                if backoff.nap_due() {
+                    // a nap that a control message ends at once
+                    if let Ok(msg) = self.inbox.recv_timeout(crate::backoff::NAP) {
+                        self.on_message(msg);
+                        offload_waits += self.do_actions(&mut sc);
+                    }
+                } else {
+                    std::thread::yield_now();
+                }
                 // the wait is idle time too, not the next burst's
                 clock.account(false);
                 continue;

@@ -54,6 +54,9 @@ pub struct Prepared {
     pub buckets: usize,
     /// True if the chain keeps per-flow state.
     pub per_flow: bool,
+    /// New flows whose earlier NFs' state was released because a later NF
+    /// dropped their first packet (the functional pass's count).
+    pub undone: u64,
 }
 
 impl Prepared {
@@ -165,6 +168,7 @@ impl Prepared {
             shards: chain.shard_count(),
             buckets: chain.buckets(),
             per_flow: chain.has_per_flow_state(),
+            undone: chain.counters().undone,
         }
     }
 
