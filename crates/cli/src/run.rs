@@ -249,7 +249,11 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
     let trace = match (&a.input, &ifaces) {
         (_, Some(_)) => Trace::new(),
-        (Some(p), None) => trace::read_pcap(p)?,
+        (Some(p), None) => {
+            let t = trace::read_pcap(p)?;
+            warn_clamped(&t, p);
+            t
+        }
         (None, None) => {
             eprintln!(
                 "flowshift: no --input: generating the default trace (flowshift gen's defaults)"
@@ -350,6 +354,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bail!("the run ended early ({why}); the report above covers it up to then");
     }
     Ok(())
+}
+
+/// Says how many packets of a capture went back in time (replayed at the
+/// previous packet's time).
+pub(crate) fn warn_clamped(t: &Trace, p: &Path) {
+    if t.clamped() > 0 {
+        eprintln!(
+            "flowshift: {}: {} packets have a timestamp earlier than the packet before (a merged capture?); they are replayed at the previous packet's time",
+            p.display(),
+            t.clamped()
+        );
+    }
 }
 
 pub(crate) fn print_report(r: &RunReport) {

@@ -74,6 +74,8 @@ struct Record {
 pub struct Trace {
     data: Vec<u8>,
     records: Vec<Record>,
+    /// Packets whose timestamp was earlier than the one before (set to it).
+    clamped: u64,
 }
 
 impl Trace {
@@ -82,8 +84,18 @@ impl Trace {
         Trace::default()
     }
 
-    /// Appends a frame (`orig_len` = its length on the wire without FCS).
+    /// Appends a frame (`orig_len` = its length on the wire without FCS). A
+    /// timestamp earlier than the previous packet's (merged captures have them)
+    /// is set to the previous one and counted ([`clamped`](Self::clamped)): a
+    /// trace's timestamps never go back, so a timed replay never waits on one.
     pub fn push(&mut self, ts_ns: u64, frame: &[u8], orig_len: u32) {
+        let last = self.records.last().map_or(0, |r| r.ts_ns);
+        let ts_ns = if ts_ns < last {
+            self.clamped += 1;
+            last
+        } else {
+            ts_ns
+        };
         self.records.push(Record {
             ts_ns,
             start: self.data.len(),
@@ -136,6 +148,12 @@ impl Trace {
     /// Iterates `(timestamp, frame)`.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, &[u8])> + '_ {
         (0..self.len()).map(|i| (self.ts_ns(i), self.frame(i)))
+    }
+
+    /// Packets whose timestamp was earlier than the previous packet's when
+    /// read, replayed at the previous packet's time.
+    pub fn clamped(&self) -> u64 {
+        self.clamped
     }
 
     /// Time from the first to the last packet, in ns.

@@ -45,7 +45,7 @@ impl Schedule {
             Pace::Timed { speed } => {
                 let dur = trace.duration_ns();
                 let period = dur + dur / len.saturating_sub(1).max(1);
-                let t = lap * period + (trace.ts_ns(i) - trace.ts_ns(0));
+                let t = lap * period + trace.ts_ns(i).saturating_sub(trace.ts_ns(0));
                 (t as f64 / speed) as u64
             }
         };
