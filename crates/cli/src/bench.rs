@@ -115,7 +115,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&rows)?)?;
+        crate::output::json(p, &rows)?;
     }
     Ok(())
 }

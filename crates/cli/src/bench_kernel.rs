@@ -261,8 +261,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &a.json {
-        let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
-        serde_json::to_writer_pretty(f, &samples)?;
+        crate::output::json(p, &samples)?;
     }
     Ok(())
 }

@@ -448,7 +448,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     if let Some(dir) = a.out.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(&a.out, &text).with_context(|| format!("writing {}", a.out.display()))?;
+    crate::output::atomically(&a.out, |t| Ok(std::fs::write(t, &text)?))?;
     print!("{text}");
     eprintln!(
         "flowshift calibrate: wrote {} (use it with `flowshift sim --model {}`)",

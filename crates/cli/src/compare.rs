@@ -84,6 +84,9 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         a.run.balancer.is_none(),
         "compare takes --balancers a,b,c (not --balancer)"
     );
+    if let Some(p) = &a.run.json {
+        crate::output::check(p)?;
+    }
     let Setup {
         chain,
         chain_cfg,
@@ -191,8 +194,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     );
     if let Some(p) = &a.run.json {
         let all: Vec<&RunReport> = reports.iter().map(|(_, r)| r).collect();
-        std::fs::write(p, serde_json::to_string_pretty(&all)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::json(p, &all)?;
     }
     if !a.no_plots && !reports.is_empty() {
         let runs: Vec<Labeled<'_>> = reports

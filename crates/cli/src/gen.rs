@@ -96,8 +96,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
             .expect("static template"),
     );
     let packets = gen.inspect(|_| bar.inc(1)).map(|p| (p.ts_ns, p.frame));
-    let n = trace::write_capture(&a.output, packets)
-        .with_context(|| format!("writing {}", a.output.display()))?;
+    let n = crate::output::capture(&a.output, packets)?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     println!(

@@ -18,6 +18,7 @@ mod chain;
 mod compare;
 mod gen;
 mod metrics;
+mod output;
 mod plots;
 mod run;
 mod sim;

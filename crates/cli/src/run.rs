@@ -296,11 +296,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     } = setup(&a)?;
     // output paths are checked before the run, not after it
     for p in a.json.iter().chain(&a.output) {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .with_context(|| format!("{} cannot be written", p.display()))?;
+        crate::output::check(p)?;
     }
     cfg.stop = Some(stop_on_signals()?);
     if let Some(addr) = &a.metrics {
@@ -342,12 +338,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     print_report(&out.report);
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&out.report)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::json(p, &out.report)?;
     }
     if let Some(p) = &a.output {
-        let n = trace::write_capture(p, out.output.iter().map(|(t, f)| (*t, &f[..])))
-            .with_context(|| format!("writing {}", p.display()))?;
+        let n = crate::output::capture(p, out.output.iter().map(|(t, f)| (*t, &f[..])))?;
         eprintln!("flowshift: wrote {n} packets to {}", p.display());
     }
     if let Some(why) = &out.input_failure {

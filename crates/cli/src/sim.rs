@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use sim::{CostModel, Prepared};
 
@@ -94,6 +94,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     if a.run.output.is_some() {
         bail!("the simulator forwards no real packets: --output is for `flowshift run`");
     }
+    if let Some(p) = &a.run.json {
+        crate::output::check(p)?;
+    }
     let Setup {
         chain,
         mut cfg,
@@ -118,8 +121,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     print_report(&out.report);
     print_load_over_time(&out.report);
     if let Some(p) = &a.run.json {
-        std::fs::write(p, serde_json::to_string_pretty(&out.report)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::json(p, &out.report)?;
     }
     Ok(())
 }

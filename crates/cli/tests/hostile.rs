@@ -98,6 +98,163 @@ fn a_packet_earlier_than_the_first_does_not_hang_a_timed_replay() {
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(rep["packets_in"], 2000, "{cmd}");
         // 2 000 packets at 1 Mpps: the replay takes milliseconds, not ages
-        assert!(rep["throughput"]["seconds"].as_f64().unwrap() < 5.0, "{cmd}");
+        assert!(
+            rep["throughput"]["seconds"].as_f64().unwrap() < 5.0,
+            "{cmd}"
+        );
     }
+}
+
+/// An Ethernet + IPv4 + UDP frame of 10.0.0.1:5000 → 198.18.0.1:53 whose IP
+/// packet is `ip_len` bytes, followed by `trailer` bytes of Ethernet trailer.
+fn udp_frame(ip_len: u16, trailer: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 198, 18, 0, 1,
+    ];
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let ck = !((sum & 0xffff) + (sum >> 16)) as u16;
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let udp_len = ip_len - 20;
+    f.extend_from_slice(&5000u16.to_be_bytes());
+    f.extend_from_slice(&53u16.to_be_bytes());
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]); // no UDP checksum
+    f.resize(14 + usize::from(ip_len), 0x5a);
+    f.resize(f.len() + trailer, 0);
+    f
+}
+
+#[test]
+fn frames_above_64_kib_are_written_whole() {
+    let input = tmp("jumbo-in.pcap");
+    let frames = [
+        udp_frame(100, 0),
+        udp_frame(60_000, 10_000), // 70 014 bytes
+        udp_frame(100, 0),
+    ];
+    trace::write_pcap(
+        &input,
+        frames.iter().enumerate().map(|(i, f)| (i as u64 * 1000, f)),
+    )
+    .unwrap();
+    let (output, json) = (tmp("jumbo-out.pcap"), tmp("jumbo.json"));
+    ok(&flowshift_within(
+        &[
+            "run",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    ));
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let out = trace::read_pcap(&output).unwrap();
+    assert_eq!(rep["packets_out"].as_u64().unwrap(), out.len() as u64);
+    assert_eq!(out.len(), 3, "the default chain forwards all three");
+    let mut lens: Vec<usize> = out.iter().map(|(_, f)| f.len()).collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [114, 114, 70_014]);
+    let r = trace::tshark::validate(&output).unwrap();
+    assert_eq!(r.packets, 3, "{:?}", r.samples);
+}
+
+#[test]
+fn two_runs_writing_one_output_leave_one_whole_file() {
+    let dir = tmp("two-writers");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    for (p, n, seed) in [(&a, "3000", "1"), (&b, "5000", "2")] {
+        ok(&flowshift_within(
+            &[
+                "gen",
+                "-o",
+                p.to_str().unwrap(),
+                "--packets",
+                n,
+                "--flows",
+                "100",
+                "--seed",
+                seed,
+            ],
+            Duration::from_secs(60),
+        ));
+    }
+    let (out, json) = (dir.join("out.pcap"), dir.join("out.json"));
+    let runs: Vec<_> = [&a, &b]
+        .iter()
+        .map(|input| {
+            Command::new(env!("CARGO_BIN_EXE_flowshift"))
+                .args(["run", "--input", input.to_str().unwrap()])
+                .args(["--output", out.to_str().unwrap()])
+                .args(["--json", json.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in runs {
+        let o = r.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // one run's output, whole, and its own report beside it
+    let t = trace::read_pcap(&out).unwrap();
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!([3000, 5000].contains(&t.len()), "{} packets", t.len());
+    // (each file is some run's whole file; the two may come from different runs)
+    assert!([3000, 5000].contains(&rep["packets_in"].as_u64().unwrap()));
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with(".flowshift-")),
+        "temporary files left: {names:?}"
+    );
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_run_and_leaves_nothing() {
+    let dir = tmp("unwritable");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("report.json");
+    let o = flowshift_within(
+        &[
+            "run",
+            "--json",
+            json.to_str().unwrap(),
+            "--output",
+            "/nonexistent-dir/out.pcap",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent-dir/out.pcap cannot be written"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("packets     in"),
+        "refused only after running: {err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "files left behind"
+    );
 }

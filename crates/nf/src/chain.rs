@@ -469,9 +469,15 @@ impl Chain {
                 // a connection the NAT could not translate); the dropping NF
                 // keeps what it decided
                 let mut undone = false;
-                for nf in 0..ran {
+                for (nf, (f, local)) in self
+                    .nfs
+                    .iter_mut()
+                    .zip(locals.iter_mut())
+                    .enumerate()
+                    .take(ran)
+                {
                     if let Some(st) = table.clear_slot(id, nf) {
-                        self.nfs[nf].release(&mut locals[nf], st);
+                        f.release(local, st);
                         undone = true;
                     }
                 }

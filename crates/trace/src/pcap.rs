@@ -234,7 +234,8 @@ pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
         version_minor: 4,
         ts_correction: 0,
         ts_accuracy: 0,
-        snaplen: 65535,
+        // as tcpdump: frames above 64 KiB (jumbo, reassembled, GRO) fit
+        snaplen: MAX_RECORD_LEN,
         datalink: DataLink::ETHERNET,
         ts_resolution: TsResolution::NanoSecond,
         endianness: Endianness::Little,
@@ -243,7 +244,9 @@ pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
     let mut count = 0;
     for (ts, frame) in packets {
         let frame = frame.as_ref();
-        let p = PcapPacket::new(Duration::from_nanos(ts), frame.len() as u32, frame);
+        // what no reader takes is cut to the snap length, its length kept
+        let kept = &frame[..frame.len().min(MAX_RECORD_LEN as usize)];
+        let p = PcapPacket::new(Duration::from_nanos(ts), frame.len() as u32, kept);
         w.write_packet(&p).map_err(io)?;
         count += 1;
     }
