@@ -1,9 +1,8 @@
 //! `flowshift chain check`: validate a chain configuration and show what it does.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use nf::ChainConfig;
 
 /// Options of `flowshift chain check`.
 #[derive(Args, Debug)]
@@ -15,10 +14,8 @@ pub struct CheckArgs {
 }
 
 pub fn run(a: CheckArgs) -> anyhow::Result<()> {
-    let (cfg, base) = match &a.config {
-        Some(p) => ChainConfig::from_file(p)?,
-        None => (ChainConfig::default_chain(), Path::new(".").to_path_buf()),
-    };
+    // the file `run` takes: the chain, and a `[run]` table checked too
+    let (cfg, _run, base) = crate::run::load(a.config.as_deref())?;
     let chain = cfg.build(&base)?;
     print!("{}", chain.describe());
     Ok(())

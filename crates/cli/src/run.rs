@@ -114,7 +114,8 @@ fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
         .with_context(|| format!("`{field}` = `{s}`: write e.g. \"100ms\" or \"10s\""))
 }
 
-fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
+/// The chain and the `[run]` table of a config file (or the defaults).
+pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
     let Some(path) = config else {
         return Ok((
             ChainConfig::default_chain(),
@@ -396,8 +397,17 @@ pub(crate) fn print_report(r: &RunReport) {
             l.max as f64 / 1e3
         );
     }
+    let mut more = String::new();
+    for (k, what) in [
+        ("undone", "undone (dropped later in the chain)"),
+        ("evicted", "evicted"),
+    ] {
+        if r.flows.get(k).is_some_and(|n| *n > 0) {
+            more.push_str(&format!(", {} {what}", r.flows[k]));
+        }
+    }
     println!(
-        "flows       created {}, expired {}",
+        "flows       created {}, expired {}{more}",
         r.flows["created"], r.flows["expired"]
     );
     println!(

@@ -258,3 +258,76 @@ fn an_unwritable_output_is_refused_before_the_run_and_leaves_nothing() {
         "files left behind"
     );
 }
+
+#[test]
+fn chain_check_takes_the_file_run_takes() {
+    let p = tmp("with-run.toml");
+    std::fs::write(
+        &p,
+        "[run]\nworkers = 2\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n",
+    )
+    .unwrap();
+    let o = flowshift_within(
+        &["chain", "check", "--config", p.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    let (out, _) = ok(&o);
+    assert!(out.contains("firewall"), "{out}");
+    // and checks the [run] table as run does
+    std::fs::write(&p, "[run]\nworkerz = 2\n[[nf]]\nkind = \"monitor\"\n").unwrap();
+    let o = flowshift_within(
+        &["chain", "check", "--config", p.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`run.workerz`: unknown field"), "{err}");
+    assert_eq!(err.matches("unknown field").count(), 1, "said once: {err}");
+}
+
+#[test]
+fn evictions_are_counted_in_the_report_by_run_and_sim_alike() {
+    let (trace, cfg) = (tmp("evict.pcap"), tmp("evict.toml"));
+    ok(&flowshift_within(
+        &[
+            "gen",
+            "-o",
+            trace.to_str().unwrap(),
+            "--flows",
+            "3000",
+            "--packets",
+            "30000",
+        ],
+        Duration::from_secs(60),
+    ));
+    std::fs::write(
+        &cfg,
+        "[table]\ncapacity = 64\npolicy = \"evict-unassured\"\n\
+         [[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n",
+    )
+    .unwrap();
+    let mut evicted = Vec::new();
+    for cmd in ["run", "sim"] {
+        let json = tmp(&format!("evict-{cmd}.json"));
+        let (out, _) = ok(&flowshift_within(
+            &[
+                cmd,
+                "--input",
+                trace.to_str().unwrap(),
+                "--config",
+                cfg.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            Duration::from_secs(120),
+        ));
+        let rep: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let n = rep["flows"]["evicted"].as_u64().unwrap();
+        assert!(n > 0, "{cmd}: {}", rep["flows"]);
+        assert!(out.contains(&format!("{n} evicted")), "{cmd}: {out}");
+        evicted.push(n);
+    }
+    // a shard's flows arrive in the same order on any core: the same evictions
+    assert_eq!(evicted[0], evicted[1], "run vs sim");
+}

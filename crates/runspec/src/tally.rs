@@ -50,6 +50,9 @@ pub struct Tally {
     /// New flows whose earlier NFs' state was released because a later NF
     /// dropped their first packet.
     pub flows_undone: u64,
+    /// Flows evicted to make room for new ones (`[table] policy =
+    /// "evict-unassured"`).
+    pub flows_evicted: u64,
     /// The run's length, ns.
     pub elapsed_ns: u64,
     /// Latency of the priority class (0) and the regular class (1).
@@ -96,6 +99,7 @@ impl Tally {
             reordered_at_exit: None,
             flows: [0; 3],
             flows_undone: 0,
+            flows_evicted: 0,
             elapsed_ns: 1,
             latency: [latency_histogram(), latency_histogram()],
             offload: OffloadStats::default(),
@@ -181,6 +185,7 @@ impl Tally {
                 ("expired", self.flows[1]),
                 ("active_max", self.flows[2]),
                 ("undone", self.flows_undone),
+                ("evicted", self.flows_evicted),
             ]),
             throughput: BTreeMap::from([
                 (

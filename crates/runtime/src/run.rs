@@ -559,6 +559,7 @@ fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
         .filter(|(k, _)| *k == "reordered")
         .map(|(_, v)| v)
         .sum();
+    t.flows_evicted = shards.iter().map(|s| s.table.stats().evicted).sum();
     t.flows = shards.iter().fold([0; 3], |a, s| {
         let st = s.table.stats();
         [

@@ -57,6 +57,8 @@ pub struct Prepared {
     /// New flows whose earlier NFs' state was released because a later NF
     /// dropped their first packet (the functional pass's count).
     pub undone: u64,
+    /// Flows the functional pass's tables evicted to make room.
+    pub evicted: u64,
 }
 
 impl Prepared {
@@ -169,6 +171,11 @@ impl Prepared {
             buckets: chain.buckets(),
             per_flow: chain.has_per_flow_state(),
             undone: chain.counters().undone,
+            evicted: shards
+                .iter()
+                .flatten()
+                .map(|s| s.table.stats().evicted)
+                .sum(),
         }
     }
 
