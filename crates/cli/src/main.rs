@@ -17,6 +17,7 @@ mod calibrate;
 mod chain;
 mod compare;
 mod gen;
+mod memcap;
 mod metrics;
 mod output;
 mod plots;

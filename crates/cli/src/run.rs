@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// migrations, a latency histogram.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Refuse configurations whose flow tables, full, would take more than this
+    /// (e.g. 8GiB, 512MiB) [default: half of this machine's memory].
+    #[arg(long)]
+    pub memcap: Option<String>,
 }
 
 /// The `[run]` table.
@@ -159,6 +163,7 @@ pub(crate) struct Setup {
 pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
+    crate::memcap::check(&chain, a.memcap.as_deref())?;
     let name = a
         .balancer
         .as_deref()

@@ -331,3 +331,32 @@ fn evictions_are_counted_in_the_report_by_run_and_sim_alike() {
     // a shard's flows arrive in the same order on any core: the same evictions
     assert_eq!(evicted[0], evicted[1], "run vs sim");
 }
+
+#[test]
+fn tables_that_would_not_fit_are_refused_before_anything_is_allocated() {
+    // 1 024 shards × 65 536 flows with a NAT: ≈ 13 GiB when full (it used to
+    // take 24 GB before the first packet, in the NAT's port plan)
+    let p = tmp("too-big.toml");
+    std::fs::write(
+        &p,
+        "[steering]\nbuckets = 4096\nshards = 1024\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n",
+    )
+    .unwrap();
+    for cmd in ["run", "sim"] {
+        let o = flowshift_within(
+            &[cmd, "--config", p.to_str().unwrap(), "--memcap", "4GiB"],
+            Duration::from_secs(20),
+        );
+        assert!(!o.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("1024 shards × 65536 flows")
+                && err.contains("`steering.shards` × `table.capacity`")
+                && err.contains("more than 4.0 GiB (--memcap)"),
+            "{cmd}: {err}"
+        );
+    }
+    let o = flowshift_within(&["run", "--memcap", "lots"], Duration::from_secs(20));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`lots`: expected a size"));
+}

@@ -508,6 +508,21 @@ impl Chain {
         self.counters.add(&other.counters);
     }
 
+    /// Flows each shard's table holds at most (`table.capacity`).
+    pub fn table_capacity(&self) -> usize {
+        self.table.capacity
+    }
+
+    /// Bytes the flow tables of every shard take when full (`table.capacity`
+    /// entries each): what a run of this chain may come to hold, whatever the
+    /// core count (each shard lives on one core at a time).
+    pub fn table_bytes_at_capacity(&self) -> u64 {
+        if !self.per_flow {
+            return 0;
+        }
+        self.shards as u64 * state::FlowTable::<Option<FlowState>>::bytes_at_capacity(&self.table)
+    }
+
     /// One line per NF: its NFLOW key and where its state lives; then the steering.
     pub fn describe(&self) -> String {
         let mut s = String::new();

@@ -372,8 +372,7 @@ impl ChainConfig {
             return Err(field(
                 "table.capacity",
                 format!(
-                    "{} flows × {} shards: at most {MAX_ENTRIES} flow entries in all \
-                     (≈ 80 bytes each, allocated at start)",
+                    "{} flows × {} shards: at most {MAX_ENTRIES} flow entries in all",
                     self.table.capacity, s.shards
                 ),
             ));

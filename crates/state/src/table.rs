@@ -197,6 +197,16 @@ fn pack(hash: u32, id: u32, alias: bool) -> u64 {
 }
 
 impl<S: Slot> FlowTable<S> {
+    /// Bytes a table of `cfg` takes when full: its index (allocated at once) and
+    /// `capacity` entries (metadata and slots, allocated as flows arrive).
+    pub fn bytes_at_capacity(cfg: &TableConfig) -> u64 {
+        let keys = cfg.keys_per_entry.clamp(1, 2);
+        let index = (cfg.capacity * keys * 2).next_power_of_two().max(16) as u64 * 8;
+        let entry = std::mem::size_of::<Meta>() + cfg.slots * std::mem::size_of::<Cell<S>>();
+        let wheel = cfg.wheel_slots.max(1).next_power_of_two() as u64 * 24;
+        index + cfg.capacity as u64 * entry as u64 + wheel
+    }
+
     /// An empty table.
     pub fn new(cfg: TableConfig) -> FlowTable<S> {
         assert!(

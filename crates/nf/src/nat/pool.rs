@@ -59,6 +59,15 @@ impl PortPlan {
     }
 }
 
+/// One (address, class, group) slot of a shard's pool.
+#[derive(Debug)]
+struct Slot {
+    /// Index of the next never-used port among the group's ports.
+    cursor: u32,
+    /// Returned ports.
+    free: Vec<u16>,
+}
+
 /// Transport class of a port space (TCP and UDP ports are separate resources).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PortClass {
@@ -69,15 +78,18 @@ pub enum PortClass {
 }
 
 /// One shard's share of the pool: every `shards`-th port of each group, per
-/// external address and class, handed out lazily (a cursor) and recycled (a stack).
+/// external address and class, handed out lazily (a cursor) and recycled (a
+/// stack). Only the (address, class, group) slots a flow has used take memory:
+/// a /24 pool over 4 096 groups would otherwise cost tens of MB per shard.
 #[derive(Debug)]
 pub struct PortPool {
     plan: Arc<PortPlan>,
     shard: u32,
     shards: u32,
     groups: usize,
-    cursor: Vec<u32>,
-    free: Vec<Vec<u16>>,
+    /// (address, class, group) slot → its cursor into the group's ports and its
+    /// returned ports.
+    slots: rustc_hash::FxHashMap<u32, Slot>,
     icmp_cursor: Vec<u32>,
     icmp_free: Vec<Vec<u16>>,
     in_use: u64,
@@ -88,8 +100,7 @@ impl PortPool {
     pub fn new(plan: Arc<PortPlan>, shard: usize, shards: usize, addrs: usize) -> PortPool {
         let groups = plan.mask as usize + 1;
         PortPool {
-            cursor: vec![shard as u32; addrs * 2 * groups],
-            free: vec![Vec::new(); addrs * 2 * groups],
+            slots: rustc_hash::FxHashMap::default(),
             icmp_cursor: vec![shard as u32; addrs],
             icmp_free: vec![Vec::new(); addrs],
             plan,
@@ -100,19 +111,23 @@ impl PortPool {
         }
     }
 
-    fn slot(&self, addr: usize, class: PortClass, v: u32) -> usize {
-        (addr * 2 + class as usize) * self.groups + v as usize
+    fn slot(&self, addr: usize, class: PortClass, v: u32) -> u32 {
+        ((addr * 2 + class as usize) * self.groups + v as usize) as u32
     }
 
     /// A free port of group `v` for external address `addr`.
     pub fn alloc(&mut self, addr: usize, class: PortClass, v: u32) -> Option<u16> {
         let i = self.slot(addr, class, v);
-        let p = match self.free[i].pop() {
+        let shard = self.shard;
+        let slot = self.slots.entry(i).or_insert_with(|| Slot {
+            cursor: shard,
+            free: Vec::new(),
+        });
+        let p = match slot.free.pop() {
             Some(p) => p,
             None => {
-                let c = self.cursor[i] as usize;
-                let p = *self.plan.ports(v).get(c)?;
-                self.cursor[i] += self.shards;
+                let p = *self.plan.ports(v).get(slot.cursor as usize)?;
+                slot.cursor += self.shards;
                 p
             }
         };
@@ -124,7 +139,11 @@ impl PortPool {
     pub fn free(&mut self, addr: usize, class: PortClass, port: u16) {
         let v = self.plan.value_of(port);
         let i = self.slot(addr, class, v);
-        self.free[i].push(port);
+        let slot = self.slots.entry(i).or_insert_with(|| Slot {
+            cursor: self.shard,
+            free: Vec::new(),
+        });
+        slot.free.push(port);
         self.in_use -= 1;
     }
 
@@ -188,5 +207,30 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), plan.ports(5).len());
+    }
+
+    #[test]
+    fn a_pool_takes_memory_only_for_the_slots_it_used() {
+        // a /24 over 4 096 groups: 2 M (address, class, group) slots per shard
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let plan = Arc::new(PortPlan::new(&t, 4095, 1024, 65535));
+        let mut pool = PortPool::new(plan.clone(), 3, 1024, 256);
+        assert_eq!(pool.slots.len(), 0);
+        let mut got = Vec::new();
+        for v in [7u32, 7, 4000] {
+            if let Some(p) = pool.alloc(200, PortClass::Tcp, v) {
+                assert_eq!(plan.value_of(p), v);
+                got.push((v, p));
+            }
+        }
+        assert!(pool.slots.len() <= 2, "{} slots", pool.slots.len());
+        for (_, p) in &got {
+            pool.free(200, PortClass::Tcp, *p);
+        }
+        assert_eq!(pool.in_use(), 0);
+        // a returned port is handed out again
+        if let Some((v, p)) = got.first() {
+            assert_eq!(pool.alloc(200, PortClass::Tcp, *v), Some(*p));
+        }
     }
 }
