@@ -64,3 +64,76 @@ pub fn capture<B: AsRef<[u8]>>(
 ) -> anyhow::Result<u64> {
     atomically(path, |t| Ok(trace::write_capture(t, packets)?))
 }
+
+/// A capture written while a run goes: forwarded packets are handed to a
+/// writer thread through a bounded channel (a core waits when the disk falls
+/// behind, so nothing is lost), written under the temporary name and renamed
+/// into place by [`finish`](Self::finish). Memory stays flat however long the
+/// run; the packets are in the order they left the cores.
+pub struct StreamedCapture {
+    tx: Option<crossbeam_channel::Sender<(u64, Vec<u8>)>>,
+    writer: Option<std::thread::JoinHandle<anyhow::Result<u64>>>,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl StreamedCapture {
+    /// Starts the writer for `path` (pcap, or pcapng by extension).
+    pub fn start(path: &Path) -> anyhow::Result<StreamedCapture> {
+        let tmp = temporary(path);
+        let (tx, rx) = crossbeam_channel::bounded::<(u64, Vec<u8>)>(1 << 16);
+        let t = tmp.clone();
+        let writer = std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || Ok(trace::write_capture(&t, rx.iter())?))?;
+        Ok(StreamedCapture {
+            tx: Some(tx),
+            writer: Some(writer),
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// What the cores call with each forwarded packet.
+    pub fn tap(&self) -> runtime::OutputTap {
+        let tx = self.tx.clone().expect("running");
+        runtime::OutputTap(std::sync::Arc::new(move |ts, frame: &[u8]| {
+            // a writer that failed has said why; finish() reports it
+            let _ = tx.send((ts, frame.to_vec()));
+        }))
+    }
+
+    /// Waits for the writer (every tap must be gone), then renames the file
+    /// into place; returns the packets written.
+    pub fn finish(mut self) -> anyhow::Result<u64> {
+        drop(self.tx.take());
+        let written = self
+            .writer
+            .take()
+            .expect("finished once")
+            .join()
+            .map_err(|_| anyhow::anyhow!("the output writer panicked"))?;
+        match written {
+            Ok(n) => {
+                std::fs::rename(&self.tmp, &self.path)
+                    .with_context(|| format!("writing {}", self.path.display()))?;
+                Ok(n)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.tmp);
+                Err(e.context(format!("writing {}", self.path.display())))
+            }
+        }
+    }
+}
+
+impl Drop for StreamedCapture {
+    /// A run that failed leaves no file (not even the temporary one).
+    fn drop(&mut self) {
+        if let Some(w) = self.writer.take() {
+            drop(self.tx.take());
+            let _ = w.join();
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}

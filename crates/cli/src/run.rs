@@ -227,7 +227,6 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     if let Some(s) = sec.seed {
         cfg.seed = s;
     }
-    cfg.keep_output = a.output.is_some();
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // live per-core load, once per controller period
         cfg.progress = Some(runtime::Progress(std::sync::Arc::new(
@@ -331,7 +330,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         Some(i) => runtime::Input::Ifaces(i, steering),
         None => runtime::Input::Trace(&trace),
     };
-    let out = runtime::run_on(&chain, input, &cfg)?;
+    // the output capture is written while the run goes, never held in memory
+    let streamed = match &a.output {
+        Some(p) => Some(crate::output::StreamedCapture::start(p)?),
+        None => None,
+    };
+    cfg.output_tap = streamed.as_ref().map(|w| w.tap());
+    let out = runtime::run_on(&chain, input, &cfg);
+    // the writer ends once the last tap is gone
+    cfg.output_tap = None;
+    let out = out?;
     if cfg.progress.is_some() {
         eprintln!();
     }
@@ -346,8 +354,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.json {
         crate::output::json(p, &out.report)?;
     }
-    if let Some(p) = &a.output {
-        let n = crate::output::capture(p, out.output.iter().map(|(t, f)| (*t, &f[..])))?;
+    if let Some(w) = streamed {
+        let p = a.output.as_ref().expect("streamed to --output");
+        let n = w.finish()?;
         eprintln!("flowshift: wrote {n} packets to {}", p.display());
     }
     if let Some(why) = &out.input_failure {

@@ -360,3 +360,40 @@ fn tables_that_would_not_fit_are_refused_before_anything_is_allocated() {
     let o = flowshift_within(&["run", "--memcap", "lots"], Duration::from_secs(20));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`lots`: expected a size"));
 }
+
+#[test]
+fn ctrl_c_mid_run_leaves_a_whole_output_capture_and_report() {
+    let dir = tmp("ctrl-c");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (out, json) = (dir.join("out.pcap"), dir.join("report.json"));
+    // the default trace played 1 000 times: far longer than the test waits
+    let c = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["run", "--loops", "1000"])
+        .args(["--output", out.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let k = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let o = c.wait_with_output().unwrap();
+    let (stdout, _) = ok(&o);
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let written = trace::read_pcap(&out).expect("a whole capture");
+    let pout = rep["packets_out"].as_u64().unwrap();
+    assert!(pout > 0 && pout < 500_000 * 1000, "{pout}");
+    assert_eq!(written.len() as u64, pout, "every forwarded packet written");
+    assert!(stdout.contains("packets     in"), "{stdout}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}

@@ -139,8 +139,12 @@ pub struct RunConfig {
     /// NIC's update delay): packets keep being steered by the old entries until it
     /// has passed. Default 0.
     pub nic_update_delay: Duration,
-    /// Keep forwarded packets for an output pcap.
+    /// Keep forwarded packets for an output pcap (in memory, sorted by arrival,
+    /// in the outcome).
     pub keep_output: bool,
+    /// Hand every forwarded packet, as it leaves, to this (e.g. a writer
+    /// streaming the output capture to disk).
+    pub output_tap: Option<OutputTap>,
     /// Seed of the scripted balancer.
     pub seed: u64,
     /// Pin worker threads to cores.
@@ -258,6 +262,20 @@ impl RunConfig {
     }
 }
 
+/// Where forwarded packets go as they leave a core: called with the packet's
+/// arrival time (ns) and its bytes, from every core, in each core's exit order.
+#[derive(Clone)]
+pub struct OutputTap(pub std::sync::Arc<TapFn>);
+
+/// What an [`OutputTap`] calls: arrival time (ns), frame.
+pub type TapFn = dyn Fn(u64, &[u8]) + Send + Sync;
+
+impl std::fmt::Debug for OutputTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputTap(..)")
+    }
+}
+
 /// A progress callback (every period, with the controller's snapshot).
 #[derive(Clone)]
 pub struct Progress(pub std::sync::Arc<dyn Fn(&balance::Snapshot) + Send + Sync>);
@@ -284,6 +302,7 @@ impl Default for RunConfig {
             period: Duration::from_millis(100),
             nic_update_delay: Duration::ZERO,
             keep_output: false,
+            output_tap: None,
             seed: 1,
             pin: true,
             progress: None,

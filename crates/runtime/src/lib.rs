@@ -64,5 +64,6 @@ pub use ports::Steering;
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,
-    MakeBalancer, OffloadSelect, PerCore, Progress, RunConfig, RunReport, ScriptedMove, Stop,
+    MakeBalancer, OffloadSelect, OutputTap, PerCore, Progress, RunConfig, RunReport, ScriptedMove,
+    Stop,
 };

@@ -251,6 +251,7 @@ impl Threads<'_> {
     /// A core's sink (sending forwarded packets out with interfaces).
     fn sink(&self, exit_order: bool) -> Sink {
         let mut s = Sink::new(self.cfg.keep_output, self.cfg.priority_dscp, exit_order);
+        s.tap = self.cfg.output_tap.clone();
         if let Some(tx) = self.tx.clone() {
             s.set_tx(tx);
         }

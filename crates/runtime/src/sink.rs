@@ -58,6 +58,8 @@ pub(crate) struct Sink {
     pub tx_failed: u64,
     /// With interfaces: frames waiting to be sent, per port.
     pending: Vec<Vec<Vec<u8>>>,
+    /// Where forwarded packets are streamed as they leave.
+    pub tap: Option<runspec::OutputTap>,
 }
 
 impl Sink {
@@ -71,6 +73,7 @@ impl Sink {
             tx: None,
             tx_failed: 0,
             pending: Vec::new(),
+            tap: None,
         }
     }
 
@@ -119,6 +122,9 @@ impl Sink {
         }
         if self.keep_output {
             self.output.push((p.ts_ns, p.data.clone()));
+        }
+        if let Some(t) = &self.tap {
+            (t.0)(p.ts_ns, &p.data);
         }
         if let Some(x) = &mut self.exit {
             if let Some(seq) = wire::seqtag::decode(p.info.payload(&p.data)) {
