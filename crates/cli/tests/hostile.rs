@@ -376,7 +376,21 @@ fn ctrl_c_mid_run_leaves_a_whole_output_capture_and_report() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // running (and handling signals) once its output file is open
+    let t0 = Instant::now();
+    while !std::fs::read_dir(&dir).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".flowshift-")
+    }) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
     let k = Command::new("kill")
         .args(["-INT", &c.id().to_string()])
         .status()
