@@ -233,3 +233,79 @@ fn expiry_returns_ports_and_drops_the_alias() {
     let (v, _) = run(&mut c, &mut shards, reply, 2_000_000_001);
     assert_eq!(v, Verdict::Drop(DropCause::NatNoMapping));
 }
+
+/// An ICMPv4 "fragmentation needed" from `router` to `to`, quoting `quoted`
+/// (an IP packet's first bytes).
+fn frag_needed(router: [u8; 4], to: [u8; 4], quoted: &[u8]) -> Vec<u8> {
+    let mut icmp = vec![3, 4, 0, 0, 0, 0, 0x05, 0x78]; // MTU 1400
+    icmp.extend_from_slice(quoted);
+    let ck = wire::checksum::checksum(&icmp);
+    icmp[2..4].copy_from_slice(&ck.to_be_bytes());
+    let total = (20 + icmp.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&router);
+    ip.extend_from_slice(&to);
+    let ck = wire::checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    f
+}
+
+#[test]
+fn icmp_errors_about_a_translated_flow_are_related_and_translated() {
+    let (mut c, mut shards) = chain(
+        r#"
+        [[nf]]
+        kind = "firewall"
+        rules = "allow tcp 10.0.0.0/8 -> any"
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.1"]
+        "#,
+    );
+    let (client, server) = (v4(0x0a00_0002), v4(0xc612_0001));
+    let syn = frame("tcp", client, 40000, server, 443, TcpFlags::SYN, b"");
+    let (v, out) = run(&mut c, &mut shards, syn, 0);
+    assert_eq!(v, Verdict::Forward);
+    let ext_port = out.info.tuple.src_port;
+    // a router on the way says the segment was too big: it quotes the
+    // translated segment, to the external address
+    let quoted = &out.data[14..14 + 40];
+    let err = frag_needed([198, 51, 100, 9], [203, 0, 113, 1], quoted);
+    let (v, p) = run(&mut c, &mut shards, err, 1);
+    assert_eq!(v, Verdict::Forward, "RELATED: path MTU discovery works");
+    // outer destination and the quoted source are the client's again
+    let ip = wire::Ipv4Packet::new_checked(&p.data[14..]).unwrap();
+    assert_eq!(ip.dst_addr(), std::net::Ipv4Addr::new(10, 0, 0, 2));
+    assert_eq!(ip.src_addr(), std::net::Ipv4Addr::new(198, 51, 100, 9));
+    let q = &p.data[14 + 20 + 8..];
+    assert_eq!(&q[12..16], &[10, 0, 0, 2], "quoted source address");
+    assert_eq!(
+        u16::from_be_bytes([q[20], q[21]]),
+        40000,
+        "quoted source port"
+    );
+    assert_eq!(&q[16..20], &[198, 18, 0, 1], "quoted destination untouched");
+    assert!(checksums_ok(&p.data), "checksums after translation");
+    // the quoted TCP checksum still matches the quoted (now internal) segment
+    let mut seg = q[20..40].to_vec();
+    let ck = u16::from_be_bytes([seg[16], seg[17]]);
+    seg[16..18].fill(0);
+    let want = wire::checksum::l4_checksum(client, server, 6, &seg);
+    assert_eq!(ck, want, "quoted TCP checksum");
+    assert!(ext_port >= 1024);
+    // an error about a flow nobody opened passes neither the firewall nor the NAT
+    let mut stray = quoted.to_vec();
+    stray[20..22].copy_from_slice(&(ext_port ^ 1).to_be_bytes());
+    let err = frag_needed([198, 51, 100, 9], [203, 0, 113, 1], &stray);
+    let (v, _) = run(&mut c, &mut shards, err, 2);
+    assert!(matches!(v, Verdict::Drop(_)), "{v:?}");
+    let fw = c.nfs()[0].counters();
+    assert!(fw.contains(&("related", 1)), "{fw:?}");
+    let nat = c.nfs()[1].counters();
+    assert!(nat.contains(&("related", 1)), "{nat:?}");
+}

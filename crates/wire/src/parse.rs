@@ -23,6 +23,15 @@ pub enum L4Info {
         /// True for a request.
         request: bool,
     },
+    /// An ICMPv4 error (destination unreachable, time exceeded, parameter
+    /// problem) quoting the start of a TCP or UDP packet: the packet's tuple is
+    /// the quoted one reversed, so it is steered to and looked up in the flow it
+    /// reports on (conntrack's RELATED). The quoted IP header starts
+    /// [`ICMP_ERROR_QUOTE`] bytes into the ICMP message.
+    IcmpError {
+        /// Message type.
+        msg_type: u8,
+    },
     /// Any other ICMP message.
     Icmp {
         /// Message type.
@@ -30,6 +39,37 @@ pub enum L4Info {
     },
     /// A protocol flowshift does not look into (ESP, GRE, …); ports are 0.
     Other,
+}
+
+/// Offset of the quoted IP header in an ICMPv4 error message.
+pub const ICMP_ERROR_QUOTE: usize = 8;
+
+/// The flow an ICMPv4 error of type `ty` reports on, from its quote: the
+/// quoted packet's tuple reversed (the direction the error travels), if the
+/// quote holds an IPv4 header and a TCP or UDP packet's ports.
+fn quoted_flow(ty: u8, msg: &[u8]) -> Option<FiveTuple> {
+    // destination unreachable, time exceeded, parameter problem
+    if !matches!(ty, 3 | 11 | 12) {
+        return None;
+    }
+    let q = msg.get(ICMP_ERROR_QUOTE..)?;
+    let ihl = usize::from(*q.first()? & 0x0f) * 4;
+    if q[0] >> 4 != 4 || ihl < 20 || q.len() < ihl + 4 {
+        return None;
+    }
+    let protocol = q[9];
+    if !matches!(protocol, proto::TCP | proto::UDP) {
+        return None;
+    }
+    let addr = |o: usize| IpAddr::V4(core::net::Ipv4Addr::new(q[o], q[o + 1], q[o + 2], q[o + 3]));
+    let port = |o: usize| u16::from_be_bytes([q[ihl + o], q[ihl + o + 1]]);
+    Some(FiveTuple {
+        src: addr(16),
+        dst: addr(12),
+        src_port: port(2),
+        dst_port: port(0),
+        proto: protocol,
+    })
 }
 
 /// IP version of a packet.
@@ -112,6 +152,7 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
     };
     // l4_off ≤ l3_end ≤ frame.len() holds after the IP checks above.
     let seg = &frame[l4_off..l3_end];
+    let mut related: Option<FiveTuple> = None;
     let (src_port, dst_port, l4, pay_off, pay_len) = match protocol {
         proto::TCP => {
             let t = TcpPacket::new_checked(seg)?;
@@ -151,6 +192,20 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
                     crate::icmp::HEADER_LEN,
                     n,
                 )
+            } else if let Some(f) = (protocol == proto::ICMP)
+                .then(|| quoted_flow(i.msg_type(), seg))
+                .flatten()
+            {
+                related = Some(f);
+                (
+                    f.src_port,
+                    f.dst_port,
+                    L4Info::IcmpError {
+                        msg_type: i.msg_type(),
+                    },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                )
             } else {
                 (
                     0,
@@ -174,13 +229,13 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
         payload_offset: (l4_off + pay_off) as u32,
         payload_len: pay_len as u32,
         dscp,
-        tuple: FiveTuple {
+        tuple: related.unwrap_or(FiveTuple {
             src,
             dst,
             src_port,
             dst_port,
             proto: protocol,
-        },
+        }),
         l4,
     })
 }

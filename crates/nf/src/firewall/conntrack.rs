@@ -113,7 +113,9 @@ impl Conn {
             L4Info::Tcp { .. } => Err(DropCause::CtInvalid),
             L4Info::Udp => Ok(Conn::Udp { replied: false }),
             L4Info::IcmpEcho { request: true } => Ok(Conn::Icmp),
-            L4Info::IcmpEcho { request: false } | L4Info::Icmp { .. } => Err(DropCause::CtInvalid),
+            L4Info::IcmpEcho { request: false }
+            | L4Info::Icmp { .. }
+            | L4Info::IcmpError { .. } => Err(DropCause::CtInvalid),
             L4Info::Other => Ok(Conn::Other { replied: false }),
         }
     }

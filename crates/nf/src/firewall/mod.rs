@@ -18,6 +18,7 @@ pub use classifier::Classifier;
 pub use config::FirewallSection;
 pub use conntrack::{Conn, TcpState, Timeouts};
 use state::Dir;
+use wire::parse::L4Info;
 
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
@@ -32,6 +33,8 @@ counters! {
         invalid,
         /// Replies without a tracked connection.
         no_connection,
+        /// ICMP errors about a tracked connection, passed (RELATED).
+        related,
     }
 }
 
@@ -90,6 +93,16 @@ impl Nf for Firewall {
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let l4 = pkt.info.l4;
         let timeouts = &self.timeouts;
+        if let L4Info::IcmpError { .. } = l4 {
+            // an error about a connection passes (path MTU discovery needs it)
+            // and changes nothing in it; about no connection, it is invalid
+            return if matches!(cx.get(), Some(FlowState::Conn(_))) {
+                self.counters.related += 1;
+                Verdict::Forward
+            } else {
+                self.drop(DropCause::CtInvalid)
+            };
+        }
         if let Some(FlowState::Conn(c)) = cx.get() {
             return match c.update(pkt.dir, l4) {
                 Ok(()) => {

@@ -398,7 +398,7 @@ impl Ids {
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
-        let payload = pkt.payload();
+        let payload = stream_bytes(pkt);
         if !payload.is_empty() {
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
             let job = ScanJob {
@@ -467,7 +467,7 @@ impl Nf for Ids {
             return self.process_data(cx, pkt, f);
         }
         let d = usize::from(pkt.dir == Dir::Reply);
-        let payload = pkt.payload();
+        let payload = stream_bytes(pkt);
         self.counters.scanned += payload.len() as u64;
         self.fired.clear();
         let fired = &mut self.fired;
@@ -547,5 +547,15 @@ impl Nf for Ids {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// The bytes a packet adds to its flow's stream: none for an ICMP error (its
+/// payload quotes another packet's headers).
+fn stream_bytes(pkt: &Packet) -> &[u8] {
+    if matches!(pkt.info.l4, wire::parse::L4Info::IcmpError { .. }) {
+        &[]
+    } else {
+        pkt.payload()
     }
 }

@@ -325,6 +325,11 @@ impl Nf for Lb {
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let ctl = &self.shared.control;
         self.due = ctl.component.poll(&ctl.services, cx.now_ns, self.due);
+        if let L4Info::IcmpError { .. } = pkt.info.l4 {
+            // the balancer does not translate ICMP errors' quotes: counted, not
+            // passed half-translated
+            return Verdict::Drop(DropCause::LbNoConnection);
+        }
         if let Some(FlowState::Lb(c)) = cx.get() {
             let c = *c;
             let mut c2 = c;

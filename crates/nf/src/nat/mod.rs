@@ -104,6 +104,8 @@ counters! {
         inbound,
         /// Packets passed untranslated (not internal → external, or IPv6).
         passed,
+        /// ICMP errors about a mapped flow, translated (RELATED).
+        related,
     }
 }
 
@@ -244,6 +246,46 @@ impl Nat {
     }
 }
 
+/// Translates the packet an ICMPv4 error quotes: its destination (`outbound`:
+/// the error leaves the inside about a packet that came in) or its source
+/// (inbound: about a packet that went out) becomes `addr:port`, with the
+/// quoted IP checksum and, when quoted, the TCP/UDP checksum kept right; then
+/// the ICMP checksum over the whole message.
+fn rewrite_quote(msg: &mut [u8], outbound: bool, addr: Ipv4Addr, port: u16) {
+    use wire::checksum::{update_bytes, update_u16};
+    let q = wire::parse::ICMP_ERROR_QUOTE;
+    // parse() saw an IPv4 header and the ports here
+    let ihl = usize::from(msg[q] & 0x0f) * 4;
+    let (a, p) = if outbound {
+        (q + 16, q + ihl + 2)
+    } else {
+        (q + 12, q + ihl)
+    };
+    let old_addr: [u8; 4] = msg[a..a + 4].try_into().expect("4 bytes");
+    let old_port = u16::from_be_bytes([msg[p], msg[p + 1]]);
+    let new_addr = addr.octets();
+    msg[a..a + 4].copy_from_slice(&new_addr);
+    let ck = u16::from_be_bytes([msg[q + 10], msg[q + 11]]);
+    let ck = update_bytes(ck, &old_addr, &new_addr);
+    msg[q + 10..q + 12].copy_from_slice(&ck.to_be_bytes());
+    msg[p..p + 2].copy_from_slice(&port.to_be_bytes());
+    // the quoted segment's checksum covers the addresses and the port
+    let at = match msg[q + 9] {
+        wire::proto::TCP => Some(q + ihl + 16),
+        wire::proto::UDP => Some(q + ihl + 6),
+        _ => None,
+    };
+    if let Some(c) = at.filter(|c| c + 2 <= msg.len()) {
+        let ck = u16::from_be_bytes([msg[c], msg[c + 1]]);
+        if ck != 0 || msg[q + 9] == wire::proto::TCP {
+            let ck = update_bytes(ck, &old_addr, &new_addr);
+            let ck = update_u16(ck, old_port, port);
+            msg[c..c + 2].copy_from_slice(&ck.to_be_bytes());
+        }
+    }
+    IcmpPacket::new_unchecked(msg).fill_checksum_v4();
+}
+
 fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     let old = pkt.info.tuple;
     let (old_addr, new_addr) = if outbound {
@@ -279,6 +321,7 @@ fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
             }
         }
         L4Info::IcmpEcho { .. } => IcmpPacket::new_unchecked(pkt.l4_mut()).rewrite_echo_id(port),
+        L4Info::IcmpError { .. } => rewrite_quote(pkt.l4_mut(), outbound, addr, port),
         _ => {}
     }
     let t = &mut pkt.info.tuple;
@@ -351,6 +394,18 @@ impl Nf for Nat {
         let t = pkt.info.tuple;
         if let Some(FlowState::Nat(m)) = cx.get() {
             let m = *m;
+            if let L4Info::IcmpError { .. } = pkt.info.l4 {
+                // an error about a mapped flow: translated like the flow's own
+                // packets (outer address and the quoted packet), the mapping untouched
+                if pkt.dir == Dir::Original {
+                    let ext = self.shared.external[usize::from(m.ext_idx)];
+                    rewrite(pkt, true, ext, m.ext_port);
+                } else {
+                    rewrite(pkt, false, m.int_addr, m.int_port);
+                }
+                self.counters.related += 1;
+                return Verdict::Forward;
+            }
             let mut m2 = m;
             if let L4Info::Tcp { flags } = pkt.info.l4 {
                 if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
@@ -388,6 +443,10 @@ impl Nf for Nat {
         if pkt.dir == Dir::Reply || !internal.contains(&src) || internal.contains(&dst) {
             self.counters.passed += 1;
             return Verdict::Forward;
+        }
+        if let L4Info::IcmpError { .. } = pkt.info.l4 {
+            // an error about a flow the NAT never mapped opens nothing
+            return Verdict::Drop(DropCause::NatNoMapping);
         }
         let m = match self.map(cx, pkt, src, dst) {
             Ok(m) => m,

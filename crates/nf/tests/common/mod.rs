@@ -118,6 +118,15 @@ pub fn checksums_ok(frame: &[u8]) -> bool {
         wire::L4Info::IcmpEcho { .. } => wire::IcmpPacket::new_checked(seg)
             .unwrap()
             .verify_checksum_v6(s, d),
+        wire::L4Info::IcmpError { .. } => {
+            // the ICMP checksum and the quoted IP header's
+            let quote = &seg[wire::parse::ICMP_ERROR_QUOTE..];
+            let ihl = usize::from(quote[0] & 0x0f) * 4;
+            wire::IcmpPacket::new_checked(seg)
+                .unwrap()
+                .verify_checksum_v4()
+                && wire::checksum::checksum(&quote[..ihl]) == 0
+        }
         _ => true,
     };
     ip_ok && l4_ok
