@@ -415,6 +415,7 @@ pub(crate) fn print_report(r: &RunReport) {
     for (k, what) in [
         ("undone", "undone (dropped later in the chain)"),
         ("evicted", "evicted"),
+        ("emergencies", "emergency-mode entries"),
     ] {
         if r.flows.get(k).is_some_and(|n| *n > 0) {
             more.push_str(&format!(", {} {what}", r.flows[k]));

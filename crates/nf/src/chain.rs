@@ -19,6 +19,8 @@ pub struct ChainCounters {
     /// New flows dropped by an NF after earlier NFs had made state for them,
     /// which was released (never committed).
     pub undone: u64,
+    /// Times a shard entered emergency mode.
+    pub emergencies: u64,
 }
 
 impl ChainCounters {
@@ -27,6 +29,7 @@ impl ChainCounters {
         self.packets += o.packets;
         self.forwarded += o.forwarded;
         self.undone += o.undone;
+        self.emergencies += o.emergencies;
         for (a, b) in self.drops.iter_mut().zip(o.drops) {
             *a += b;
         }
@@ -48,6 +51,8 @@ pub struct Shard {
     pub table: FlowTable<Option<FlowState>>,
     /// Shard-local state, one per NF.
     pub locals: Vec<ShardLocal>,
+    /// In emergency mode (see [`ChainOptions::emergency`]).
+    pub emergency: bool,
 }
 
 /// A packet's flow entry as [`Chain::process_burst_routed`]'s router sees it.
@@ -79,6 +84,8 @@ pub struct Chain {
     buckets: usize,
     table: TableConfig,
     per_flow: bool,
+    /// Emergency mode's high- and low-water marks, in flows per shard.
+    emergency: Option<(usize, usize)>,
     counters: ChainCounters,
     lookups: Vec<(FlowKey, state::Side, u32)>,
     /// Reused by `process_burst`.
@@ -97,6 +104,10 @@ pub struct ChainOptions {
     pub shards: usize,
     /// Flow-table parameters per shard (`slots` and `keys_per_entry` are set by the chain).
     pub table: TableConfig,
+    /// Emergency mode: a shard whose table holds at least `high` × capacity
+    /// flows gives its NFs' unassured flows short timeouts until it is down to
+    /// `low` × capacity (as conntrack and Suricata do). `None`: never.
+    pub emergency: Option<(f64, f64)>,
 }
 
 impl Default for ChainOptions {
@@ -106,6 +117,7 @@ impl Default for ChainOptions {
             buckets: 128,
             shards: 16,
             table: TableConfig::default(),
+            emergency: None,
         }
     }
 }
@@ -145,7 +157,12 @@ impl Chain {
             1
         };
         let per_flow = nfs.iter().any(|n| n.state_kind() == StateKind::PerFlow);
+        let cap = table.capacity as f64;
+        let emergency = opts
+            .emergency
+            .map(|(h, l)| ((h * cap).ceil() as usize, (l * cap).floor() as usize));
         Ok(Chain {
+            emergency,
             nfs,
             steering,
             hasher,
@@ -170,6 +187,7 @@ impl Chain {
             buckets: self.buckets,
             table: self.table.clone(),
             per_flow: self.per_flow,
+            emergency: self.emergency,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
             routed: Vec::new(),
@@ -230,6 +248,7 @@ impl Chain {
                     info,
                     table: FlowTable::new(self.table.clone()),
                     locals: self.nfs.iter().map(|n| n.shard_local(&info)).collect(),
+                    emergency: false,
                 }
             })
             .collect()
@@ -358,6 +377,7 @@ impl Chain {
                 local: &mut none,
                 hasher: &self.hasher,
                 shard: info,
+                emergency: false,
             };
             verdict = nf.process(&mut cx, pkt);
             if verdict != Verdict::Forward {
@@ -416,6 +436,7 @@ impl Chain {
             info,
             table,
             locals,
+            emergency,
         } = shard;
         let id = if self.per_flow {
             let l = match found {
@@ -444,6 +465,16 @@ impl Chain {
         } else {
             state::EntryId(u32::MAX)
         };
+        if let Some((high, low)) = self.emergency {
+            // hysteresis between the high- and the low-water mark
+            let len = table.len();
+            if !*emergency && len >= high {
+                *emergency = true;
+                self.counters.emergencies += 1;
+            } else if *emergency && len <= low {
+                *emergency = false;
+            }
+        }
         let mut verdict = Verdict::Forward;
         let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
@@ -455,6 +486,7 @@ impl Chain {
                 local: &mut locals[i],
                 hasher: &self.hasher,
                 shard: *info,
+                emergency: *emergency,
             };
             verdict = nf.process(&mut cx, pkt);
             if verdict != Verdict::Forward {

@@ -11,6 +11,8 @@
 //! policy = "refuse"       # or "evict-unassured"
 //! timer_tick = "10ms"
 //! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
+//! emergency_high = 0.9    # emergency mode (short timeouts for unassured flows)
+//! emergency_low = 0.8     # from this share of the capacity, down to this one
 //!
 //! [[nf]]
 //! kind = "firewall"
@@ -265,6 +267,11 @@ pub struct TableSection {
     pub timer_tick: core::time::Duration,
     /// Flows in the fast table in front of the shard's table (0 = none).
     pub fast_entries: usize,
+    /// Emergency mode from this share of the capacity on (1 = only when full;
+    /// 0 = never): unassured flows get the NFs' short emergency timeouts.
+    pub emergency_high: f64,
+    /// Emergency mode ends at this share of the capacity.
+    pub emergency_low: f64,
 }
 
 impl Default for TableSection {
@@ -274,6 +281,8 @@ impl Default for TableSection {
             policy: TablePolicy::Refuse,
             timer_tick: core::time::Duration::from_millis(10),
             fast_entries: 0,
+            emergency_high: 0.9,
+            emergency_low: 0.8,
         }
     }
 }
@@ -383,6 +392,19 @@ impl ChainConfig {
                 "must be at most the capacity (and 2^20): it caches the hottest of them",
             ));
         }
+        let (high, low) = (self.table.emergency_high, self.table.emergency_low);
+        if !(0.0..=1.0).contains(&high) {
+            return Err(field(
+                "table.emergency_high",
+                format!("{high}: a share of the capacity in 0..=1 (0 = no emergency mode)"),
+            ));
+        }
+        if high > 0.0 && !(0.0..high).contains(&low) {
+            return Err(field(
+                "table.emergency_low",
+                format!("{low}: a share of the capacity in 0..emergency_high ({high})"),
+            ));
+        }
         if self.nf.is_empty() {
             return Err(field(
                 "nf",
@@ -404,6 +426,7 @@ impl ChainConfig {
                 fast_entries: self.table.fast_entries,
                 ..TableConfig::default()
             },
+            emergency: (high > 0.0).then_some((high, low)),
         };
         Ok(Chain::new(nfs, opts)?)
     }

@@ -49,6 +49,9 @@ pub struct Ctx<'a> {
     pub hasher: &'a RssHasher,
     /// The shard.
     pub shard: ShardInfo,
+    /// The shard's table is in emergency mode: unassured flows get short
+    /// timeouts.
+    pub emergency: bool,
 }
 
 impl Ctx<'_> {

@@ -648,3 +648,103 @@ fn a_new_flow_dropped_later_in_the_chain_leaves_no_state_in_earlier_nfs() {
     }
     assert_eq!(shards[0].table.len() as u64, forwarded);
 }
+
+#[test]
+fn emergency_mode_gives_unassured_flows_short_timeouts_until_the_table_drains() {
+    // 100 flows per shard, one shard; emergency from 90 to 50 flows; SYN
+    // timeout 120 s normally, 5 s in emergency
+    let (mut c, mut shards) = chain(
+        r#"
+        [steering]
+        buckets = 64
+        shards = 1
+        [table]
+        capacity = 100
+        emergency_high = 0.9
+        emergency_low = 0.5
+        [[nf]]
+        kind = "firewall"
+        rules = "allow tcp any -> any"
+        "#,
+    );
+    let s = |i: u32| v4(0x0a00_0000 | i);
+    let server = v4(0xc612_0001);
+    let sec = 1_000_000_000u64;
+    // an established connection first: assured, its timeout stays long
+    let ok = |v: Verdict| assert_eq!(v, Verdict::Forward);
+    ok(run(
+        &mut c,
+        &mut shards,
+        frame("tcp", s(1000), 5, server, 80, TcpFlags::SYN, b""),
+        0,
+    )
+    .0);
+    let sa = TcpFlags::SYN | TcpFlags::ACK;
+    ok(run(
+        &mut c,
+        &mut shards,
+        frame("tcp", server, 80, s(1000), 5, sa, b""),
+        0,
+    )
+    .0);
+    ok(run(
+        &mut c,
+        &mut shards,
+        frame("tcp", s(1000), 5, server, 80, TcpFlags::ACK, b""),
+        0,
+    )
+    .0);
+    // then a flood of SYNs: 88 below the high-water mark, 11 from it on (the
+    // SYN that brings the table to 90 flows already runs in emergency mode)
+    for i in 0..99 {
+        let f = frame("tcp", s(i), 4000, server, 80, TcpFlags::SYN, b"");
+        ok(run(&mut c, &mut shards, f, 0).0);
+    }
+    assert!(shards[0].emergency);
+    assert_eq!(c.counters().emergencies, 1);
+    assert_eq!(shards[0].table.len(), 100);
+    // 6 s later: the SYNs that came in emergency mode are gone, the others and
+    // the established connection stay
+    c.expire(&mut shards[0], 6 * sec);
+    assert_eq!(shards[0].table.len(), 100 - 11);
+    assert!(shards[0].emergency, "not yet down to the low-water mark");
+    // while in emergency, every unassured flow touched gets the short timeout:
+    // the 88 older SYNs are retransmitted, and then go 5 s later
+    for i in 0..88 {
+        let f = frame("tcp", s(i), 4000, server, 80, TcpFlags::SYN, b"");
+        ok(run(&mut c, &mut shards, f, 6 * sec).0);
+    }
+    c.expire(&mut shards[0], 12 * sec);
+    assert_eq!(shards[0].table.len(), 1, "only the established connection");
+    // the next packet sees the table below the low-water mark
+    ok(run(
+        &mut c,
+        &mut shards,
+        frame("tcp", s(1000), 5, server, 80, TcpFlags::ACK, b""),
+        12 * sec,
+    )
+    .0);
+    assert!(!shards[0].emergency);
+    assert_eq!(c.counters().emergencies, 1);
+}
+
+#[test]
+fn emergency_marks_are_checked() {
+    for (t, field) in [
+        ("emergency_high = 1.5", "table.emergency_high"),
+        (
+            "emergency_high = 0.5\nemergency_low = 0.7",
+            "table.emergency_low",
+        ),
+    ] {
+        let toml = format!(
+            "[table]\n{t}\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n"
+        );
+        let err = ChainConfig::from_toml(&toml)
+            .unwrap()
+            .build(Path::new("."))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains(field), "{err}");
+    }
+}

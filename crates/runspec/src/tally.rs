@@ -53,6 +53,8 @@ pub struct Tally {
     /// Flows evicted to make room for new ones (`[table] policy =
     /// "evict-unassured"`).
     pub flows_evicted: u64,
+    /// Times a shard's table entered emergency mode.
+    pub emergencies: u64,
     /// The run's length, ns.
     pub elapsed_ns: u64,
     /// Latency of the priority class (0) and the regular class (1).
@@ -100,6 +102,7 @@ impl Tally {
             flows: [0; 3],
             flows_undone: 0,
             flows_evicted: 0,
+            emergencies: 0,
             elapsed_ns: 1,
             latency: [latency_histogram(), latency_histogram()],
             offload: OffloadStats::default(),
@@ -186,6 +189,7 @@ impl Tally {
                 ("active_max", self.flows[2]),
                 ("undone", self.flows_undone),
                 ("evicted", self.flows_evicted),
+                ("emergencies", self.emergencies),
             ]),
             throughput: BTreeMap::from([
                 (

@@ -552,6 +552,7 @@ fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
     let c = total.counters();
     t.forwarded = c.forwarded;
     t.flows_undone = c.undone;
+    t.emergencies = c.emergencies;
     t.dropped = DropCause::ALL.iter().map(|d| c.dropped(*d)).collect();
     t.reordered = total
         .nfs()

@@ -59,6 +59,8 @@ pub struct Prepared {
     pub undone: u64,
     /// Flows the functional pass's tables evicted to make room.
     pub evicted: u64,
+    /// Times a shard's table entered emergency mode in the functional pass.
+    pub emergencies: u64,
 }
 
 impl Prepared {
@@ -171,6 +173,7 @@ impl Prepared {
             buckets: chain.buckets(),
             per_flow: chain.has_per_flow_state(),
             undone: chain.counters().undone,
+            emergencies: chain.counters().emergencies,
             evicted: shards
                 .iter()
                 .flatten()

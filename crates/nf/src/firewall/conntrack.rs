@@ -84,6 +84,11 @@ pub struct Timeouts {
     /// Other protocols.
     #[serde(with = "crate::config::duration")]
     pub other: Duration,
+    /// Any unassured connection (TCP before its SYN-ACK is answered, UDP and
+    /// other protocols before a reply, ICMP echo) while its shard's table is in
+    /// emergency mode.
+    #[serde(with = "crate::config::duration")]
+    pub emergency: Duration,
 }
 
 impl Default for Timeouts {
@@ -100,6 +105,7 @@ impl Default for Timeouts {
             udp_replied: s(180),
             icmp: s(30),
             other: s(600),
+            emergency: s(5),
         }
     }
 }
@@ -139,6 +145,27 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// True until the connection is established (both sides heard from).
+    pub fn is_unassured(&self) -> bool {
+        matches!(
+            self,
+            Conn::Tcp(TcpState::SynSent | TcpState::SynRecv)
+                | Conn::Udp { replied: false }
+                | Conn::Other { replied: false }
+                | Conn::Icmp
+        )
+    }
+
+    /// The idle timeout in the current state, in emergency mode or not.
+    pub fn timeout_in(&self, t: &Timeouts, emergency: bool) -> Duration {
+        let normal = self.timeout(t);
+        if emergency && self.is_unassured() {
+            normal.min(t.emergency)
+        } else {
+            normal
+        }
     }
 
     /// The idle timeout in the current state.

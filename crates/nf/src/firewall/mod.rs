@@ -93,6 +93,7 @@ impl Nf for Firewall {
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let l4 = pkt.info.l4;
         let timeouts = &self.timeouts;
+        let emergency = cx.emergency;
         if let L4Info::IcmpError { .. } = l4 {
             // an error about a connection passes (path MTU discovery needs it)
             // and changes nothing in it; about no connection, it is invalid
@@ -106,7 +107,7 @@ impl Nf for Firewall {
         if let Some(FlowState::Conn(c)) = cx.get() {
             return match c.update(pkt.dir, l4) {
                 Ok(()) => {
-                    let t = c.timeout(timeouts);
+                    let t = c.timeout_in(timeouts, emergency);
                     cx.set_timeout(t.as_nanos() as u64);
                     Verdict::Forward
                 }
@@ -121,7 +122,7 @@ impl Nf for Firewall {
         }
         match Conn::open(l4) {
             Ok(c) => {
-                let t = c.timeout(&self.timeouts);
+                let t = c.timeout_in(&self.timeouts, cx.emergency);
                 cx.insert(FlowState::Conn(c));
                 cx.set_timeout(t.as_nanos() as u64);
                 self.counters.opened += 1;

@@ -50,6 +50,10 @@ pub struct NatTimeouts {
     /// ICMP echo.
     #[serde(with = "crate::config::duration")]
     pub icmp: Duration,
+    /// A mapping whose flow has not been answered yet (TCP or UDP), while its
+    /// shard's table is in emergency mode.
+    #[serde(with = "crate::config::duration")]
+    pub emergency: Duration,
 }
 
 impl Default for NatTimeouts {
@@ -59,6 +63,7 @@ impl Default for NatTimeouts {
             tcp_transitory: Duration::from_secs(240),
             udp: Duration::from_secs(300),
             icmp: Duration::from_secs(60),
+            emergency: Duration::from_secs(5),
         }
     }
 }
@@ -172,8 +177,11 @@ impl Nat {
         self.shared.sorted.binary_search(&a).is_ok()
     }
 
-    fn timeout(&self, m: &NatMap) -> Duration {
+    fn timeout(&self, m: &NatMap, emergency: bool) -> Duration {
         let t = &self.shared.timeouts;
+        if emergency && m.tcp == NatTcp::Opening && m.proto != wire::proto::ICMP {
+            return t.emergency.min(self.timeout(m, false));
+        }
         match (m.proto, m.tcp) {
             (wire::proto::TCP, NatTcp::Established) => t.tcp_established,
             (wire::proto::TCP, _) => t.tcp_transitory,
@@ -407,17 +415,24 @@ impl Nf for Nat {
                 return Verdict::Forward;
             }
             let mut m2 = m;
-            if let L4Info::Tcp { flags } = pkt.info.l4 {
-                if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
-                    m2.tcp = NatTcp::Closing;
-                } else if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening {
+            match pkt.info.l4 {
+                L4Info::Tcp { flags } => {
+                    if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
+                        m2.tcp = NatTcp::Closing;
+                    } else if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening {
+                        m2.tcp = NatTcp::Established;
+                    }
+                }
+                // a UDP mapping is answered once a reply came back
+                L4Info::Udp if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening => {
                     m2.tcp = NatTcp::Established;
                 }
+                _ => {}
             }
             if m2 != m {
                 cx.insert(FlowState::Nat(m2));
             }
-            cx.set_timeout(self.timeout(&m2).as_nanos() as u64);
+            cx.set_timeout(self.timeout(&m2, cx.emergency).as_nanos() as u64);
             if pkt.dir == Dir::Original {
                 rewrite(
                     pkt,
@@ -469,7 +484,7 @@ impl Nf for Nat {
             return Verdict::Drop(DropCause::OffloadState);
         }
         cx.insert(FlowState::Nat(m));
-        cx.set_timeout(self.timeout(&m).as_nanos() as u64);
+        cx.set_timeout(self.timeout(&m, cx.emergency).as_nanos() as u64);
         self.counters.mappings += 1;
         self.counters.out += 1;
         Verdict::Forward

@@ -449,6 +449,7 @@ impl<'a> Engine<'a> {
         self.t.flows = [self.counts.created, 0, self.counts.created];
         self.t.flows_undone = self.prep.undone;
         self.t.flows_evicted = self.prep.evicted;
+        self.t.emergencies = self.prep.emergencies;
         self.t.control = self.apply.stats().clone();
         self.t.balancer = self.balancer.counters();
         (self.t, self.counts)
