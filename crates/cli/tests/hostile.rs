@@ -302,7 +302,7 @@ fn evictions_are_counted_in_the_report_by_run_and_sim_alike() {
     ));
     std::fs::write(
         &cfg,
-        "[table]\ncapacity = 64\npolicy = \"evict-unassured\"\n\
+        "[table]\ncapacity = 64\npolicy = \"evict-unassured\"\nevict_min_age = \"0s\"\n\
          [[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n",
     )
     .unwrap();

@@ -444,6 +444,7 @@ impl Chain {
                 None => {
                     let (key, side) = key.unwrap_or_else(|| FlowKey::of(&pkt.info.tuple));
                     let nfs = &mut self.nfs;
+                    table.note_time(now_ns);
                     let ins = table.insert(key, side, pkt.hash, |_, nf, st| {
                         if let Some(st) = st {
                             nfs[nf].release(&mut locals[nf], st);

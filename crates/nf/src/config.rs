@@ -9,6 +9,7 @@
 //! [table]                 # per shard
 //! capacity = 65536
 //! policy = "refuse"       # or "evict-unassured"
+//! evict_min_age = "1s"    # evict-unassured spares unassured flows younger than this
 //! timer_tick = "10ms"
 //! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
 //! emergency_high = 0.9    # emergency mode (short timeouts for unassured flows)
@@ -272,6 +273,11 @@ pub struct TableSection {
     pub emergency_high: f64,
     /// Emergency mode ends at this share of the capacity.
     pub emergency_low: f64,
+    /// `evict-unassured` evicts only unassured flows at least this old (a
+    /// younger one may have its answer on the way): the new flow is refused
+    /// instead.
+    #[serde(with = "duration")]
+    pub evict_min_age: core::time::Duration,
 }
 
 impl Default for TableSection {
@@ -283,6 +289,7 @@ impl Default for TableSection {
             fast_entries: 0,
             emergency_high: 0.9,
             emergency_low: 0.8,
+            evict_min_age: core::time::Duration::from_secs(1),
         }
     }
 }
@@ -424,6 +431,11 @@ impl ChainConfig {
                 policy,
                 tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
                 fast_entries: self.table.fast_entries,
+                evict_min_age_ns: self
+                    .table
+                    .evict_min_age
+                    .as_nanos()
+                    .min(u128::from(u64::MAX)) as u64,
                 ..TableConfig::default()
             },
             emergency: (high > 0.0).then_some((high, low)),

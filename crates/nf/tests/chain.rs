@@ -95,7 +95,10 @@ fn syn_flood_never_pushes_out_established_connections() {
         for i in 0..50 {
             handshake(&mut c, &mut s, i, 1);
         }
-        // 20 000 spoofed SYNs: the table (64) fills up
+        // 20 000 spoofed SYNs, 100 ms apart: the table (64) fills up, and the
+        // 14 unassured entries are 1.4 s old when a SYN finds them (old enough
+        // to be evicted; see the next test for a faster flood)
+        let at = |i: u32| 2 + u64::from(i) * 100_000_000;
         let mut flood_dropped = 0;
         for i in 0..20_000u32 {
             let f = frame(
@@ -107,7 +110,7 @@ fn syn_flood_never_pushes_out_established_connections() {
                 TcpFlags::SYN,
                 b"",
             );
-            if run(&mut c, &mut s, f, 2).0 == Verdict::Drop(DropCause::TableFull) {
+            if run(&mut c, &mut s, f, at(i)).0 == Verdict::Drop(DropCause::TableFull) {
                 flood_dropped += 1;
             }
         }
@@ -128,7 +131,7 @@ fn syn_flood_never_pushes_out_established_connections() {
                         TcpFlags::ACK | TcpFlags::PSH,
                         b"data"
                     ),
-                    3
+                    at(20_000)
                 )
                 .0,
                 Verdict::Forward,
@@ -139,7 +142,7 @@ fn syn_flood_never_pushes_out_established_connections() {
                     &mut c,
                     &mut s,
                     frame("tcp", sv, 443, cl, sp, TcpFlags::ACK, b""),
-                    3
+                    at(20_000)
                 )
                 .0,
                 Verdict::Forward,
@@ -747,4 +750,65 @@ fn emergency_marks_are_checked() {
             .expect("refused");
         assert!(err.to_string().contains(field), "{err}");
     }
+}
+
+#[test]
+fn evict_unassured_spares_a_handshake_in_flight() {
+    // 64 flows per shard; unassured flows are evicted only from 1 s of age
+    let (mut c, mut s) = chain(
+        "[steering]\nshards = 1\n[table]\ncapacity = 64\npolicy = \"evict-unassured\"\n\
+         evict_min_age = \"1s\"\nemergency_high = 0\n\
+         [[nf]]\nkind = \"firewall\"\nrules = \"allow tcp any -> any\"\n",
+    );
+    let ms = 1_000_000u64;
+    let server = v4(0xc612_0001);
+    let spoofed = |i: u32| {
+        frame(
+            "tcp",
+            v4(0x6400_0000 | i),
+            1234,
+            server,
+            443,
+            TcpFlags::SYN,
+            b"",
+        )
+    };
+    // an old flood fills the table
+    for i in 0..64 {
+        assert_eq!(run(&mut c, &mut s, spoofed(i), 0).0, Verdict::Forward);
+    }
+    // 2 s later a real client's SYN evicts the oldest spoofed entry
+    let client = v4(0x0a00_0001);
+    let syn = frame("tcp", client, 5000, server, 443, TcpFlags::SYN, b"");
+    assert_eq!(run(&mut c, &mut s, syn, 2000 * ms).0, Verdict::Forward);
+    // the flood goes on, one SYN a millisecond: the 63 old entries go, then
+    // the oldest candidate is the client's, younger than 1 s: refused, not it
+    let mut refused = 0;
+    for i in 0..200u32 {
+        let v = run(
+            &mut c,
+            &mut s,
+            spoofed(1000 + i),
+            (2001 + u64::from(i)) * ms,
+        )
+        .0;
+        refused += u32::from(v == Verdict::Drop(DropCause::TableFull));
+    }
+    assert_eq!(
+        refused,
+        200 - 63,
+        "once only young flows are left, new ones are refused"
+    );
+    // the server's SYN-ACK arrives 250 ms after the SYN: the connection is there
+    let synack = frame(
+        "tcp",
+        server,
+        443,
+        client,
+        5000,
+        TcpFlags::SYN | TcpFlags::ACK,
+        b"",
+    );
+    assert_eq!(run(&mut c, &mut s, synack, 2250 * ms).0, Verdict::Forward);
+    assert_eq!(s[0].table.stats().evicted, 1 + 63);
 }

@@ -70,6 +70,10 @@ pub struct TableConfig {
     /// Flows kept in the fast table in front of the index (GranularNF's fast
     /// table, see [`fast`](crate::fast)); 0 = none. Rounded up to a power of two.
     pub fast_entries: usize,
+    /// `EvictUnassured` evicts only unassured flows at least this old (by the
+    /// time of [`note_time`](FlowTable::note_time)): a younger one may have its
+    /// answer on the way, so the new flow is refused instead.
+    pub evict_min_age_ns: u64,
 }
 
 impl Default for TableConfig {
@@ -83,6 +87,7 @@ impl Default for TableConfig {
             wheel_slots: 4096,
             index: IndexHash::Key,
             fast_entries: 0,
+            evict_min_age_ns: 0,
         }
     }
 }
@@ -180,7 +185,10 @@ pub struct FlowTable<S> {
     mask: usize,
     free: Vec<u32>,
     len: usize,
-    unassured: VecDeque<(u32, u32)>,
+    /// Unassured entries in insertion order: (id, generation, inserted at ns).
+    unassured: VecDeque<(u32, u32, u64)>,
+    /// The time the owner last gave ([`note_time`](Self::note_time)).
+    now_ns: u64,
     wheel: TimerWheel<(u32, u32)>,
     due: Vec<(u64, (u32, u32))>,
     stats: TableStats,
@@ -227,6 +235,7 @@ impl<S: Slot> FlowTable<S> {
             free: Vec::new(),
             len: 0,
             unassured: VecDeque::new(),
+            now_ns: 0,
             due: Vec::new(),
             stats: TableStats::default(),
             fast: (cfg.fast_entries > 0).then(|| Box::new(FastTable::new(cfg.fast_entries))),
@@ -637,7 +646,7 @@ impl<S: Slot> FlowTable<S> {
         }
         let ih = self.ih(&key, hash);
         self.index_insert(pack(ih, id, false), ih);
-        self.unassured.push_back((id, gen));
+        self.unassured.push_back((id, gen, self.now_ns));
         self.len += 1;
         self.stats.inserted += 1;
         self.stats.max_len = self.stats.max_len.max(self.len as u64);
@@ -645,13 +654,26 @@ impl<S: Slot> FlowTable<S> {
     }
 
     fn pop_unassured(&mut self) -> Option<EntryId> {
-        while let Some((id, gen)) = self.unassured.pop_front() {
+        while let Some(&(id, gen, at)) = self.unassured.front() {
             let m = &self.meta[id as usize];
             if m.live && m.gen == gen && !m.assured && !m.pinned {
+                if self.now_ns.saturating_sub(at) < self.cfg.evict_min_age_ns {
+                    // the oldest candidate is young: none is old enough
+                    return None;
+                }
+                self.unassured.pop_front();
                 return Some(EntryId(id));
             }
+            self.unassured.pop_front();
         }
         None
+    }
+
+    /// Tells the table the time (ns): the age of unassured flows is measured
+    /// against it. Times that go back are ignored.
+    #[inline]
+    pub fn note_time(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
     }
 
     /// Adds a second key for an entry, e.g. a NAT's translated tuple. `key` and
@@ -935,7 +957,7 @@ impl<S: Slot> FlowTable<S> {
         }
         if !self.meta[i].assured {
             let gen = self.meta[i].gen;
-            self.unassured.push_back((id.0, gen));
+            self.unassured.push_back((id.0, gen, self.now_ns));
         }
         !self.release_if_empty(id)
     }
