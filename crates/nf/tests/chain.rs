@@ -812,3 +812,48 @@ fn evict_unassured_spares_a_handshake_in_flight() {
     assert_eq!(run(&mut c, &mut s, synack, 2250 * ms).0, Verdict::Forward);
     assert_eq!(s[0].table.stats().evicted, 1 + 63);
 }
+
+#[test]
+fn an_icmpv6_packet_too_big_about_a_tracked_connection_passes_the_firewall() {
+    let (mut c, mut s) =
+        chain("[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp fd00::/8 -> any\"\n");
+    let client: IpAddr = "fd00::2".parse().unwrap();
+    let server: IpAddr = "2001:db8::1".parse().unwrap();
+    let syn = frame("tcp", client, 40000, server, 443, TcpFlags::SYN, b"");
+    let quote = syn[14..14 + 40 + 20].to_vec();
+    assert_eq!(run(&mut c, &mut s, syn, 0).0, Verdict::Forward);
+    // a router's "packet too big" (type 2) quoting the SYN, to the client
+    let ptb = |quote: &[u8]| {
+        let mut icmp = vec![2, 0, 0, 0, 0, 0, 0x05, 0x00]; // MTU 1280
+        icmp.extend_from_slice(quote);
+        let mut ip = vec![0x60, 0, 0, 0];
+        ip.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+        ip.extend_from_slice(&[58, 64]);
+        ip.extend_from_slice(
+            &"2001:db8:ffff::9"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
+        ip.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&icmp);
+        f
+    };
+    let p = c.packet(ptb(&quote), 1).unwrap();
+    assert!(matches!(p.info.l4, wire::L4Info::IcmpError { msg_type: 2 }));
+    assert_eq!((p.info.tuple.src, p.info.tuple.dst), (server, client));
+    assert_eq!(
+        run(&mut c, &mut s, ptb(&quote), 1).0,
+        Verdict::Forward,
+        "RELATED"
+    );
+    // about a connection never opened: invalid
+    let mut other = quote.clone();
+    other[40..42].copy_from_slice(&40001u16.to_be_bytes());
+    assert_eq!(
+        run(&mut c, &mut s, ptb(&other), 2).0,
+        Verdict::Drop(DropCause::CtInvalid)
+    );
+}

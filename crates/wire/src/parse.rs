@@ -23,11 +23,11 @@ pub enum L4Info {
         /// True for a request.
         request: bool,
     },
-    /// An ICMPv4 error (destination unreachable, time exceeded, parameter
-    /// problem) quoting the start of a TCP or UDP packet: the packet's tuple is
-    /// the quoted one reversed, so it is steered to and looked up in the flow it
-    /// reports on (conntrack's RELATED). The quoted IP header starts
-    /// [`ICMP_ERROR_QUOTE`] bytes into the ICMP message.
+    /// An ICMP error (v4: destination unreachable, time exceeded, parameter
+    /// problem; v6: those and packet too big) quoting the start of a TCP or UDP
+    /// packet: the packet's tuple is the quoted one reversed, so it is steered
+    /// to and looked up in the flow it reports on (conntrack's RELATED). The
+    /// quoted IP header starts [`ICMP_ERROR_QUOTE`] bytes into the ICMP message.
     IcmpError {
         /// Message type.
         msg_type: u8,
@@ -43,6 +43,31 @@ pub enum L4Info {
 
 /// Offset of the quoted IP header in an ICMPv4 error message.
 pub const ICMP_ERROR_QUOTE: usize = 8;
+
+/// The flow an ICMPv6 error of type `ty` reports on (destination unreachable,
+/// packet too big, time exceeded, parameter problem), from its quote: an IPv6
+/// header directly followed by TCP or UDP.
+fn quoted_flow_v6(ty: u8, msg: &[u8]) -> Option<FiveTuple> {
+    if !matches!(ty, 1..=4) {
+        return None;
+    }
+    let q = msg.get(ICMP_ERROR_QUOTE..)?;
+    if q.len() < 40 + 4 || q[0] >> 4 != 6 || !matches!(q[6], proto::TCP | proto::UDP) {
+        return None;
+    }
+    let addr = |o: usize| {
+        let b: [u8; 16] = q[o..o + 16].try_into().expect("16 bytes");
+        IpAddr::V6(core::net::Ipv6Addr::from(b))
+    };
+    let port = |o: usize| u16::from_be_bytes([q[40 + o], q[40 + o + 1]]);
+    Some(FiveTuple {
+        src: addr(24),
+        dst: addr(8),
+        src_port: port(2),
+        dst_port: port(0),
+        proto: q[6],
+    })
+}
 
 /// The flow an ICMPv4 error of type `ty` reports on, from its quote: the
 /// quoted packet's tuple reversed (the direction the error travels), if the
@@ -192,10 +217,10 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
                     crate::icmp::HEADER_LEN,
                     n,
                 )
-            } else if let Some(f) = (protocol == proto::ICMP)
-                .then(|| quoted_flow(i.msg_type(), seg))
-                .flatten()
-            {
+            } else if let Some(f) = match protocol {
+                proto::ICMP => quoted_flow(i.msg_type(), seg),
+                _ => quoted_flow_v6(i.msg_type(), seg),
+            } {
                 related = Some(f);
                 (
                     f.src_port,
