@@ -67,8 +67,9 @@ fn bench_kernel_measures_every_variant() {
             assert_eq!(pin, pout + dropped, "{s}");
             // flowshift read what was sent, the probes that found it up and
             // the odd IPv6 neighbour message; it forwarded what the server got
+            // (which also hears the middle namespace's own neighbour messages)
             assert!(pin >= sent && pin <= sent + probes + 16, "{s}");
-            assert!(pout >= delivered, "{s}");
+            assert!(pout + 16 >= delivered, "{s}");
         }
     }
     let names: Vec<&str> = samples
