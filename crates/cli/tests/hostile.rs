@@ -411,3 +411,60 @@ fn ctrl_c_mid_run_leaves_a_whole_output_capture_and_report() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
 }
+
+#[test]
+fn bad_configs_name_the_field_and_what_is_allowed() {
+    let ids = |pcre: &str| {
+        format!(
+            "[[nf]]\nkind = \"ids\"\nrules = \"alert tcp any any -> any any (msg:\\\"x\\\"; pcre:\\\"{pcre}\\\"; sid:1;)\"\n"
+        )
+    };
+    let cases: Vec<(&str, String, &[&str])> = vec![
+        ("workers 0", "[run]\nworkers = 0\n[[nf]]\nkind = \"monitor\"\n".into(), &["workers = 0", "between 1 and"]),
+        (
+            "offload ratio 1.5",
+            "[run]\noffloaders = 1\noffload_ratio = 1.5\n[[nf]]\nkind = \"monitor\"\n".into(),
+            &["offload_ratio", "between 0 and 1"],
+        ),
+        ("unknown NF", "[[nf]]\nkind = \"natt\"\n".into(), &["unknown NF kind `natt`", "firewall, nat"]),
+        (
+            "missing rules file",
+            "[[nf]]\nkind = \"firewall\"\nrules_file = \"/nonexistent/rules.acl\"\n".into(),
+            &["`nf[0].rules_file`", "/nonexistent/rules.acl"],
+        ),
+        (
+            "catastrophic regex",
+            ids("/(a|aa)*(b|bb)*(c|cc)*(d|dd)*[a-z]{200}x/"),
+            &["`nf[0].rules`", "size limit"],
+        ),
+        (
+            "LB with no backends",
+            "[[nf]]\nkind = \"lb\"\nsnat = [\"198.51.100.1\"]\n[[nf.service]]\nvip = \"192.0.2.1:80\"\nproto = \"tcp\"\nbackends = []\n".into(),
+            &["`nf[0].service[0].backends`", "at least one backend"],
+        ),
+        (
+            "NAT pool of one port",
+            "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.1\"]\nports = \"2000-2000\"\n".into(),
+            &["`nf[0].ports`", "at least 2048 ports"],
+        ),
+        (
+            "emergency marks crossed",
+            "[table]\nemergency_high = 0.5\nemergency_low = 0.7\n[[nf]]\nkind = \"monitor\"\n".into(),
+            &["`table.emergency_low`", "0..emergency_high"],
+        ),
+    ];
+    for (what, toml, want) in cases {
+        let p = tmp("bad.toml");
+        std::fs::write(&p, &toml).unwrap();
+        let o = flowshift_within(
+            &["run", "--config", p.to_str().unwrap()],
+            Duration::from_secs(30),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{what}: accepted");
+        for w in want {
+            assert!(err.contains(w), "{what}: `{w}` not in {err}");
+        }
+        assert!(!err.contains("panicked"), "{what}: {err}");
+    }
+}

@@ -65,12 +65,12 @@ pub mod duration {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// Reading a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The error.
-        source: std::io::Error,
+        /// The error (not a `source`: the message says it once).
+        error: std::io::Error,
     },
     /// TOML syntax, or a field of the wrong type or name: `path` names it.
     #[error("{}{msg}", if path.is_empty() { String::new() } else { format!("`{path}`: ") })]
@@ -204,6 +204,8 @@ pub struct Fields<'a> {
     pub index: usize,
     /// The directory relative paths resolve against.
     pub base: &'a Path,
+    /// The chain's indirection-table buckets and shards.
+    pub steering: (usize, usize),
 }
 
 impl Fields<'_> {
@@ -217,10 +219,11 @@ impl Fields<'_> {
         field(self.at(name), msg)
     }
 
-    /// Reads a file named in the config (relative to its directory).
-    pub fn read(&self, p: &Path) -> Result<String, ConfigError> {
+    /// Reads the file field `name` names (relative to the config's directory).
+    pub fn read(&self, name: &str, p: &Path) -> Result<String, ConfigError> {
         let path = self.base.join(p);
-        std::fs::read_to_string(&path).map_err(|source| ConfigError::Io { path, source })
+        std::fs::read_to_string(&path)
+            .map_err(|e| self.err(name, format!("{}: {e}", path.display())))
     }
 
     /// Rules given inline (`rules`) or in a file (`rules_file`), exactly one:
@@ -232,7 +235,7 @@ impl Fields<'_> {
     ) -> Result<(String, &'static str), ConfigError> {
         match (inline, file) {
             (Some(r), None) => Ok((r.clone(), "rules")),
-            (None, Some(p)) => Ok((self.read(p)?, "rules_file")),
+            (None, Some(p)) => Ok((self.read("rules_file", p)?, "rules_file")),
             _ => Err(self.err(
                 "rules",
                 "give exactly one of `rules` (inline) and `rules_file`",
@@ -314,9 +317,9 @@ impl ChainConfig {
 
     /// Reads a TOML file; relative paths inside resolve against its directory.
     pub fn from_file(path: &Path) -> Result<(ChainConfig, PathBuf), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
             path: path.into(),
-            source,
+            error,
         })?;
         let cfg = parse_toml(&text)?;
         Ok((
@@ -420,7 +423,7 @@ impl ChainConfig {
         }
         let mut nfs: Vec<Box<dyn Nf>> = Vec::new();
         for (i, n) in self.nf.iter().enumerate() {
-            nfs.push(n.build(i, base)?);
+            nfs.push(n.build(i, base, (s.buckets, s.shards))?);
         }
         let opts = ChainOptions {
             key,

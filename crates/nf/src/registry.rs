@@ -53,9 +53,14 @@ macro_rules! registry {
 
         impl NfSection {
             /// Builds the NF of the `index`-th table (relative paths resolve
-            /// against `base`).
-            pub fn build(&self, index: usize, base: &Path) -> Result<Box<dyn Nf>, ConfigError> {
-                let f = Fields { index, base };
+            /// against `base`) for a chain of `steering` = (buckets, shards).
+            pub fn build(
+                &self,
+                index: usize,
+                base: &Path,
+                steering: (usize, usize),
+            ) -> Result<Box<dyn Nf>, ConfigError> {
+                let f = Fields { index, base, steering };
                 match self {
                     $(NfSection::$kind(s) => BuildNf::build(s, &f),)*
                 }

@@ -64,6 +64,23 @@ impl BuildNf for NatSection {
             return Err(f.err("external", "no external address"));
         }
         let ports = f.port_range("ports", &self.ports)?;
+        // a new flow needs a port of its reply bucket's group in its own
+        // shard's share: every (group, shard) pair needs one somewhere
+        let (buckets, shards) = f.steering;
+        let have = (u64::from(ports.1 - ports.0) + 1) * external.len() as u64;
+        let need = (buckets * shards) as u64;
+        if have < need {
+            return Err(f.err(
+                "ports",
+                format!(
+                    "{have} port(s) over {} address(es): each of the {buckets} bucket \
+                     groups needs a port in each of the {shards} shards, so at least \
+                     {need} ports × addresses (widen `ports` or `external`, or use \
+                     fewer `steering.buckets` / `steering.shards`)",
+                    external.len()
+                ),
+            ));
+        }
         let name = self.name.clone().unwrap_or_else(|| "nat".into());
         Ok(Box::new(Nat::new(
             name,

@@ -26,7 +26,7 @@ impl BuildNf for RouterSection {
     fn build(&self, f: &Fields<'_>) -> Result<Box<dyn Nf>, ConfigError> {
         let mut lines: Vec<String> = self.routes.clone();
         if let Some(p) = &self.routes_file {
-            lines.extend(f.read(p)?.lines().map(str::to_string));
+            lines.extend(f.read("routes_file", p)?.lines().map(str::to_string));
         }
         if lines
             .iter()
