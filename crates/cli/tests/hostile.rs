@@ -37,6 +37,11 @@ fn ok(o: &Output) -> (String, String) {
     (out, err)
 }
 
+/// A run's JSON report.
+fn report(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Offsets of each record header in a classic pcap file.
 fn records(b: &[u8]) -> Vec<usize> {
     let mut at = 24;
@@ -94,8 +99,7 @@ fn a_packet_earlier_than_the_first_does_not_hang_a_timed_replay() {
             err.contains("2 packets have a timestamp earlier than the packet before"),
             "{cmd}: {err}"
         );
-        let rep: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let rep = report(&json);
         assert_eq!(rep["packets_in"], 2000, "{cmd}");
         // 2 000 packets at 1 Mpps: the replay takes milliseconds, not ages
         assert!(
@@ -157,8 +161,7 @@ fn frames_above_64_kib_are_written_whole() {
         ],
         Duration::from_secs(60),
     ));
-    let rep: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rep = report(&json);
     let out = trace::read_pcap(&output).unwrap();
     assert_eq!(rep["packets_out"].as_u64().unwrap(), out.len() as u64);
     assert_eq!(out.len(), 3, "the default chain forwards all three");
@@ -211,8 +214,7 @@ fn two_runs_writing_one_output_leave_one_whole_file() {
     }
     // one run's output, whole, and its own report beside it
     let t = trace::read_pcap(&out).unwrap();
-    let rep: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rep = report(&json);
     assert!([3000, 5000].contains(&t.len()), "{} packets", t.len());
     // (each file is some run's whole file; the two may come from different runs)
     assert!([3000, 5000].contains(&rep["packets_in"].as_u64().unwrap()));
@@ -321,8 +323,7 @@ fn evictions_are_counted_in_the_report_by_run_and_sim_alike() {
             ],
             Duration::from_secs(120),
         ));
-        let rep: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let rep = report(&json);
         let n = rep["flows"]["evicted"].as_u64().unwrap();
         assert!(n > 0, "{cmd}: {}", rep["flows"]);
         assert!(out.contains(&format!("{n} evicted")), "{cmd}: {out}");
@@ -398,8 +399,7 @@ fn ctrl_c_mid_run_leaves_a_whole_output_capture_and_report() {
     assert!(k.success());
     let o = c.wait_with_output().unwrap();
     let (stdout, _) = ok(&o);
-    let rep: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rep = report(&json);
     let written = trace::read_pcap(&out).expect("a whole capture");
     let pout = rep["packets_out"].as_u64().unwrap();
     assert!(pout > 0 && pout < 500_000 * 1000, "{pout}");

@@ -195,7 +195,9 @@ impl PacketSocket {
     }
 
     /// Receives one frame into `buf` (resized to it); `Ok(false)` when none is
-    /// waiting. Frames this host sent out of the interface are skipped.
+    /// waiting. Frames this host sent out of the interface are skipped. For an
+    /// occasional frame: a data path reads bursts with
+    /// [`recv_batch`](Self::recv_batch) into buffers it keeps.
     pub fn recv(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
         let mut b = RxBatch::new(1);
         if self.recv_batch(&mut b)? == 0 {
@@ -239,18 +241,7 @@ impl PacketSocket {
         let mut msgs: Vec<libc::mmsghdr> = iov
             .iter_mut()
             .zip(&mut from)
-            .map(|(v, a)| {
-                // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
-                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-                h.msg_iov = v;
-                h.msg_iovlen = 1;
-                h.msg_name = (a as *mut libc::sockaddr_ll).cast();
-                h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-                libc::mmsghdr {
-                    msg_hdr: h,
-                    msg_len: 0,
-                }
-            })
+            .map(|(v, a)| mmsghdr(v, Some(a)))
             .collect();
         // SAFETY: every header points at one iovec over a MAX_FRAME-byte buffer
         // and at one sockaddr_ll, all alive and unaliased for the call; the
@@ -316,19 +307,7 @@ impl PacketSocket {
                 iov_len: f.len(),
             })
             .collect();
-        let mut msgs: Vec<libc::mmsghdr> = iov
-            .iter_mut()
-            .map(|v| {
-                // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
-                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-                h.msg_iov = v;
-                h.msg_iovlen = 1;
-                libc::mmsghdr {
-                    msg_hdr: h,
-                    msg_len: 0,
-                }
-            })
-            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = iov.iter_mut().map(|v| mmsghdr(v, None)).collect();
         // SAFETY: every header points at one iovec of a frame that outlives the
         // call; the kernel only reads them (and writes msg_len).
         let n = unsafe {
@@ -347,6 +326,23 @@ impl PacketSocket {
             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
             _ => Err(e),
         }
+    }
+}
+
+/// A `sendmmsg`/`recvmmsg` header for one buffer, with room for the peer's
+/// link-layer address when `name` is given.
+fn mmsghdr(iov: &mut libc::iovec, name: Option<&mut libc::sockaddr_ll>) -> libc::mmsghdr {
+    // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
+    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+    h.msg_iov = iov;
+    h.msg_iovlen = 1;
+    if let Some(a) = name {
+        h.msg_name = (a as *mut libc::sockaddr_ll).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    }
+    libc::mmsghdr {
+        msg_hdr: h,
+        msg_len: 0,
     }
 }
 

@@ -98,41 +98,13 @@ impl Bed {
             &["addr", "add", &format!("{CLIENT}/24"), "dev", &c0],
         )?;
         exec(&c, "ip", &["route", "add", "198.51.100.0/24", "dev", &c0])?;
-        exec(
-            &c,
-            "ip",
-            &[
-                "neigh",
-                "replace",
-                SERVER,
-                "lladdr",
-                &smac,
-                "dev",
-                &c0,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        neighbour(&c, SERVER, &smac, &c0)?;
         exec(
             &s,
             "ip",
             &["addr", "add", &format!("{SERVER}/24"), "dev", &s0],
         )?;
-        exec(
-            &s,
-            "ip",
-            &[
-                "neigh",
-                "replace",
-                "198.51.100.1",
-                "lladdr",
-                &cmac,
-                "dev",
-                &s0,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        neighbour(&s, "198.51.100.1", &cmac, &s0)?;
         for net in ["203.0.113.0/24", "10.0.0.0/8"] {
             exec(
                 &s,
@@ -166,21 +138,7 @@ impl Bed {
         exec(&f, "ip", &["addr", "add", "10.0.0.1/24", "dev", &a])?;
         exec(&f, "ip", &["addr", "add", "198.51.100.1/24", "dev", &b])?;
         exec(&f, "ip", &["route", "add", "10.0.0.0/8", "dev", &a])?;
-        exec(
-            &f,
-            "ip",
-            &[
-                "neigh",
-                "replace",
-                SERVER,
-                "lladdr",
-                &smac,
-                "dev",
-                &b,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        neighbour(&f, SERVER, &smac, &b)?;
         exec(
             &f,
             "ip",
@@ -242,6 +200,25 @@ impl Bed {
             let _ = ip(&["netns", "del", &ns]);
         }
     }
+}
+
+/// A permanent neighbour entry in namespace `ns`: `addr` is at `lladdr` on `dev`.
+fn neighbour(ns: &str, addr: &str, lladdr: &str, dev: &str) -> io::Result<()> {
+    exec(
+        ns,
+        "ip",
+        &[
+            "neigh",
+            "replace",
+            addr,
+            "lladdr",
+            lladdr,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ],
+    )
 }
 
 impl Drop for Bed {

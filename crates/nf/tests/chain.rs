@@ -601,21 +601,11 @@ fn fast_table_changes_nothing_but_where_lookups_are_answered() {
 fn a_new_flow_dropped_later_in_the_chain_leaves_no_state_in_earlier_nfs() {
     // the firewall opens connections from the inside; the NAT has 64 ports,
     // one per bucket group, so connections run it out
-    let (mut c, mut shards) = chain(
-        r#"
-        [steering]
-        buckets = 64
-        shards = 1
-        [[nf]]
-        kind = "firewall"
-        rules = "allow tcp 10.0.0.0/8 -> any"
-        [[nf]]
-        kind = "nat"
-        internal = "10.0.0.0/8"
-        external = ["203.0.113.1"]
-        ports = "20000-20063"
-        "#,
-    );
+    let (mut c, mut shards) = chain(&common::fw_nat(
+        "[steering]\nbuckets = 64\nshards = 1",
+        "203.0.113.1",
+        "ports = \"20000-20063\"",
+    ));
     let server = v4(0xc612_0001);
     let syn = |src| frame("tcp", src, 4000, server, 80, TcpFlags::SYN, b"");
     let (mut forwarded, mut refused) = (0u64, Vec::new());

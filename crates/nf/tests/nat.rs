@@ -256,17 +256,7 @@ fn frag_needed(router: [u8; 4], to: [u8; 4], quoted: &[u8]) -> Vec<u8> {
 
 #[test]
 fn icmp_errors_about_a_translated_flow_are_related_and_translated() {
-    let (mut c, mut shards) = chain(
-        r#"
-        [[nf]]
-        kind = "firewall"
-        rules = "allow tcp 10.0.0.0/8 -> any"
-        [[nf]]
-        kind = "nat"
-        internal = "10.0.0.0/8"
-        external = ["203.0.113.1"]
-        "#,
-    );
+    let (mut c, mut shards) = chain(&common::fw_nat("", "203.0.113.1", ""));
     let (client, server) = (v4(0x0a00_0002), v4(0xc612_0001));
     let syn = frame("tcp", client, 40000, server, 443, TcpFlags::SYN, b"");
     let (v, out) = run(&mut c, &mut shards, syn, 0);

@@ -131,3 +131,12 @@ pub fn checksums_ok(frame: &[u8]) -> bool {
     };
     ip_ok && l4_ok
 }
+
+/// A firewall admitting TCP from 10.0.0.0/8, then a NAT onto `external`;
+/// `extra` goes into the NAT's table (e.g. `ports = "…"`), `steering` before it.
+pub fn fw_nat(steering: &str, external: &str, extra: &str) -> String {
+    format!(
+        "{steering}\n[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp 10.0.0.0/8 -> any\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"{external}\"]\n{extra}\n"
+    )
+}
