@@ -73,7 +73,7 @@ pub struct RunArgs {
     pub iface: Option<String>,
     /// With --iface: `user` (the NIC-model thread reads every frame and steers
     /// it) or `kernel` (an eBPF program steers frames to one socket per working
-    /// core through the indirection table in a BPF map; IPv4 only)
+    /// core through the indirection table in a BPF map; IPv4 only; experimental)
     /// [default: user].
     #[arg(long)]
     pub steer: Option<String>,
