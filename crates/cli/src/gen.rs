@@ -54,6 +54,12 @@ pub struct GenArgs {
     /// Target number of concurrently active connections [default: 1024].
     #[arg(long)]
     pub active_flows: Option<u32>,
+    /// Spoofed TCP SYNs added on top of --packets (a SYN flood) [default: 0].
+    #[arg(long)]
+    pub syn_flood: Option<u64>,
+    /// Share of the connections' packets before the flood starts, 0..1 [default: 0.25].
+    #[arg(long)]
+    pub syn_flood_after: Option<f64>,
 }
 
 impl GenArgs {
@@ -80,7 +86,14 @@ impl GenArgs {
             priority_share,
             priority_dscp
         );
-        over!(sizes, arrival, rate, active_flows);
+        over!(
+            sizes,
+            arrival,
+            rate,
+            active_flows,
+            syn_flood,
+            syn_flood_after
+        );
         s.validate()?;
         Ok(s)
     }
@@ -109,5 +122,12 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         summary.priority_flows,
         summary.largest_flow
     );
+    if summary.syn_flood > 0 {
+        println!(
+            "  of which {} spoofed SYNs (a flood after {:.0} % of the connections' packets)",
+            summary.syn_flood,
+            spec.syn_flood_after * 100.0
+        );
+    }
     Ok(())
 }

@@ -7,27 +7,18 @@ use anyhow::bail;
 /// A size: bytes, or a number with `K`, `M`, `G`, `T` (powers of 1 024; `iB`
 /// or `B` may follow).
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| anyhow::anyhow!("`{s}`: expected a size like 8GiB, 512MiB or 1000000"))?;
-    let shift = match unit.trim().trim_end_matches("iB").trim_end_matches('B') {
-        "" => 0,
-        "K" | "k" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => bail!("`{s}`: unknown unit (expected K, M, G or T, with iB or B)"),
-    };
-    let bytes = n * (1u64 << shift) as f64;
-    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
-        bail!("`{s}`: expected a size of at least one byte");
-    }
-    Ok(bytes as u64)
+    nf::config::parse_size(s).map_err(anyhow::Error::msg)
+}
+
+/// A memory figure of this process from `/proc/self/status` (`VmRSS`: now,
+/// `VmHWM`: the peak), bytes.
+pub fn process_bytes(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// This machine's memory, from `/proc/meminfo`.

@@ -336,10 +336,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     cfg.output_tap = streamed.as_ref().map(|w| w.tap());
+    let rss_start = crate::memcap::process_bytes("VmRSS");
     let out = runtime::run_on(&chain, input, &cfg);
     // the writer ends once the last tap is gone
     cfg.output_tap = None;
-    let out = out?;
+    let mut out = out?;
+    let m = &mut out.report.memory;
+    m.insert("tables_at_capacity", chain.table_bytes_at_capacity());
+    if let (Some(start), Some(peak)) = (rss_start, crate::memcap::process_bytes("VmHWM")) {
+        m.insert("rss_start", start);
+        m.insert("max_rss", peak);
+    }
     if cfg.progress.is_some() {
         eprintln!();
     }
@@ -425,6 +432,15 @@ pub(crate) fn print_report(r: &RunReport) {
         "flows       created {}, expired {}{more}",
         r.flows["created"], r.flows["expired"]
     );
+    if let (Some(start), Some(peak)) = (r.memory.get("rss_start"), r.memory.get("max_rss")) {
+        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        println!(
+            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full",
+            mib(*peak),
+            mib(*start),
+            mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))
+        );
+    }
     println!(
         "migrations  {} shard moves, {} flow entries moved, {} packets held then drained (move p50 {:.0} µs, max {:.0} µs)",
         r.migrations["shard_moves"],

@@ -468,3 +468,67 @@ fn bad_configs_name_the_field_and_what_is_allowed() {
         assert!(!err.contains("panicked"), "{what}: {err}");
     }
 }
+
+/// A SYN flood of spoofed sources (from `flowshift gen --syn-flood`) against a
+/// chain whose tables are capped by `[table] memcap`: the run refuses what does
+/// not fit (counted as `table_full`), accounts for every packet, and the
+/// process grows by no more than the cap (plus the run's fixed buffers).
+#[test]
+fn a_syn_flood_stays_within_the_table_memcap() {
+    let trace = tmp("flood.pcap");
+    ok(&flowshift_within(
+        &[
+            "gen",
+            "-o",
+            trace.to_str().unwrap(),
+            "--flows",
+            "2000",
+            "--packets",
+            "40000",
+            "--syn-flood",
+            "300000",
+            "--sizes",
+            "fixed:64",
+            "--rate",
+            "1mpps",
+        ],
+        Duration::from_secs(60),
+    ));
+    let cfg = tmp("flood.toml");
+    std::fs::write(
+        &cfg,
+        "[steering]\nshards = 16\n[table]\ncapacity = 1000000\nmemcap = \"8MiB\"\n\
+         [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n",
+    )
+    .unwrap();
+    let json = tmp("flood.json");
+    let (out, _) = ok(&flowshift_within(
+        &[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--input",
+            trace.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    ));
+    assert!(out.contains("peak RSS"), "{out}");
+    let r = report(&json);
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(n(&r["packets_in"]), 340_000);
+    let drops: u64 = r["drops"].as_object().unwrap().values().map(n).sum();
+    assert_eq!(n(&r["packets_in"]), n(&r["packets_out"]) + drops);
+    assert!(n(&r["drops"]["table_full"]) > 200_000, "{}", r["drops"]);
+    let m = &r["memory"];
+    assert!(n(&m["tables_at_capacity"]) <= 8 << 20, "{m}");
+    let grew = n(&m["max_rss"]) - n(&m["rss_start"]);
+    assert!(
+        grew <= (8 << 20) + (24 << 20),
+        "the run grew by {grew} bytes: {m}"
+    );
+}

@@ -193,6 +193,37 @@ impl From<TablePolicy> for CapPolicy {
     }
 }
 
+/// Fewest flows per shard a `table.memcap` may leave.
+pub const MIN_MEMCAP_FLOWS: usize = 16;
+
+/// The largest capacity ≤ `want` whose tables (`shards` of them, shaped as
+/// `shape`) fit in `cap` bytes, if at least [`MIN_MEMCAP_FLOWS`].
+fn capacity_within(shape: &TableConfig, want: usize, shards: usize, cap: u64) -> Option<usize> {
+    let bytes = |c: usize| {
+        shards as u64
+            * state::FlowTable::<Option<crate::FlowState>>::bytes_at_capacity(&TableConfig {
+                capacity: c,
+                ..shape.clone()
+            })
+    };
+    if want <= MIN_MEMCAP_FLOWS {
+        return (bytes(want) <= cap).then_some(want);
+    }
+    let (mut lo, mut hi) = (MIN_MEMCAP_FLOWS, want);
+    if bytes(lo) > cap {
+        return None;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if bytes(mid) <= cap {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
 /// Largest flow table of one shard.
 pub const MAX_CAPACITY: usize = 1 << 24;
 /// Largest number of flow entries over all shards (`capacity × shards`).
@@ -281,6 +312,60 @@ pub struct TableSection {
     /// instead.
     #[serde(with = "duration")]
     pub evict_min_age: core::time::Duration,
+    /// Bytes the flow tables of all shards may take when full (a size such as
+    /// `"256MiB"`, or a number of bytes): `capacity` is lowered until they fit.
+    pub memcap: Option<Size>,
+}
+
+/// A size in a config: a number of bytes, or text with a unit (`"512MiB"`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Size {
+    /// Bytes.
+    Bytes(u64),
+    /// Text such as `512MiB`, `2G` or `1000000`.
+    Text(String),
+}
+
+impl Size {
+    /// The number of bytes, or why the text is not a size.
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Size::Bytes(0) => Err("0: expected at least one byte".into()),
+            Size::Bytes(b) => Ok(*b),
+            Size::Text(t) => parse_size(t),
+        }
+    }
+}
+
+/// A size: bytes, or a number with `K`, `M`, `G`, `T` (powers of 1 024; `iB` or
+/// `B` may follow).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a size like 8GiB, 512MiB or 1000000"))?;
+    let shift = match unit.trim().trim_end_matches("iB").trim_end_matches('B') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{s}`: unknown unit (expected K, M, G or T, with iB or B)"
+            ))
+        }
+    };
+    let bytes = n * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{s}`: expected a size of at least one byte"));
+    }
+    Ok(bytes as u64)
 }
 
 impl Default for TableSection {
@@ -293,6 +378,7 @@ impl Default for TableSection {
             emergency_high: 0.9,
             emergency_low: 0.8,
             evict_min_age: core::time::Duration::from_secs(1),
+            memcap: None,
         }
     }
 }
@@ -425,12 +511,46 @@ impl ChainConfig {
         for (i, n) in self.nf.iter().enumerate() {
             nfs.push(n.build(i, base, (s.buckets, s.shards))?);
         }
+        let capacity = match &self.table.memcap {
+            None => self.table.capacity,
+            Some(m) => {
+                let cap = m.bytes().map_err(|e| field("table.memcap", e))?;
+                let shape = TableConfig {
+                    slots: nfs.len().max(1),
+                    keys_per_entry: if nfs.iter().any(|n| n.needs_alias()) {
+                        2
+                    } else {
+                        1
+                    },
+                    policy,
+                    fast_entries: self.table.fast_entries,
+                    ..TableConfig::default()
+                };
+                capacity_within(&shape, self.table.capacity, s.shards, cap).ok_or_else(|| {
+                    field(
+                        "table.memcap",
+                        format!(
+                            "{cap} bytes hold fewer than {MIN_MEMCAP_FLOWS} flows per shard \
+                             ({} shards); the smallest memcap for this chain is {} bytes",
+                            s.shards,
+                            s.shards as u64
+                                * state::FlowTable::<Option<crate::FlowState>>::bytes_at_capacity(
+                                    &TableConfig {
+                                        capacity: MIN_MEMCAP_FLOWS,
+                                        ..shape.clone()
+                                    }
+                                )
+                        ),
+                    )
+                })?
+            }
+        };
         let opts = ChainOptions {
             key,
             buckets: s.buckets,
             shards: s.shards,
             table: TableConfig {
-                capacity: self.table.capacity,
+                capacity,
                 policy,
                 tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
                 fast_entries: self.table.fast_entries,

@@ -847,3 +847,45 @@ fn an_icmpv6_packet_too_big_about_a_tracked_connection_passes_the_firewall() {
         Verdict::Drop(DropCause::CtInvalid)
     );
 }
+
+/// `[table] memcap` lowers the capacity until the tables at capacity fit, keeps
+/// it when they already do, and names itself when even a small table would not.
+#[test]
+fn table_memcap_bounds_the_tables() {
+    let cfg = |table: &str| {
+        format!(
+            "[steering]\nshards = 16\n[table]\n{table}\n[[nf]]\nkind = \"firewall\"\n\
+             rules = \"allow any 10.0.0.0/8 -> any\"\n[[nf]]\nkind = \"nat\"\n\
+             internal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n"
+        )
+    };
+    let build = |table: &str| {
+        ChainConfig::from_toml(&cfg(table))
+            .unwrap()
+            .build(Path::new("."))
+    };
+    let full = build("capacity = 65536").unwrap();
+    let need = full.table_bytes_at_capacity();
+    assert!(need > 64 << 20, "{need}");
+    for (memcap, bytes) in [
+        ("\"64MiB\"", 64u64 << 20),
+        ("10000000", 10_000_000),
+        ("\"4M\"", 4 << 20),
+    ] {
+        let c = build(&format!("capacity = 65536\nmemcap = {memcap}")).unwrap();
+        assert!(c.table_bytes_at_capacity() <= bytes, "{memcap}");
+        assert!(c.table_capacity() < 65536, "{memcap}");
+        // the largest that fits: one more flow per shard would not
+        let one_more = build(&format!("capacity = {}", c.table_capacity() + 1)).unwrap();
+        assert!(one_more.table_bytes_at_capacity() > bytes || c.table_capacity() == 65536);
+    }
+    let roomy = build(&format!("capacity = 65536\nmemcap = {}", need + 1)).unwrap();
+    assert_eq!(roomy.table_capacity(), 65536);
+    for bad in ["\"1KiB\"", "0", "\"lots\"", "\"12 parsecs\""] {
+        let Err(e) = build(&format!("memcap = {bad}")) else {
+            panic!("{bad} accepted")
+        };
+        let e = e.to_string();
+        assert!(e.contains("table.memcap"), "{bad}: {e}");
+    }
+}

@@ -141,6 +141,11 @@ pub struct RunReport {
     /// `offload_lost`: the cost of its component's placement). Runs only.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// Memory of the process, bytes (runs of the CLI): `rss_start` when the run
+    /// began (trace loaded), `max_rss` the peak, `tables_at_capacity` what the
+    /// flow tables of every shard take when full.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory: BTreeMap<&'static str, u64>,
 }
 
 /// The busy share of each core over one controller period.

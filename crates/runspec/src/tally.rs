@@ -169,6 +169,7 @@ impl Tally {
         let period_median = period_imbalance_median(&load_over_time, cfg.workers);
         RunReport {
             nf: self.nf.clone(),
+            memory: BTreeMap::new(),
             schema: 1,
             mode: self.mode,
             balancer: cfg.balancer.name(),

@@ -206,11 +206,28 @@ fn pack(hash: u32, id: u32, alias: bool) -> u64 {
 
 impl<S: Slot> FlowTable<S> {
     /// Bytes a table of `cfg` takes when full: its index (allocated at once) and
-    /// `capacity` entries (metadata and slots, allocated as flows arrive).
+    /// `capacity` entries (metadata, slots, alias key, timer-wheel item, free-list
+    /// and eviction-queue places, allocated as flows arrive). State an NF keeps
+    /// on the heap behind its slot is not counted.
     pub fn bytes_at_capacity(cfg: &TableConfig) -> u64 {
         let keys = cfg.keys_per_entry.clamp(1, 2);
         let index = (cfg.capacity * keys * 2).next_power_of_two().max(16) as u64 * 8;
-        let entry = std::mem::size_of::<Meta>() + cfg.slots * std::mem::size_of::<Cell<S>>();
+        let alias = if keys > 1 {
+            std::mem::size_of::<(FlowKey, u32)>()
+        } else {
+            0
+        };
+        let queue = match cfg.policy {
+            CapPolicy::EvictUnassured => 4 * std::mem::size_of::<(u32, u32, u64)>(),
+            CapPolicy::Refuse => 0,
+        };
+        let entry = std::mem::size_of::<Meta>()
+            + cfg.slots * std::mem::size_of::<Cell<S>>()
+            + alias
+            + std::mem::size_of::<(u64, (u32, u32))>()
+            + std::mem::size_of::<u32>()
+            + queue
+            + if cfg.fast_entries > 0 { 2 } else { 0 };
         let wheel = cfg.wheel_slots.max(1).next_power_of_two() as u64 * 24;
         index + cfg.capacity as u64 * entry as u64 + wheel
     }
@@ -607,6 +624,7 @@ impl<S: Slot> FlowTable<S> {
             Some(id) => id,
             None => {
                 let id = self.meta.len() as u32;
+                self.grow_slab();
                 self.meta.push(Meta {
                     key,
                     hash,
@@ -646,11 +664,59 @@ impl<S: Slot> FlowTable<S> {
         }
         let ih = self.ih(&key, hash);
         self.index_insert(pack(ih, id, false), ih);
-        self.unassured.push_back((id, gen, self.now_ns));
+        self.push_unassured(id, gen);
         self.len += 1;
         self.stats.inserted += 1;
         self.stats.max_len = self.stats.max_len.max(self.len as u64);
         Ok(EntryId(id))
+    }
+
+    /// Makes room for one more entry in the slab: doubling, but never past the
+    /// capacity, so a full table holds exactly what
+    /// [`bytes_at_capacity`](Self::bytes_at_capacity) counts.
+    fn grow_slab(&mut self) {
+        let len = self.meta.len();
+        if len < self.meta.capacity() {
+            return;
+        }
+        let more = (len.max(32))
+            .min(self.cfg.capacity.saturating_sub(len))
+            .max(1);
+        let n = self.cfg.slots;
+        self.meta.reserve_exact(more);
+        self.slots.reserve_exact(more * n);
+        if self.cfg.keys_per_entry > 1 {
+            self.aliases.reserve_exact(more);
+        }
+        if self.fast.is_some() {
+            self.heat.reserve_exact(more);
+        }
+    }
+
+    /// Queues an unassured entry for `EvictUnassured` (other policies keep no
+    /// queue). Entries that were freed, assured or queued twice stay in the
+    /// queue until it outgrows twice the capacity; then they are dropped at once,
+    /// so the queue's memory is bounded by the table's, whatever the flow churn.
+    fn push_unassured(&mut self, id: u32, gen: u32) {
+        if self.cfg.policy != CapPolicy::EvictUnassured {
+            return;
+        }
+        if self.unassured.len() >= 2 * self.cfg.capacity + 64 {
+            let meta = &self.meta;
+            let mut queued = vec![false; meta.len()];
+            self.unassured.retain(|&(i, g, _)| {
+                let m = &meta[i as usize];
+                let keep = m.live && m.gen == g && !m.assured && !queued[i as usize];
+                queued[i as usize] |= keep;
+                keep
+            });
+        }
+        self.unassured.push_back((id, gen, self.now_ns));
+    }
+
+    /// Length of the unassured queue (for tests of its bound).
+    pub fn unassured_queued(&self) -> usize {
+        self.unassured.len()
     }
 
     fn pop_unassured(&mut self) -> Option<EntryId> {
@@ -957,7 +1023,7 @@ impl<S: Slot> FlowTable<S> {
         }
         if !self.meta[i].assured {
             let gen = self.meta[i].gen;
-            self.unassured.push_back((id.0, gen, self.now_ns));
+            self.push_unassured(id.0, gen);
         }
         !self.release_if_empty(id)
     }

@@ -427,3 +427,61 @@ fn detached_entries_are_pinned_until_attached() {
     assert!(!t.is_live(a));
     assert_eq!(t.stats().detached, 2);
 }
+
+/// Flows that come and go without the table ever filling (churn under either
+/// policy) leave nothing behind: the unassured queue stays within twice the
+/// capacity, and eviction still finds the oldest live unassured flow after it.
+#[test]
+fn unassured_queue_is_bounded_under_churn() {
+    for policy in [CapPolicy::Refuse, CapPolicy::EvictUnassured] {
+        let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(100, policy));
+        for i in 0..100_000u32 {
+            let (k, s) = FlowKey::of(&tuple(i));
+            let id = t.insert(k, s, i, |_, _, _| {}).unwrap();
+            if i % 2 == 0 {
+                // half of them are answered
+                let (k, s) = FlowKey::of(&tuple(i).reversed());
+                t.lookup(&k, s, i).unwrap();
+            }
+            if i >= 50 {
+                // a flow 50 behind ends
+                let (k, s) = FlowKey::of(&tuple(i - 50));
+                let old = t.lookup(&k, s, i - 50).unwrap().id;
+                t.remove(old);
+            }
+            let _ = id;
+        }
+        assert_eq!(t.len(), 50);
+        assert!(
+            t.unassured_queued() <= 2 * 100 + 64,
+            "{policy:?}: {}",
+            t.unassured_queued()
+        );
+        if policy == CapPolicy::Refuse {
+            assert_eq!(t.unassured_queued(), 0);
+        }
+    }
+    // after churn, eviction takes the oldest live unassured flow
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(10, CapPolicy::EvictUnassured));
+    for i in 0..10_000u32 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = t.insert(k, s, i, |_, _, _| {}).unwrap();
+        if i + 5 < 10_000 {
+            t.remove(id);
+        }
+    }
+    // 5 live unassured flows (9995..9999); fill to 10, then one more evicts 9995
+    for i in 20_000..20_005u32 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        t.insert(k, s, i, |_, _, _| {}).unwrap();
+    }
+    let (k, s) = FlowKey::of(&tuple(30_000));
+    t.insert(k, s, 30_000, |_, _, _| {}).unwrap();
+    let (k, s) = FlowKey::of(&tuple(9_995));
+    assert!(
+        t.lookup(&k, s, 9_995).is_none(),
+        "the oldest unassured flow was evicted"
+    );
+    let (k, s) = FlowKey::of(&tuple(9_996));
+    assert!(t.lookup(&k, s, 9_996).is_some());
+}

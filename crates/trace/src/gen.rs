@@ -13,7 +13,10 @@
 //!    ACK. UDP flows carry data both ways.
 //! 4. Timestamps follow the arrival process at the target rate.
 //!
-//! Every packet carries the connection's sequence tag ([`wire::seqtag`]).
+//! 5. With `syn_flood`, spoofed SYNs (never answered, no tag) are spread among
+//!    the connections' packets after the first `syn_flood_after` share of them.
+//!
+//! Every connection packet carries the connection's sequence tag ([`wire::seqtag`]).
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::HashSet;
@@ -63,6 +66,8 @@ pub struct GenSummary {
     pub packets: u64,
     /// Packets of the largest connection.
     pub largest_flow: u64,
+    /// Spoofed SYNs of the flood (counted in `packets`).
+    pub syn_flood: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +92,18 @@ pub struct Generator {
     vclock_ns: f64,
     emitted: u64,
     summary: GenSummary,
+    flood: Flood,
+}
+
+/// The SYN flood's progress: it starts after `start` connection packets and
+/// then sends `per_packet` SYNs per connection packet (accumulated in `due`).
+#[derive(Clone, Debug)]
+struct Flood {
+    left: u64,
+    start: u64,
+    per_packet: f64,
+    due: f64,
+    legit: u64,
 }
 
 impl Generator {
@@ -148,8 +165,19 @@ impl Generator {
                 udp_flows: spec.flows - spec.tcp_flows(),
                 ipv6_flows: spec.ipv6_flows(),
                 priority_flows: prio.iter().filter(|p| **p).count() as u32,
-                packets: spec.packets,
+                packets: spec.packets + spec.syn_flood,
                 largest_flow: by_rank.first().copied().unwrap_or(0),
+                syn_flood: spec.syn_flood,
+            },
+            flood: {
+                let start = (spec.packets as f64 * spec.syn_flood_after) as u64;
+                Flood {
+                    left: spec.syn_flood,
+                    start,
+                    per_packet: spec.syn_flood as f64 / (spec.packets - start).max(1) as f64,
+                    due: 0.0,
+                    legit: 0,
+                }
             },
             spec: spec.clone(),
             rng,
@@ -236,6 +264,40 @@ impl Generator {
             Some((on, off)) => t + (t / on).floor() * off,
         };
         START_NS + real.round() as u64
+    }
+
+    /// A SYN of the flood: random client address and port, random server, port 80.
+    fn spoofed_syn(&mut self) -> PacketRepr {
+        let src = Ipv4Addr::from(0x0a00_0000u32 | (self.rng.gen::<u32>() >> 8));
+        let dst = Ipv4Addr::from(0xc612_0000u32 | (self.rng.gen::<u32>() >> 15));
+        PacketRepr {
+            eth: EthernetRepr {
+                src: CLIENT_MAC,
+                dst: SERVER_MAC,
+                vlan: None,
+            },
+            ip: IpRepr::V4(Ipv4Repr {
+                src,
+                dst,
+                dscp: 0,
+                ecn: 0,
+                ident: self.rng.gen(),
+                dont_frag: true,
+                ttl: 64,
+                options: vec![],
+            }),
+            l4: L4Repr::Tcp(TcpRepr {
+                src_port: self.rng.gen_range(1024..=65535),
+                dst_port: 80,
+                seq: self.rng.gen(),
+                ack: 0,
+                flags: TcpFlags::SYN,
+                window: 64240,
+                urgent: 0,
+                options: vec![],
+            }),
+            payload: vec![],
+        }
     }
 
     fn build(&mut self, fi: usize) -> PacketRepr {
@@ -368,8 +430,21 @@ impl Iterator for Generator {
 
     fn next(&mut self) -> Option<GenPacket> {
         let total = self.active.total();
+        let fl = &mut self.flood;
+        if fl.left > 0 && (fl.due >= 1.0 || total == 0) {
+            fl.due -= 1.0;
+            fl.left -= 1;
+            let frame = self.spoofed_syn().to_bytes();
+            let ts_ns = self.timestamp(frame.len() as u32 + FCS_LEN);
+            self.emitted += 1;
+            return Some(GenPacket { ts_ns, frame });
+        }
         if total == 0 {
             return None;
+        }
+        fl.legit += 1;
+        if fl.legit > fl.start {
+            fl.due += fl.per_packet;
         }
         let slot = self.active.find(self.rng.gen_range(0..total));
         let fi = self.slot_flow[slot].expect("a weighted slot holds a flow");
@@ -386,7 +461,7 @@ impl Iterator for Generator {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = (self.spec.packets - self.emitted) as usize;
+        let left = (self.summary.packets - self.emitted) as usize;
         (left, Some(left))
     }
 }
@@ -444,6 +519,58 @@ mod tests {
             active_flows: 8,
             ..Default::default()
         }
+    }
+
+    /// The flood's SYNs come after the connections' first quarter, spread evenly
+    /// over the rest, each a lone SYN of its own 5-tuple; the connections'
+    /// packets are the same as without a flood.
+    #[test]
+    fn syn_flood_is_spread_after_its_start() {
+        let spec = TraceSpec {
+            syn_flood: 6000,
+            syn_flood_after: 0.25,
+            ..small()
+        };
+        let g = Generator::new(&spec).unwrap();
+        assert_eq!(g.summary().packets, 9000);
+        assert_eq!(g.len(), 9000);
+        let all: Vec<GenPacket> = g.collect();
+        assert_eq!(all.len(), 9000);
+        assert!(all.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let is_flood = |p: &GenPacket| {
+            let i = wire::parse(&p.frame).unwrap();
+            i.payload_len == 0
+                && i.l4
+                    == wire::L4Info::Tcp {
+                        flags: TcpFlags::SYN,
+                    }
+                && i.tuple.dst_port == 80
+        };
+        let flood: Vec<usize> = (0..all.len()).filter(|&i| is_flood(&all[i])).collect();
+        assert_eq!(flood.len(), 6000);
+        // connection packets before the first flood SYN: the first quarter
+        assert_eq!(flood[0], 751);
+        // evenly spread: each third of the flood period holds a third of it
+        let span = (all.len() - flood[0]) / 3;
+        for k in 0..3 {
+            let n = flood
+                .iter()
+                .filter(|&&i| (flood[0] + k * span..flood[0] + (k + 1) * span).contains(&i))
+                .count();
+            assert!((1900..=2100).contains(&n), "third {k}: {n}");
+        }
+        let tuples: HashSet<_> = flood
+            .iter()
+            .map(|&i| wire::parse(&all[i].frame).unwrap().tuple)
+            .collect();
+        assert!(tuples.len() > 5990, "{}", tuples.len());
+        let legit = all.len() - flood.len();
+        let plain = Generator::new(&TraceSpec {
+            syn_flood: 0,
+            ..spec.clone()
+        })
+        .unwrap();
+        assert_eq!(legit, plain.len());
     }
 
     #[test]

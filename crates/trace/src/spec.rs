@@ -77,6 +77,13 @@ pub struct TraceSpec {
     pub rate: Rate,
     /// Target number of concurrently active connections.
     pub active_flows: u32,
+    /// Spoofed TCP SYNs added on top of `packets` (a SYN flood): each from a
+    /// random client address and port (10.0.0.0/8) to a random server
+    /// (198.18.0.0/15) port 80, never answered.
+    pub syn_flood: u64,
+    /// Share of the connections' packets sent before the flood starts (0..1); the
+    /// flood's SYNs are then spread evenly among the remaining packets.
+    pub syn_flood_after: f64,
 }
 
 impl Default for TraceSpec {
@@ -94,6 +101,8 @@ impl Default for TraceSpec {
             arrival: Arrival::Poisson,
             rate: Rate::Gbps(10.0),
             active_flows: 1024,
+            syn_flood: 0,
+            syn_flood_after: 0.25,
         }
     }
 }
@@ -135,6 +144,20 @@ impl TraceSpec {
                 "flows",
                 self.flows,
                 format!("must be in 1..={MAX_FLOWS}"),
+            ));
+        }
+        if self.syn_flood > MAX_PACKETS - self.packets.min(MAX_PACKETS) {
+            return Err(err(
+                "syn_flood",
+                self.syn_flood,
+                format!("packets + syn_flood must be at most {MAX_PACKETS}"),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.syn_flood_after) {
+            return Err(err(
+                "syn_flood_after",
+                self.syn_flood_after,
+                "must be a share in 0.0..1.0",
             ));
         }
         if self.packets > MAX_PACKETS {

@@ -73,15 +73,19 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
         read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
-    /// True for echo request/reply of either version.
-    pub fn is_echo(&self) -> bool {
-        matches!(
-            self.msg_type(),
-            types::V4_ECHO_REPLY
-                | types::V4_ECHO_REQUEST
-                | types::V6_ECHO_REQUEST
-                | types::V6_ECHO_REPLY
-        )
+    /// True for an echo request or reply of its version (`v6`: ICMPv6 types
+    /// 128/129, else ICMPv4 types 8/0).
+    pub fn is_echo(&self, v6: bool) -> bool {
+        match v6 {
+            false => matches!(
+                self.msg_type(),
+                types::V4_ECHO_REPLY | types::V4_ECHO_REQUEST
+            ),
+            true => matches!(
+                self.msg_type(),
+                types::V6_ECHO_REQUEST | types::V6_ECHO_REPLY
+            ),
+        }
     }
 
     /// Echo identifier (meaningful when [`is_echo`](Self::is_echo)).
@@ -181,7 +185,7 @@ mod tests {
     #[test]
     fn echo_round_trip() {
         let p = IcmpPacket::new_checked(&ECHO[..]).unwrap();
-        assert!(p.is_echo());
+        assert!(p.is_echo(false) && !p.is_echo(true));
         assert_eq!((p.echo_id(), p.echo_seq()), (0x1234, 1));
         assert!(p.verify_checksum_v4());
 

@@ -201,10 +201,13 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
                 n,
             )
         }
-        proto::ICMP | proto::ICMPV6 => {
+        // ICMP of its own IP version only (ICMPv4 inside IPv6 is `Other`)
+        proto::ICMP | proto::ICMPV6
+            if (protocol == proto::ICMPV6) == (ip_version == IpVersion::V6) =>
+        {
             let i = IcmpPacket::new_checked(seg)?;
             let n = seg.len() - crate::icmp::HEADER_LEN;
-            if i.is_echo() {
+            if i.is_echo(protocol == proto::ICMPV6) {
                 let request = matches!(
                     i.msg_type(),
                     crate::icmp::types::V4_ECHO_REQUEST | crate::icmp::types::V6_ECHO_REQUEST
