@@ -448,6 +448,16 @@ fn bad_configs_name_the_field_and_what_is_allowed() {
             &["`nf[0].ports`", "at least 2048 ports"],
         ),
         (
+            "ring of one slot",
+            "[run]\nring_size = 1\n[[nf]]\nkind = \"monitor\"\n".into(),
+            &["ring_size", "between 2 and"],
+        ),
+        (
+            "table memcap too small",
+            "[table]\nmemcap = \"64KiB\"\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n".into(),
+            &["`table.memcap`", "the smallest memcap for this chain is"],
+        ),
+        (
             "emergency marks crossed",
             "[table]\nemergency_high = 0.5\nemergency_low = 0.7\n[[nf]]\nkind = \"monitor\"\n".into(),
             &["`table.emergency_low`", "0..emergency_high"],

@@ -339,3 +339,22 @@ fn placement_errors_name_the_field() {
         assert!(e.to_string().contains(want), "`{want}` not in: {e}");
     }
 }
+
+/// Found by the `config` fuzz target: a pcre with long runs of `.` between
+/// literals took minutes to determinize up to the whole set's limit. Each pcre is
+/// now built alone under a smaller limit first and refused naming its line.
+#[test]
+fn a_pcre_that_explodes_alone_is_refused_naming_its_line() {
+    let rules = "alert tcp any any -> any 80 (msg:\"ok\"; content:\"GET\"; sid:1;)\n\
+                 alert tcp any any -> any 40 (msg:\"x\"; pcre:\"/ex..........................................X.....................g/\"; sid:2;)\n";
+    let parsed = nf::ids::parse(rules).unwrap();
+    let err = nf::ids::Matcher::new(&parsed).err().expect("refused");
+    assert!(err.starts_with("line 2: pcre"), "{err}");
+    assert!(
+        err.contains("alone needs a DFA over the size limit"),
+        "{err}"
+    );
+    // the same rules without it compile
+    let ok = nf::ids::parse(rules.lines().next().unwrap()).unwrap();
+    assert!(nf::ids::Matcher::new(&ok).is_ok());
+}

@@ -145,6 +145,26 @@ fn ac(table: &[(PieceOf, &Piece)], nocase: bool) -> Result<Option<Ac>, String> {
 /// are refused with an error instead of exhausting memory.
 pub const REGEX_DFA_LIMIT: usize = 256 << 20;
 
+/// The most one pcre's DFA alone may take. Each pattern is built alone first
+/// under this smaller limit, so a pattern that explodes (a bounded repeat of a
+/// wide class such as `.{40}x` has up to 2^40 states) is refused, naming its
+/// line, in a fraction of the time the whole set would take to reach its limit.
+pub const REGEX_PIECE_LIMIT: usize = 8 << 20;
+
+/// A dense DFA builder for the IDS's pcres, within `limit` bytes.
+fn re_builder(limit: usize) -> dense::Builder {
+    let mut b = dense::Builder::new();
+    b.configure(
+        dense::DFA::config()
+            .match_kind(MatchKind::All)
+            .start_kind(StartKind::Unanchored)
+            .dfa_size_limit(Some(limit))
+            .determinize_size_limit(Some(limit)),
+    )
+    .syntax(syntax());
+    b
+}
+
 /// `a` is at or after `b` in a stream whose offsets wrap.
 #[inline]
 fn at_or_after(a: u32, b: u32) -> bool {
@@ -166,6 +186,14 @@ impl Matcher {
                 let line = rules[p.rule as usize].line;
                 regex_automata::util::syntax::parse_with(re, &syntax())
                     .map_err(|e| format!("line {line}: pcre: {e}"))?;
+                re_builder(REGEX_PIECE_LIMIT).build(re).map_err(|e| {
+                    format!(
+                        "line {line}: pcre `{re}` alone needs a DFA over the size limit of \
+                         {} MiB ({e}): bounded repeats of wide classes (e.g. `.{{40}}x`) grow \
+                         it exponentially; simplify it",
+                        REGEX_PIECE_LIMIT >> 20
+                    )
+                })?;
                 res.push(re.as_str());
                 map.push(i as u32);
             }
@@ -173,24 +201,14 @@ impl Matcher {
         let re = if res.is_empty() {
             None
         } else {
-            let dfa = dense::Builder::new()
-                .configure(
-                    dense::DFA::config()
-                        .match_kind(MatchKind::All)
-                        .start_kind(StartKind::Unanchored)
-                        .dfa_size_limit(Some(REGEX_DFA_LIMIT))
-                        .determinize_size_limit(Some(REGEX_DFA_LIMIT)),
-                )
-                .syntax(syntax())
-                .build_many(&res)
-                .map_err(|e| {
-                    format!(
-                        "building the regex DFA of {} pcre rules: {e} (limit {} MiB: \
+            let dfa = re_builder(REGEX_DFA_LIMIT).build_many(&res).map_err(|e| {
+                format!(
+                    "building the regex DFA of {} pcre rules: {e} (limit {} MiB: \
                          fewer or simpler pcre patterns)",
-                        res.len(),
-                        REGEX_DFA_LIMIT >> 20
-                    )
-                })?;
+                    res.len(),
+                    REGEX_DFA_LIMIT >> 20
+                )
+            })?;
             Some(Re { dfa, pieces: map })
         };
         let ac_start = |a: &Option<Ac>| {
