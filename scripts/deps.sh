@@ -8,6 +8,7 @@
 #   iproute2, ethtool, iputils-ping the network-namespace test bed of the
 #                     interface tests
 #   nftables, procps  the kernel peer of `flowshift bench-kernel` (NAT + conntrack)
+#   python3           seeds the fuzz corpora (scripts/fuzz_seeds.py)
 set -euo pipefail
 
 need=()
@@ -21,6 +22,7 @@ command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v sysctl >/dev/null 2>&1 || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -18,7 +18,7 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(packet chain capture rules config ids_stream)
 
-command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
+cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
 cargo build --quiet -p flowshift-cli
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
