@@ -541,6 +541,12 @@ impl Chain {
         self.counters.add(&other.counters);
     }
 
+    /// The flow tables' timer resolution (ns): how often a driver should call
+    /// [`expire`](Self::expire).
+    pub fn timer_tick_ns(&self) -> u64 {
+        self.table.tick_ns
+    }
+
     /// Flows each shard's table holds at most (`table.capacity`).
     pub fn table_capacity(&self) -> usize {
         self.table.capacity

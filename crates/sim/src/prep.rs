@@ -1,7 +1,9 @@
 //! The functional pass: the real chain runs once over the trace, in trace order,
 //! on one set of shards, and records for every packet what the timing model needs —
 //! its RSS hash, shard, flow entry, whether its lookup hit and whether its flow
-//! could be offloaded, its class and its verdict. The simulator then replays only
+//! could be offloaded, its class, its verdict and how many entries its shard holds.
+//! Idle flows expire as in the runtime: every timer tick of trace time, each
+//! shard's table is expired at that time. The simulator then replays only
 //! time; verdicts do not depend on the core a packet runs on, because the runtime
 //! keeps every flow's packets in order whatever the moves (its tests check the
 //! output byte for byte against a static run).
@@ -27,6 +29,9 @@ pub struct PktInfo {
     pub verdict: u8,
     /// Wire bytes (FCS included).
     pub bytes: u16,
+    /// Live entries in the packet's shard's table once its burst ran (idle
+    /// flows expired at the chain's timer tick): what a shard move carries then.
+    pub live: u32,
 }
 
 /// The lookup found the flow's entry (not a new flow).
@@ -116,11 +121,32 @@ impl Prepared {
                         1 + DropCause::ALL.iter().position(|x| *x == c).unwrap_or(0) as u8
                     }
                 };
+                if let Some(s) = &shards[chain.shard_of(p.hash)] {
+                    r.live = s.table.len().min(u32::MAX as usize) as u32;
+                }
             }
             batch.clear();
             idx.clear();
         };
+        let tick = chain.timer_tick_ns().max(1);
+        let mut next_expiry = trace.iter().next().map_or(0, |(ts, _)| ts) + tick;
         for (i, (ts, frame)) in trace.iter().enumerate() {
+            if ts >= next_expiry {
+                // the packets before this one run first, at their own time
+                flush(
+                    &mut chain,
+                    &mut shards,
+                    &mut batch,
+                    &mut idx,
+                    &mut out,
+                    &mut meta,
+                    &mut pkts,
+                );
+                for s in shards.iter_mut().flatten() {
+                    chain.expire(s, ts);
+                }
+                next_expiry = ts + tick;
+            }
             let bytes = (trace.orig_len(i) + trace::FCS_LEN).min(u32::from(u16::MAX)) as u16;
             match chain.packet(frame.to_vec(), ts) {
                 Ok(p) => {

@@ -249,3 +249,64 @@ fn replayed_trace_is_created_once_and_stays_in_order() {
     assert_eq!(four.flows["created"], one.flows["created"]);
     assert!(one.flows["created"] > 1000, "{:?}", one.flows);
 }
+
+/// A shard move carries the entries its table holds at that moment: with idle
+/// timeouts shorter than the trace, flows that ended are expired in the
+/// functional pass (as the runtime's timers do) and no longer charged, so the
+/// same moves carry far fewer entries than with timeouts longer than the trace,
+/// where every flow ever seen is still live.
+#[test]
+fn moves_carry_live_entries_only() {
+    let spec = TraceSpec {
+        flows: 20_000,
+        packets: 200_000,
+        active_flows: 200,
+        rate: trace::Rate::Mpps(1.0),
+        ..TraceSpec::default()
+    };
+    let t = Trace::from_generated(Generator::new(&spec).unwrap());
+    let chain_with = |timeouts: &str| {
+        let idle = if timeouts.is_empty() { "300s" } else { "20ms" };
+        ChainConfig::from_toml(&format!(
+            "[table]\ntimer_tick = \"1ms\"\n[[nf]]\nkind = \"firewall\"\n\
+             rules = \"allow any 10.0.0.0/8 -> any\"\n[nf.timeouts]\n{timeouts}\n\
+             [[nf]]\nkind = \"seqcheck\"\nidle = \"{idle}\"\n"
+        ))
+        .unwrap()
+        .build(std::path::Path::new("."))
+        .unwrap()
+    };
+    let short = "syn_sent = \"20ms\"\nsyn_recv = \"20ms\"\nestablished = \"20ms\"\nfin_wait = \"5ms\"\ntime_wait = \"5ms\"\nclose = \"5ms\"";
+    let mut moved = Vec::new();
+    for timeouts in [short, ""] {
+        let c = chain_with(timeouts);
+        let prep = Prepared::new(&c, &t, 46);
+        let created = prep.pkts.iter().filter(|p| p.flags & 1 == 0).count() as u64;
+        // the last packet of each shard: its table's size at the end
+        let mut last = vec![0u64; c.shard_count()];
+        for p in &prep.pkts {
+            last[c.shard_of(p.hash)] = u64::from(p.live);
+        }
+        let live_end: u64 = last.iter().sum();
+        let mut cfg = cfg(2, BalancerKind::Random);
+        cfg.period = Duration::from_millis(1);
+        let r = simulate(&prep, &t, &cfg, &model()).unwrap().report;
+        assert!(r.migrations["shard_moves"] > 10, "{:?}", r.migrations);
+        println!(
+            "timeouts {timeouts:?}: {created} flows, {live_end} live at the end, {:?}",
+            r.migrations
+        );
+        if timeouts.is_empty() {
+            assert_eq!(live_end, created, "nothing expires within the trace");
+        } else {
+            assert!(live_end < created / 3, "{live_end} of {created} still live");
+        }
+        moved.push(r.migrations["entries_moved"] as f64 / r.migrations["shard_moves"] as f64);
+    }
+    assert!(
+        moved[0] * 3.0 < moved[1],
+        "entries per move: short timeouts {:.0}, long {:.0}",
+        moved[0],
+        moved[1]
+    );
+}

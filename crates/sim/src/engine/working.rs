@@ -12,7 +12,7 @@ use super::{Engine, Ev, Job, Msg, SimPkt};
 
 /// How stale a core's per-packet cost may get.
 const COST_REFRESH_NS: u64 = 100_000;
-use crate::prep::{Prepared, OFFLOADABLE, PRIORITY};
+use crate::prep::{Prepared, MALFORMED, OFFLOADABLE, PRIORITY};
 
 impl Engine<'_> {
     /// Cost of a packet on working core `c` now.
@@ -53,7 +53,11 @@ impl Engine<'_> {
         }
         if !self.prep.is_hit(pkt.idx, pkt.n) {
             self.counts.created += 1;
-            self.entries[shard] += 1;
+        }
+        // a move carries the entries the shard's table holds now (the
+        // functional pass's count, idle flows expired), not every flow it saw
+        if info.flags & MALFORMED == 0 {
+            self.entries[shard] = u64::from(info.live);
         }
         if self.prep.per_flow {
             let e = info.entry as usize;
