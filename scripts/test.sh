@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the build and tests need (tshark; cmake and
 # libclang to build HiGHS), then runs every test of the workspace (unit, property,
-# integration, tshark validation, stress, doc tests), then, side by side (each
-# mostly uses one core), the loom model checks of the shard move and the
-# offload-ratio change (separate build with --cfg loom) and every fuzz target for
-# 10 s (cargo-fuzz, installed if missing; scripts/fuzz.sh for longer runs).
+# integration, tshark validation, stress, doc tests) while the fuzz targets build
+# beside them, then the loom model checks of the shard move and the offload-ratio
+# change (separate build with --cfg loom) beside every fuzz target for 5 s
+# (scripts/fuzz.sh for longer runs). Each side mostly keeps one core busy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+cargo test --workspace --all-targets --quiet --no-run
+FLOWSHIFT_BIN=target/debug/flowshift bash scripts/fuzz.sh --quick --build-only >target/fuzz-build.log 2>&1 &
+fuzz_build=$!
 cargo test --workspace --all-targets --quiet
 cargo test --workspace --doc --quiet
+if ! wait "$fuzz_build"; then
+  cat target/fuzz-build.log >&2
+  exit 1
+fi
 echo "loom: the shard move and the offload-ratio change under every interleaving (preemption bound 2; a few minutes), beside fuzzing"
-mkdir -p target
 loom_log=target/loom.log
 (RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --quiet -p flowshift-runtime --lib loom) >"$loom_log" 2>&1 &
 loom=$!
 fuzz_status=0
-bash scripts/fuzz.sh 10 || fuzz_status=$?
+bash scripts/fuzz.sh --run-only 5 || fuzz_status=$?
 loom_status=0
 wait "$loom" || loom_status=$?
 cat "$loom_log"
