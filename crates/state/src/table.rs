@@ -224,7 +224,8 @@ impl<S: Slot> FlowTable<S> {
         let entry = std::mem::size_of::<Meta>()
             + cfg.slots * std::mem::size_of::<Cell<S>>()
             + alias
-            + std::mem::size_of::<(u64, (u32, u32))>()
+            // up to 3 wheel items per entry before stale ones are dropped
+            + 3 * std::mem::size_of::<(u64, (u32, u32))>()
             + std::mem::size_of::<u32>()
             + queue
             + if cfg.fast_entries > 0 { 2 } else { 0 };
@@ -940,7 +941,29 @@ impl<S: Slot> FlowTable<S> {
             let gen = m.gen;
             let t = self.wheel.schedule((id.0, gen), at_ns);
             self.meta[i].wheel_tick = t;
+            self.compact_wheel();
         }
+    }
+
+    /// Drops the wheel's stale items once they outnumber the live entries
+    /// (plus some slack): an entry re-armed earlier, or freed, leaves its old
+    /// item behind until that item's tick, which with long timeouts (a
+    /// sequence check's 300 s beside a firewall's seconds) is far away — flows
+    /// that come and go would pile them up. Amortised O(1) per schedule.
+    fn compact_wheel(&mut self) {
+        if self.wheel.len() <= 2 * self.len + 1024 {
+            return;
+        }
+        let meta = &self.meta;
+        self.wheel.retain(|tick, (id, gen)| {
+            let m = &meta[id as usize];
+            m.live && m.gen == gen && m.wheel_tick == tick
+        });
+    }
+
+    /// Items in the timer wheel, stale ones included (for tests of its bound).
+    pub fn wheel_items(&self) -> usize {
+        self.wheel.len()
     }
 
     /// Expires every slot whose deadline is ≤ `now_ns`: its state is handed to
@@ -979,6 +1002,7 @@ impl<S: Slot> FlowTable<S> {
             }
         }
         self.due = due;
+        self.compact_wheel();
     }
 
     /// Takes the slots and deadlines of a live entry out, for another core to work

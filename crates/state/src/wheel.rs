@@ -9,6 +9,8 @@ pub struct TimerWheel<T> {
     tick_ns: u64,
     /// The last tick processed.
     now_tick: u64,
+    /// Items scheduled and not yet handed out (stale ones included).
+    items: usize,
 }
 
 impl<T: Copy> TimerWheel<T> {
@@ -20,6 +22,7 @@ impl<T: Copy> TimerWheel<T> {
             slots: vec![Vec::new(); n],
             tick_ns: tick_ns.max(1),
             now_tick: start_ns / tick_ns.max(1),
+            items: 0,
         }
     }
 
@@ -34,7 +37,22 @@ impl<T: Copy> TimerWheel<T> {
         let tick = self.tick_of(at_ns).max(self.now_tick + 1);
         let mask = self.slots.len() as u64 - 1;
         self.slots[(tick & mask) as usize].push((tick, item));
+        self.items += 1;
         tick
+    }
+
+    /// Keeps only the items `keep(tick, item)` accepts (e.g. drops stale ones
+    /// whose owner was re-armed or freed), giving their memory back.
+    pub fn retain(&mut self, mut keep: impl FnMut(u64, T) -> bool) {
+        let mut n = 0;
+        for slot in &mut self.slots {
+            slot.retain(|&(t, item)| keep(t, item));
+            if slot.capacity() > 2 * slot.len() + 4 {
+                slot.shrink_to_fit();
+            }
+            n += slot.len();
+        }
+        self.items = n;
     }
 
     /// Advances to `now_ns` and calls `due(tick, item)` for every item scheduled at
@@ -61,6 +79,7 @@ impl<T: Copy> TimerWheel<T> {
             let items = core::mem::take(slot);
             for (t, item) in items {
                 if t <= target {
+                    self.items -= 1;
                     due(t, item);
                 } else {
                     keep.push((t, item));
@@ -74,7 +93,7 @@ impl<T: Copy> TimerWheel<T> {
 
     /// Number of scheduled items (stale ones included).
     pub fn len(&self) -> usize {
-        self.slots.iter().map(Vec::len).sum()
+        self.items
     }
 
     /// True when nothing is scheduled.

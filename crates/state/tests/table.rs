@@ -485,3 +485,54 @@ fn unassured_queue_is_bounded_under_churn() {
     let (k, s) = FlowKey::of(&tuple(9_996));
     assert!(t.lookup(&k, s, 9_996).is_some());
 }
+
+/// A slot with a long timeout beside one with a short timeout that comes and
+/// goes (a sequence check's 300 s beside a firewall's seconds): each time the
+/// short one is armed again, the entry's long wake-up item goes stale, and
+/// stale items used to pile up in the wheel until their far-away tick (the
+/// soak's memory grew 0.25 MiB/s). The wheel stays within a few items per live
+/// entry, and every deadline still fires.
+#[test]
+fn stale_wheel_items_do_not_pile_up() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
+        tick_ns: 1_000,
+        wheel_slots: 64,
+        ..cfg(1000, CapPolicy::Refuse)
+    });
+    let mut ids = Vec::new();
+    for i in 0..500u32 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = t.insert(k, s, i, |_, _, _| {}).unwrap();
+        *t.slot_mut(id, 1) = Some(i);
+        t.set_deadline(id, 1, 1_000_000_000); // long: 1 s
+        ids.push(id);
+    }
+    let mut expired = 0u64;
+    let mut now = 0;
+    for round in 0..200u64 {
+        // every flow's short slot is armed again (a new connection on it)
+        for &id in &ids {
+            *t.slot_mut(id, 0) = Some(round as u32);
+            t.set_deadline(id, 0, now + 5_000);
+        }
+        now += 10_000;
+        t.expire(now, |_, nf, _| {
+            assert_eq!(nf, 0);
+            expired += 1;
+        });
+        // and the long one moves later (a packet), with nothing scheduled
+        for &id in &ids {
+            t.set_deadline(id, 1, now + 1_000_000_000);
+        }
+        assert!(
+            t.wheel_items() <= 3 * 500 + 1024,
+            "round {round}: {} items",
+            t.wheel_items()
+        );
+    }
+    assert_eq!(expired, 200 * 500, "every short deadline fired");
+    assert_eq!(t.len(), 500);
+    // the long deadlines still fire
+    t.expire(now + 1_100_000_000, |_, nf, _| assert_eq!(nf, 1));
+    assert_eq!(t.len(), 0);
+}
