@@ -12,12 +12,11 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 use nf::{Chain, ChainConfig, Verdict};
 
+/// Small tables, so a sequence fills them.
+const TABLES: &str = "[steering]\nshards = 4\n[table]\ncapacity = 256\n";
+
 const CHAINS: [&str; 2] = [
     r#"
-    [steering]
-    shards = 4
-    [table]
-    capacity = 256
     [[nf]]
     kind = "firewall"
     rules = "allow any 10.0.0.0/8 -> any\nallow udp any -> any:53"
@@ -38,10 +37,6 @@ const CHAINS: [&str; 2] = [
     kind = "seqcheck"
     "#,
     r#"
-    [steering]
-    shards = 4
-    [table]
-    capacity = 256
     [[nf]]
     kind = "lb"
     snat = ["192.0.2.10"]
@@ -63,7 +58,7 @@ thread_local! {
     static BUILT: Vec<Chain> = CHAINS
         .iter()
         .map(|t| {
-            ChainConfig::from_toml(t)
+            ChainConfig::from_toml(&format!("{TABLES}{t}"))
                 .expect("fuzz chain parses")
                 .build(Path::new("."))
                 .expect("fuzz chain builds")

@@ -10,23 +10,25 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     nf::config::parse_size(s).map_err(anyhow::Error::msg)
 }
 
-/// A memory figure of this process from `/proc/self/status` (`VmRSS`: now,
-/// `VmHWM`: the peak), bytes.
-pub fn process_bytes(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+/// The number in kB of line `field:` of a `/proc` file, in bytes.
+fn proc_kb(path: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
     let line = text
         .lines()
-        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
 
+/// A memory figure of this process from `/proc/self/status` (`VmRSS`: now,
+/// `VmHWM`: the peak), bytes.
+pub fn process_bytes(field: &str) -> Option<u64> {
+    proc_kb("/proc/self/status", field)
+}
+
 /// This machine's memory, from `/proc/meminfo`.
 fn machine_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    proc_kb("/proc/meminfo", "MemTotal")
 }
 
 fn gib(b: u64) -> String {

@@ -131,8 +131,9 @@ impl Prepared {
         let tick = chain.timer_tick_ns().max(1);
         let mut next_expiry = trace.iter().next().map_or(0, |(ts, _)| ts) + tick;
         for (i, (ts, frame)) in trace.iter().enumerate() {
-            if ts >= next_expiry {
-                // the packets before this one run first, at their own time
+            let expiry = ts >= next_expiry;
+            // a full burst runs; before an expiry, so do the packets before it
+            if batch.len() == BURST || expiry {
                 flush(
                     &mut chain,
                     &mut shards,
@@ -142,6 +143,8 @@ impl Prepared {
                     &mut meta,
                     &mut pkts,
                 );
+            }
+            if expiry {
                 for s in shards.iter_mut().flatten() {
                     chain.expire(s, ts);
                 }
@@ -169,17 +172,6 @@ impl Prepared {
                     bytes,
                     ..PktInfo::default()
                 }),
-            }
-            if batch.len() == BURST {
-                flush(
-                    &mut chain,
-                    &mut shards,
-                    &mut batch,
-                    &mut idx,
-                    &mut out,
-                    &mut meta,
-                    &mut pkts,
-                );
             }
         }
         flush(
