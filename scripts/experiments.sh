@@ -20,10 +20,11 @@ gen() { # name, flags…
 
 if [[ $what == fig12 || $what == all ]]; then
   # RSS++ Fig. 12b: campus-like trace (bimodal sizes, ~80 K active flows, heavy
-  # tail), one shard per bucket (512), ~50 % mean core load at every core count
+  # tail, lifetimes growing with size so elephants send for long at moderate
+  # rates), one shard per bucket (512), ~50 % mean core load at every core count
   # (the paper scales the per-packet work with the cores; we scale the rate)
-  gen campus --flows 400000 --active-flows 80000 --packets 4000000 --alpha 1.0 \
-    --sizes campus --rate 15gbps --tcp-share 0.8
+  gen campus-sized --flows 400000 --active-flows 80000 --packets 4000000 --alpha 1.0 \
+    --sizes campus --rate 15gbps --tcp-share 0.8 --lifetimes sized:0.7
   cat > out/exp/fig12.toml <<'EOF'
 [steering]
 buckets = 512
@@ -44,7 +45,7 @@ EOF
   : > out/exp/fig12.txt
   for c in 2 4 8 12 16; do
     speed=$(awk -v c="$c" 'BEGIN { printf "%.3f", 0.27 * c }')
-    "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus.pcap \
+    "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus-sized.pcap \
       --cores "$c" --speed "$speed" --duration 2s --balancers static,rsspp \
       --json "out/exp/fig12-$c.json" | tee -a out/exp/fig12.txt
   done

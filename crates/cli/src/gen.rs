@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use trace::{Arrival, Generator, Rate, SizeDist, TraceSpec};
+use trace::{Arrival, Generator, Lifetimes, Rate, SizeDist, TraceSpec};
 
 /// Options of `flowshift gen`. Flags override the `--spec` file, which overrides
 /// the defaults.
@@ -54,6 +54,11 @@ pub struct GenArgs {
     /// Target number of concurrently active connections [default: 1024].
     #[arg(long)]
     pub active_flows: Option<u32>,
+    /// Connection lifetimes: `equal` (each lives about as long as the others, so
+    /// elephants send fast) or `sized:BETA` (lifetime ∝ size^BETA, elephants
+    /// live long at moderate rates) [default: equal].
+    #[arg(long)]
+    pub lifetimes: Option<Lifetimes>,
     /// Spoofed TCP SYNs added on top of --packets (a SYN flood) [default: 0].
     #[arg(long)]
     pub syn_flood: Option<u64>,
@@ -91,6 +96,7 @@ impl GenArgs {
             arrival,
             rate,
             active_flows,
+            lifetimes,
             syn_flood,
             syn_flood_after
         );

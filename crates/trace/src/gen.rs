@@ -4,10 +4,15 @@
 //! 1. Flows get a protocol, an address family, a class and endpoints; their sizes
 //!    follow Zipf(α) by rank, and ranks are shuffled so size and start time are
 //!    independent.
-//! 2. At most `active_flows` connections are open at once. Each packet slot picks an
-//!    open connection with probability proportional to its size (a Fenwick tree), so
-//!    every connection lives about as long as the others and elephants send faster;
-//!    a finished connection is replaced by the next one.
+//! 2. Lifetimes `equal`: at most `active_flows` connections are open at once. Each
+//!    packet slot picks an open connection with probability proportional to its
+//!    size (a Fenwick tree), so every connection lives about as long as the others
+//!    and elephants send faster; a finished connection is replaced by the next one.
+//!    Lifetimes `sized:β`: each connection has a planned start and lifetime
+//!    (∝ size^β, scaled so `active_flows` are open on average, at most the
+//!    trace) and sends at size / lifetime; each packet picks a live connection in
+//!    proportion to its rate and advances the planned clock by 1 / (sum of the
+//!    live rates), so a connection sends about its rate per planned slot.
 //! 3. TCP connections open with SYN, SYN-ACK, ACK, carry data both ways with
 //!    consistent sequence and acknowledgment numbers, and close with FIN, FIN-ACK,
 //!    ACK. UDP flows carry data both ways.
@@ -29,7 +34,9 @@ use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, L4Repr, PacketRepr, T
 use wire::{seqtag, FiveTuple, TcpFlags};
 
 use crate::fenwick::Fenwick;
-use crate::spec::{share_count, Arrival, Rate, SizeDist, SpecError, TraceSpec, TCP_MIN_PACKETS};
+use crate::spec::{
+    share_count, Arrival, Lifetimes, Rate, SizeDist, SpecError, TraceSpec, TCP_MIN_PACKETS,
+};
 use crate::{zipf, FCS_LEN};
 
 /// Timestamp of the first packet: 2020-09-13T12:26:40Z, in ns since the epoch.
@@ -93,6 +100,21 @@ pub struct Generator {
     emitted: u64,
     summary: GenSummary,
     flood: Flood,
+    planned: Option<Planned>,
+}
+
+/// Fixed-point scale of a connection's rate (packets per planned slot, ≤ 1) in
+/// the Fenwick tree.
+const RATE_ONE: f64 = (1u64 << 32) as f64;
+
+/// `sized` lifetimes: the connections' planned starts, in order, and the
+/// planned clock (in packet slots). The Fenwick tree is indexed by connection.
+#[derive(Clone, Debug)]
+struct Planned {
+    starts: Vec<(f64, usize)>,
+    next: usize,
+    clock: f64,
+    rate: Vec<u64>,
 }
 
 /// The SYN flood's progress: it starts after `start` connection packets and
@@ -158,6 +180,11 @@ impl Generator {
             });
         }
         let k = (spec.active_flows as usize).min(n);
+        let planned = match spec.lifetimes {
+            Lifetimes::Equal => None,
+            Lifetimes::Sized(beta) => Some(plan_lifetimes(&flows, beta, spec, &mut rng)),
+        };
+        let slots = if planned.is_some() { n } else { k };
         let mut g = Generator {
             summary: GenSummary {
                 flows: spec.flows,
@@ -183,13 +210,18 @@ impl Generator {
             rng,
             flows,
             next_flow: 0,
-            active: Fenwick::new(k),
-            slot_flow: vec![None; k],
+            active: Fenwick::new(slots),
+            slot_flow: vec![None; slots],
             vclock_ns: 0.0,
             emitted: 0,
+            planned,
         };
-        for slot in 0..k {
-            g.open_next(slot);
+        if g.planned.is_some() {
+            g.open_planned();
+        } else {
+            for slot in 0..k {
+                g.open_next(slot);
+            }
         }
         Ok(g)
     }
@@ -208,6 +240,27 @@ impl Generator {
         } else {
             self.slot_flow[slot] = None;
             self.active.set(slot, 0);
+        }
+    }
+
+    /// `sized` lifetimes: opens every connection whose planned start has come;
+    /// with none live, the clock jumps to the next start.
+    fn open_planned(&mut self) {
+        let Some(p) = self.planned.as_mut() else {
+            return;
+        };
+        if self.active.total() == 0 {
+            if let Some(&(s, _)) = p.starts.get(p.next) {
+                p.clock = p.clock.max(s);
+            }
+        }
+        while let Some(&(s, f)) = p.starts.get(p.next) {
+            if s > p.clock {
+                break;
+            }
+            p.next += 1;
+            self.slot_flow[f] = Some(f);
+            self.active.set(f, p.rate[f]);
         }
     }
 
@@ -453,7 +506,15 @@ impl Iterator for Generator {
         let ts_ns = self.timestamp(frame.len() as u32 + FCS_LEN);
         let f = &mut self.flows[fi];
         f.sent += 1;
-        if f.sent == f.size {
+        let done = f.sent == f.size;
+        if let Some(p) = self.planned.as_mut() {
+            // one packet of a total rate of `total` per planned slot
+            p.clock += RATE_ONE / total as f64;
+            if done {
+                self.active.set(slot, 0);
+            }
+            self.open_planned();
+        } else if done {
             self.open_next(slot);
         }
         self.emitted += 1;
@@ -467,6 +528,45 @@ impl Iterator for Generator {
 }
 
 impl ExactSizeIterator for Generator {}
+
+/// `sized:β` lifetimes: lifetime_i = min(c · size_i^β, P) with c chosen so the
+/// lifetimes add up to `active_flows` × P (that many open on average), where P
+/// is the trace's connection packets; never shorter than the connection's size
+/// (at most one packet per slot); starts uniform in [0, P − lifetime].
+fn plan_lifetimes(flows: &[Flow], beta: f64, spec: &TraceSpec, rng: &mut ChaCha8Rng) -> Planned {
+    let p = spec.packets as f64;
+    let raw: Vec<f64> = flows.iter().map(|f| (f.size as f64).powf(beta)).collect();
+    let life = |c: f64, i: usize| (c * raw[i]).min(p).max(flows[i].size as f64);
+    let want = f64::from(spec.active_flows) * p;
+    let sum = |c: f64| (0..flows.len()).map(|i| life(c, i)).sum::<f64>();
+    // the sum grows with c: bisect on a log scale
+    let (mut lo, mut hi) = (1e-12f64, 1.0f64);
+    while sum(hi) < want && hi < 1e18 {
+        hi *= 16.0;
+    }
+    for _ in 0..100 {
+        let mid = (lo * hi).sqrt();
+        if sum(mid) < want {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut starts = Vec::with_capacity(flows.len());
+    let mut rate = Vec::with_capacity(flows.len());
+    for (i, f) in flows.iter().enumerate() {
+        let l = life(hi, i);
+        starts.push((rng.gen_range(0.0..=(p - l).max(0.0)), i));
+        rate.push(((f.size as f64 / l) * RATE_ONE).max(1.0) as u64);
+    }
+    starts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    Planned {
+        starts,
+        next: 0,
+        clock: 0.0,
+        rate,
+    }
+}
 
 fn as_v6(a: IpAddr) -> Ipv6Addr {
     match a {
@@ -657,5 +757,75 @@ mod tests {
             let mpps = (pkts.len() - 1) as f64 / dur * 1e3;
             assert!((mpps - 1.0).abs() < 0.1, "{arrival}: {mpps} Mpps");
         }
+    }
+
+    /// Per connection: first and last packet index.
+    fn spans(pkts: &[GenPacket]) -> Vec<(usize, usize, u64)> {
+        let mut m = HashMap::new();
+        for (i, p) in pkts.iter().enumerate() {
+            let k = wire::parse(&p.frame).unwrap().tuple.canonical().0;
+            let e = m.entry(k).or_insert((i, i, 0));
+            e.1 = i;
+            e.2 += 1;
+        }
+        m.into_values().collect()
+    }
+
+    #[test]
+    fn sized_lifetimes_keep_elephants_long_and_concurrency_on_target() {
+        let base = TraceSpec {
+            flows: 2000,
+            packets: 200_000,
+            alpha: 1.1,
+            active_flows: 200,
+            ..small()
+        };
+        let mut elephant_span = Vec::new();
+        for lifetimes in [
+            Lifetimes::Equal,
+            Lifetimes::Sized(1.0),
+            Lifetimes::Sized(0.5),
+        ] {
+            let spec = TraceSpec {
+                lifetimes,
+                ..base.clone()
+            };
+            let pkts: Vec<GenPacket> = Generator::new(&spec).unwrap().collect();
+            assert_eq!(pkts.len() as u64, spec.packets, "{lifetimes}");
+            let sp = spans(&pkts);
+            assert_eq!(sp.len(), 2000, "{lifetimes}: every connection sends");
+            let big = sp.iter().max_by_key(|v| v.2).unwrap();
+            elephant_span.push((big.1 - big.0) as f64 / pkts.len() as f64);
+            // mean concurrency: the connections' spans add up to about
+            // active_flows × the trace
+            let open: f64 =
+                sp.iter().map(|v| (v.1 - v.0 + 1) as f64).sum::<f64>() / pkts.len() as f64;
+            if lifetimes != Lifetimes::Equal {
+                assert!(
+                    (120.0..=300.0).contains(&open),
+                    "{lifetimes}: {open} open on average"
+                );
+            }
+        }
+        // equal lifetimes: the largest connection is over within a fraction of
+        // the trace; sized:1 spreads it over most of it
+        assert!(elephant_span[0] < 0.35, "{elephant_span:?}");
+        assert!(elephant_span[1] > 0.6, "{elephant_span:?}");
+        assert!(elephant_span[2] > elephant_span[0], "{elephant_span:?}");
+    }
+
+    #[test]
+    fn lifetimes_parse_and_validate() {
+        for s in ["equal", "sized:0.5", "sized:1"] {
+            assert_eq!(s.parse::<Lifetimes>().unwrap().to_string(), s);
+        }
+        for s in ["sized:1.5", "sized:-0.1", "sized:x", "long"] {
+            assert!(s.parse::<Lifetimes>().is_err(), "{s}");
+        }
+        let spec = TraceSpec {
+            lifetimes: Lifetimes::Sized(2.0),
+            ..small()
+        };
+        assert_eq!(spec.validate().unwrap_err().field, "lifetimes");
     }
 }

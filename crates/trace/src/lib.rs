@@ -31,7 +31,7 @@ mod zipf;
 pub use gen::{GenPacket, GenSummary, Generator};
 pub use pcap::{parse_capture, read_pcap, write_capture, write_pcap, PcapReadError, Trace};
 pub use replay::{Pace, Schedule};
-pub use spec::{Arrival, Rate, SizeDist, SpecError, TraceSpec, MAX_FLOWS, MAX_PACKETS};
+pub use spec::{Arrival, Lifetimes, Rate, SizeDist, SpecError, TraceSpec, MAX_FLOWS, MAX_PACKETS};
 pub use stats::TraceStats;
 
 /// Bytes of Ethernet FCS that a pcap record omits but the wire carries. flowshift

@@ -39,6 +39,24 @@ pub enum Arrival {
     },
 }
 
+/// How long connections live, and so how fast each one sends.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Lifetimes {
+    /// At most `active_flows` connections are open at once and each packet
+    /// goes to an open one in proportion to its size: every connection lives
+    /// about as long as the others, so an elephant sends many times faster than
+    /// its share of the trace while it lives.
+    Equal,
+    /// A connection of `size` packets lives ∝ `size^β` (β in 0..=1, heavy-tailed
+    /// like the sizes; at most the whole trace), sends at `size / lifetime`,
+    /// and starts at a uniformly random time that lets it end within the trace;
+    /// lifetimes are scaled so that `active_flows` connections are open on
+    /// average. β = 1: every connection sends at the same rate (elephants live
+    /// long at moderate rates, as in real traces); β = 0: all live equally long.
+    Sized(f64),
+}
+
 /// The target mean rate.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -77,6 +95,8 @@ pub struct TraceSpec {
     pub rate: Rate,
     /// Target number of concurrently active connections.
     pub active_flows: u32,
+    /// How long connections live (`equal` or `sized:BETA`).
+    pub lifetimes: Lifetimes,
     /// Spoofed TCP SYNs added on top of `packets` (a SYN flood): each from a
     /// random client address and port (10.0.0.0/8) to a random server
     /// (198.18.0.0/15) port 80, never answered.
@@ -101,6 +121,7 @@ impl Default for TraceSpec {
             arrival: Arrival::Poisson,
             rate: Rate::Gbps(10.0),
             active_flows: 1024,
+            lifetimes: Lifetimes::Equal,
             syn_flood: 0,
             syn_flood_after: 0.25,
         }
@@ -210,6 +231,15 @@ impl TraceSpec {
                 "must be a positive number of gbps or mpps",
             ));
         }
+        if let Lifetimes::Sized(b) = self.lifetimes {
+            if !(0.0..=1.0).contains(&b) {
+                return Err(err(
+                    "lifetimes",
+                    self.lifetimes,
+                    "sized:BETA needs 0 ≤ BETA ≤ 1",
+                ));
+            }
+        }
         if self.active_flows == 0 {
             return Err(err("active_flows", self.active_flows, "must be at least 1"));
         }
@@ -308,6 +338,38 @@ impl FromStr for Arrival {
     }
 }
 
+impl fmt::Display for Lifetimes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lifetimes::Equal => f.write_str("equal"),
+            Lifetimes::Sized(b) => write!(f, "sized:{b}"),
+        }
+    }
+}
+
+impl FromStr for Lifetimes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("`{s}`: expected `equal` or `sized:BETA` (BETA in 0..1), e.g. `sized:0.8`");
+        match s.trim().to_ascii_lowercase().as_str() {
+            "equal" => Ok(Lifetimes::Equal),
+            other => {
+                let b: f64 = other
+                    .strip_prefix("sized:")
+                    .ok_or_else(bad)?
+                    .parse()
+                    .map_err(|_| bad())?;
+                if (0.0..=1.0).contains(&b) {
+                    Ok(Lifetimes::Sized(b))
+                } else {
+                    Err(bad())
+                }
+            }
+        }
+    }
+}
+
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -352,6 +414,7 @@ macro_rules! string_serde {
 string_serde!(SizeDist);
 string_serde!(Arrival);
 string_serde!(Rate);
+string_serde!(Lifetimes);
 
 #[cfg(test)]
 mod tests {
