@@ -86,14 +86,15 @@ if [[ $what == uc2 || $what == all ]]; then
 fi
 
 if [[ $what == uc1 || $what == all ]]; then
-  # Dyssect Use Case I: a priority class (0.1 % of the flows) and a regular one;
-  # p99.5 latency of the priority class, dyssect vs rsspp, across offered loads
-  gen prio --flows 20000 --active-flows 20000 --packets 2000000 --alpha 1.1 \
-    --sizes fixed:64 --rate 10mpps --priority-share 0.001
+  # Dyssect Use Case I: a priority class (0.1 % of the traffic, in the shortest
+  # flows) and a regular one; p99.5 latency of the priority class, dyssect vs
+  # rsspp, across offered loads
+  gen prio-traffic --flows 20000 --active-flows 20000 --packets 2000000 --alpha 1.1 \
+    --sizes fixed:64 --rate 10mpps --priority-traffic 0.001
   : > out/exp/uc1.txt
   for s in 0.8 1.0 1.2 1.4; do
     echo "# speed $s (offered $(awk -v s="$s" 'BEGIN { print 10 * s }') Mpps)" | tee -a out/exp/uc1.txt
-    "$fs" compare "${sim[@]}" --config out/exp/uc.toml --input out/exp/prio.pcap --cores 8 --offloaders 1 \
+    "$fs" compare "${sim[@]}" --config out/exp/uc.toml --input out/exp/prio-traffic.pcap --cores 8 --offloaders 1 \
       --offload-select heaviest --speed "$s" --period 50ms --duration 1s \
       --balancers rsspp@128,dyssect@16 \
       --json "out/exp/uc1-$s.json" | tee -a out/exp/uc1.txt

@@ -39,6 +39,10 @@ pub struct GenArgs {
     /// Share of flows in the priority class, 0..1 [default: 0].
     #[arg(long)]
     pub priority_share: Option<f64>,
+    /// Priority class as a share of the traffic, carried by the shortest
+    /// connections, 0..1 (instead of --priority-share) [default: 0].
+    #[arg(long)]
+    pub priority_traffic: Option<f64>,
     /// DSCP marking the priority class [default: 46].
     #[arg(long)]
     pub priority_dscp: Option<u8>,
@@ -89,6 +93,7 @@ impl GenArgs {
             tcp_share,
             ipv6_share,
             priority_share,
+            priority_traffic,
             priority_dscp
         );
         over!(

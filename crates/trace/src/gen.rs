@@ -159,6 +159,23 @@ impl Generator {
             mins[ranks[f]] = if tcp[f] { TCP_MIN_PACKETS } else { 1 };
         }
         let by_rank = zipf::sizes(&mins, spec.alpha, spec.packets);
+        let mut prio = prio;
+        if spec.priority_traffic > 0.0 {
+            // the shortest connections (ties in flow order, which is random)
+            // until their packets reach the share of the trace
+            let mut by_size: Vec<usize> = (0..n).collect();
+            by_size.sort_by_key(|&f| by_rank[ranks[f]]);
+            let want = (spec.packets as f64 * spec.priority_traffic).round() as u64;
+            let mut got = 0;
+            prio = vec![false; n];
+            for f in by_size {
+                if got >= want {
+                    break;
+                }
+                prio[f] = true;
+                got += by_rank[ranks[f]];
+            }
+        }
 
         let mut seen = HashSet::with_capacity(n);
         let mut flows = Vec::with_capacity(n);
@@ -827,5 +844,48 @@ mod tests {
             ..small()
         };
         assert_eq!(spec.validate().unwrap_err().field, "lifetimes");
+    }
+
+    #[test]
+    fn priority_by_traffic_takes_the_shortest_connections() {
+        let spec = TraceSpec {
+            flows: 2000,
+            packets: 100_000,
+            alpha: 1.1,
+            priority_traffic: 0.01,
+            ..small()
+        };
+        let g = Generator::new(&spec).unwrap();
+        let prio_flows = g.summary().priority_flows;
+        let pkts: Vec<GenPacket> = g.collect();
+        // per connection: packets and whether it is marked (DSCP 46)
+        let mut conns: HashMap<_, (u64, bool)> = HashMap::new();
+        for p in &pkts {
+            let parsed = wire::parse(&p.frame).unwrap();
+            let marked = p.frame[15] >> 2 == spec.priority_dscp;
+            let e = conns
+                .entry(parsed.tuple.canonical().0)
+                .or_insert((0, marked));
+            e.0 += 1;
+            assert_eq!(e.1, marked, "a connection is in one class");
+        }
+        let marked: Vec<u64> = conns.values().filter(|c| c.1).map(|c| c.0).collect();
+        let rest_min = conns.values().filter(|c| !c.1).map(|c| c.0).min().unwrap();
+        let share = marked.iter().sum::<u64>() as f64 / pkts.len() as f64;
+        assert_eq!(marked.len() as u32, prio_flows);
+        assert!(marked.len() > 10, "{} priority connections", marked.len());
+        assert!(
+            (0.01..0.0102).contains(&share),
+            "priority share of the traffic {share}"
+        );
+        assert!(
+            marked.iter().all(|&m| m <= rest_min),
+            "only the shortest are priority"
+        );
+        let both = TraceSpec {
+            priority_share: 0.1,
+            ..spec
+        };
+        assert_eq!(both.validate().unwrap_err().field, "priority_traffic");
     }
 }

@@ -85,6 +85,11 @@ pub struct TraceSpec {
     pub ipv6_share: f64,
     /// Share of flows in the priority class.
     pub priority_share: f64,
+    /// Alternatively, the priority class as a share of the *traffic*: the
+    /// shortest connections whose packets add up to this share of `packets`
+    /// (Dyssect Use Case I: 0.1 % of the traffic, in short flows). Not together
+    /// with `priority_share`.
+    pub priority_traffic: f64,
     /// DSCP that marks the priority class (46 = EF).
     pub priority_dscp: u8,
     /// Data-packet sizes.
@@ -116,6 +121,7 @@ impl Default for TraceSpec {
             tcp_share: 0.9,
             ipv6_share: 0.0,
             priority_share: 0.0,
+            priority_traffic: 0.0,
             priority_dscp: 46,
             sizes: SizeDist::Campus,
             arrival: Arrival::Poisson,
@@ -199,10 +205,18 @@ impl TraceSpec {
             ("tcp_share", self.tcp_share),
             ("ipv6_share", self.ipv6_share),
             ("priority_share", self.priority_share),
+            ("priority_traffic", self.priority_traffic),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(err(f, v, "must be a share in 0.0..=1.0"));
             }
+        }
+        if self.priority_share > 0.0 && self.priority_traffic > 0.0 {
+            return Err(err(
+                "priority_traffic",
+                self.priority_traffic,
+                "give the priority class by flows (priority_share) or by traffic, not both",
+            ));
         }
         if self.priority_dscp > 63 {
             return Err(err(
