@@ -70,6 +70,18 @@ pub fn simulate(
     cfg: &runtime::RunConfig,
     model: &CostModel,
 ) -> anyhow::Result<sim::SimOutcome> {
+    if cfg.balancer.name() == "dyssect" && cfg.offloaders > 0 {
+        if let Ok(chain_ns) = model.chain_ns(&prep.kinds) {
+            // what an offloaded packet costs its working core in this model
+            // (lookup and hand-off) against what Dyssect's MILP assumes
+            let delta = model.overhead_ns / chain_ns.max(1e-9);
+            eprintln!(
+                "flowshift: the cost model leaves {:.0} % of an offloaded packet's cost on its working core; \
+                 Dyssect's MILP assumes [run.dyssect] residual (0.25 unless set): set residual = {delta:.2} for a MILP that agrees",
+                delta * 100.0
+            );
+        }
+    }
     let t = Instant::now();
     let out = sim::simulate(prep, trace, cfg, model)?;
     let secs = t.elapsed().as_secs_f64();
