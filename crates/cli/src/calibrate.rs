@@ -157,6 +157,9 @@ fn nic_cost(chain: &Chain, trace: &Trace, packets: u64) -> f64 {
 /// beforehand) in bursts of 32 through a fresh chain, `laps` times with time
 /// moving on, on this thread.
 fn in_memory_ns(chain: &mut Chain, trace: &Trace, laps: u32) -> f64 {
+    if trace.is_empty() {
+        return 0.0;
+    }
     let span = trace.ts_ns(trace.len() - 1).saturating_sub(trace.ts_ns(0)) + 1_000;
     let lap: Vec<nf::Packet> = trace
         .iter()

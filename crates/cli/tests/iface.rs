@@ -337,6 +337,7 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     let Some(bed) = common::bed("fsif") else {
         return;
     };
+    if std::env::var("MIDRPS").is_ok() { bed.steer_middle_rx(1).unwrap(); }
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     let srv = server(&bed, peers.clone());
     let mut ofo = Vec::new();
