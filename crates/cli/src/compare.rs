@@ -122,7 +122,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     let default_shards = chain.shard_count();
     chains.insert(default_shards, chain);
     println!(
-        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
+        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
         "balancer",
         "cores",
         "Mpps",
@@ -130,6 +130,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         "reordered",
         "max/min",
         "imb med",
+        "pkt med",
         "prio p99",
         "prio p99.5",
         "reg p99",
@@ -189,7 +190,8 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     }
     println!(
         "(max/min: busiest over least busy core's load over the run; imb med: median over controller periods of \
-         (max − min) / min of the working cores' loads; latencies in µs; solver!: Dyssect solves that timed out \
+         (max − min) / min of the working cores' loads; pkt med: the same of the packets their queues delivered, \
+         RSS++ Fig. 12's measure; latencies in µs; solver!: Dyssect solves that timed out \
          or were infeasible — the previous plan was kept)"
     );
     if let Some(p) = &a.run.json {
@@ -223,7 +225,7 @@ fn print_row(spec: &str, cores: usize, r: &RunReport) {
             .unwrap_or(0.0);
     let us = |v: u64| v as f64 / 1e3;
     println!(
-        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",
+        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",
         spec,
         cores,
         r.throughput["mpps"],
@@ -231,6 +233,11 @@ fn print_row(spec: &str, cores: usize, r: &RunReport) {
         r.reordered,
         r.imbalance["max_over_min"],
         100.0 * r.imbalance.get("period_median").copied().unwrap_or(0.0),
+        100.0
+            * r.imbalance
+                .get("period_median_packets")
+                .copied()
+                .unwrap_or(0.0),
         us(l["priority"].p99),
         us(l["priority"].p995),
         us(l["regular"].p99),

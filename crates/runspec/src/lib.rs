@@ -34,6 +34,9 @@ pub use config::{
     BalancerKind, ConfigError, MakeBalancer, OffloadSelect, OutputTap, Progress, RunConfig,
     ScriptedMove, Stop, MAX_BURST, MAX_CORES, MAX_RING,
 };
-pub use report::{cdf, period_imbalance_median, Drops, Latency, LoadSample, PerCore, RunReport};
+pub use report::{
+    cdf, period_imbalance_median, period_packet_imbalance_median, Drops, Latency, LoadSample,
+    PerCore, RunReport,
+};
 pub use tally::{latency_histogram, Tally};
 pub use topology::Topology;

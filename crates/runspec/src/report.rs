@@ -76,6 +76,27 @@ pub fn period_imbalance_median(load: &[LoadSample], working: usize) -> f64 {
     v[v.len() / 2]
 }
 
+/// Median over the controller periods of (max − min) / min of the packets the
+/// working cores' queues delivered: RSS++ Fig. 12's own measure ("the number of
+/// packets of the most loaded queue relative to the least loaded queue");
+/// periods with an empty queue skipped.
+pub fn period_packet_imbalance_median(load: &[LoadSample], working: usize) -> f64 {
+    let mut v: Vec<f64> = load
+        .iter()
+        .filter_map(|s| {
+            let w = &s.packets[..working.min(s.packets.len())];
+            let max = w.iter().copied().max()?;
+            let min = w.iter().copied().min()?;
+            (min > 0).then(|| (max - min) as f64 / min as f64)
+        })
+        .collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// One core.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PerCore {
@@ -155,6 +176,8 @@ pub struct LoadSample {
     pub t_ns: u64,
     /// Busy share of each core (working cores, then offloading cores).
     pub load: Vec<f64>,
+    /// Packets each core ran the chain on in the period (its queue's packets).
+    pub packets: Vec<u64>,
 }
 
 impl RunReport {

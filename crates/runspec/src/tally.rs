@@ -8,7 +8,10 @@ use hdrhistogram::Histogram;
 use nf::DropCause;
 use wire::Malformed;
 
-use crate::report::{cdf, period_imbalance_median, Latency, LoadSample, PerCore, RunReport};
+use crate::report::{
+    cdf, period_imbalance_median, period_packet_imbalance_median, Latency, LoadSample, PerCore,
+    RunReport,
+};
 use crate::RunConfig;
 
 /// The latency histogram every driver records into (1 ns to 60 s, 3 digits).
@@ -77,7 +80,8 @@ pub struct Tally {
     /// Per core (working, then offloading).
     pub per_core: Vec<PerCore>,
     /// Per controller period: (ns since start, busy share of each core).
-    pub load_over_time: Vec<(u64, Vec<f64>)>,
+    /// Per controller period: its end, each core's load and packets.
+    pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Each NF's own counters.
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
 }
@@ -161,12 +165,14 @@ impl Tally {
         let load_over_time: Vec<LoadSample> = self
             .load_over_time
             .iter()
-            .map(|(t, l)| LoadSample {
+            .map(|(t, l, p)| LoadSample {
                 t_ns: *t,
                 load: l.clone(),
+                packets: p.clone(),
             })
             .collect();
         let period_median = period_imbalance_median(&load_over_time, cfg.workers);
+        let packets_median = period_packet_imbalance_median(&load_over_time, cfg.workers);
         RunReport {
             nf: self.nf.clone(),
             memory: BTreeMap::new(),
@@ -240,7 +246,7 @@ impl Tally {
                 ),
             ),
             per_core: self.per_core.clone(),
-            imbalance: self.imbalance(period_median),
+            imbalance: self.imbalance(period_median, packets_median),
             load_over_time,
         }
     }
@@ -250,7 +256,7 @@ impl Tally {
     /// Load imbalance over the working cores, as the papers report it (the
     /// offloading cores do other work: theirs is reported apart, when there are
     /// two or more).
-    fn imbalance(&self, period_median: f64) -> BTreeMap<&'static str, f64> {
+    fn imbalance(&self, period_median: f64, packets_median: f64) -> BTreeMap<&'static str, f64> {
         let of = |role: &str| -> Vec<f64> {
             self.per_core
                 .iter()
@@ -263,6 +269,7 @@ impl Tally {
             ("max_over_min", max_over_min),
             ("squared", squared),
             ("period_median", period_median),
+            ("period_median_packets", packets_median),
         ]);
         let off = of("offloading");
         if off.len() >= 2 {
@@ -326,6 +333,19 @@ mod tests {
             })
             .collect();
         t.control.move_ns = vec![3_000, 1_000, 2_000];
+        // two periods: loads and packets per queue disagree (a core can be
+        // busier per packet), each median is over its own measure; the third
+        // period's idle queue is skipped
+        t.load_over_time = vec![
+            (1, vec![0.5, 0.25], vec![100, 300]),
+            (2, vec![0.5, 0.5], vec![200, 300]),
+            (3, vec![0.5, 0.0], vec![100, 0]),
+        ];
+        let r = t.report(&cfg);
+        assert_eq!(r.imbalance["period_median"], 1.0);
+        assert_eq!(r.imbalance["period_median_packets"], 2.0);
+        assert_eq!(r.load_over_time[0].packets, [100, 300]);
+        t.load_over_time.clear();
         let r = t.report(&cfg);
         assert_eq!(r.packets_in, r.packets_out + r.dropped());
         assert_eq!(r.malformed["truncated"], 1);

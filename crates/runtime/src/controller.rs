@@ -22,7 +22,7 @@ pub(crate) struct ControllerStats {
     pub rounds: u64,
     pub plan_ns: Vec<u64>,
     /// Per period: (time ns, load of each core).
-    pub load_over_time: Vec<(u64, Vec<f64>)>,
+    pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// The balancer's own counters at the end.
     pub balancer: Vec<(&'static str, f64)>,
     /// The plan applier's counters.
@@ -107,7 +107,8 @@ impl Controller {
                 }
                 prev = totals;
                 prev_t = now;
-                st.load_over_time.push((now, snap.core_load.clone()));
+                st.load_over_time
+                    .push((now, snap.core_load.clone(), snap.core_packets.clone()));
                 if let Some(m) = &self.metrics {
                     let roles = (0..snap.core_load.len()).map(|c| {
                         if c < snap.workers {

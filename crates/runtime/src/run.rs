@@ -54,7 +54,7 @@ pub struct RunOutcome {
     /// Flow states still leased to an offloading core at the end (must be 0).
     pub leftover_leases: usize,
     /// Per controller period: (ns since start, busy share of each core).
-    pub load_over_time: Vec<(u64, Vec<f64>)>,
+    pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Why the input ended before the run was stopped (an interface that
     /// failed or went away); the report covers the run up to then.
     pub input_failure: Option<String>,

@@ -21,7 +21,7 @@ impl Engine<'_> {
         let snap = self.snapshot();
         self.t
             .load_over_time
-            .push((self.now, snap.core_load.clone()));
+            .push((self.now, snap.core_load.clone(), snap.core_packets.clone()));
         let plan = self.balancer.plan(&snap);
         let next = plan.next_period_ns.map_or(self.period, |p| p.max(1));
         self.period = next;
