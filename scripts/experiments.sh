@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
-# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|uc2|uc1|all]
+# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|all]
 # Traces and results go to out/exp/ (ignored by git). Needs a release build:
 #   cargo build --release -p flowshift-cli
 set -euo pipefail
@@ -66,6 +66,49 @@ kind = "seqcheck"
 [run]
 ring_size = 4096
 EOF
+
+if [[ $what == fig12w || $what == all ]]; then
+  # Fig. 12b as the paper runs it: the trace at its own pace, a per-packet work
+  # W that grows with the cores (0.27 × cores × the chain's cost, added to the
+  # firewall's price in a copy of the bundled model; below 4 cores the trace is
+  # slowed instead), RSS++'s own 100 ms period with its backoff (up to 1 s)
+  gen campus-sized --flows 400000 --active-flows 80000 --packets 4000000 --alpha 1.0 \
+    --sizes campus --rate 15gbps --tcp-share 0.8 --lifetimes sized:0.7
+  cat > out/exp/fig12w.toml <<'EOF'
+[steering]
+buckets = 512
+shards = 512
+[table]
+capacity = 4096
+[[nf]]
+kind = "firewall"
+rules = "allow any 10.0.0.0/8 -> any"
+[[nf]]
+kind = "seqcheck"
+[run]
+period = "100ms"
+[run.rsspp]
+min_period_ns = 100000000
+max_period_ns = 1000000000
+EOF
+  : > out/exp/fig12w.txt
+  for c in 2 4 8 12 16; do
+    python3 - "$c" <<'EOF'
+import re, sys
+c = int(sys.argv[1])
+s = open('crates/sim/default-model.toml').read()
+num = lambda k: float(re.search(rf'^{k} = (\S+)', s, re.M).group(1))
+chain = num('overhead_ns') + num('firewall') + num('seqcheck')
+extra = max(0.27 * c - 1.0, 0.0) * chain
+s = re.sub(r'^firewall = \S+', f'firewall = {num("firewall") + extra}', s, flags=re.M)
+open(f'out/exp/model-w{c}.toml', 'w').write(s)
+EOF
+    speed=$(awk -v c="$c" 'BEGIN { s = 0.27 * c; if (s > 1) s = 1; printf "%.3f", s }')
+    "$fs" compare "${sim[@]}" --model "out/exp/model-w$c.toml" --config out/exp/fig12w.toml \
+      --input out/exp/campus-sized.pcap --cores "$c" --speed "$speed" --duration 5s \
+      --balancers static,rsspp --json "out/exp/fig12w-$c.json" | tee -a out/exp/fig12w.txt
+  done
+fi
 
 if [[ $what == uc2 || $what == all ]]; then
   # Dyssect Use Case II: 8 cores (dyssect: 7 working + 1 offloading), 16 shards
