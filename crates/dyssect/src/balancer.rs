@@ -99,6 +99,9 @@ pub struct DyssectStats {
     pub solve_ns: Vec<u64>,
     /// The last error, if any.
     pub last_error: Option<String>,
+    /// Offload ratios rounded *down* to a flow boundary because rounding up
+    /// would have taken their offloading core past its cap.
+    pub rounded_down: u64,
 }
 
 /// The Dyssect balancer.
@@ -239,6 +242,7 @@ impl Balancer for Dyssect {
             ("dyssect_infeasible", st.infeasible as f64),
             ("dyssect_timeouts", st.timeouts as f64),
             ("dyssect_errors", st.errors as f64),
+            ("dyssect_rounded_down", st.rounded_down as f64),
             ("dyssect_solve_ms_p50", pct(0.5)),
             ("dyssect_solve_ms_max", pct(1.0)),
         ]
@@ -313,12 +317,20 @@ impl Balancer for Dyssect {
                 plan.moves.push((s as ShardId, c as CoreId));
             }
         }
-        for (s, &r) in sol.ratio.iter().enumerate() {
-            // rounded up to a flow boundary when the shard's heaviest flows are known
-            let r = match snap.shard_heavy.get(s) {
-                Some(cum) if r > 0.0 => cum.iter().copied().find(|c| *c >= r).unwrap_or(r),
-                _ => r,
-            };
+        let (ratios, down) = round_to_flows(
+            &sol.ratio,
+            &Offloading {
+                owner: &sol.owner,
+                offload_core: &sol.offload_core,
+                load: &inst.load,
+                scale: inst.offload_scale,
+                u_off: &sol.u_off,
+                cap: inst.u_off,
+            },
+            &snap.shard_heavy,
+        );
+        self.stats.rounded_down += down as u64;
+        for (s, &r) in ratios.iter().enumerate() {
             let units = (r.min(1.0) * f64::from(RATIO_ONE)).round() as u32;
             let now = snap.ratio.get(s).copied().unwrap_or(0);
             if units != now && sol.owner[s] == inst.owner[s] {
@@ -332,5 +344,96 @@ impl Balancer for Dyssect {
             }
         }
         plan
+    }
+}
+
+/// What an offloading core carries under a solution, for rounding its ratios.
+struct Offloading<'a> {
+    owner: &'a [usize],
+    offload_core: &'a [Option<usize>],
+    load: &'a [f64],
+    scale: f64,
+    /// Each offloading core's utilisation with the solution's exact ratios.
+    u_off: &'a [f64],
+    cap: f64,
+}
+
+/// Each shard's ratio rounded to a flow boundary where its heaviest flows'
+/// cumulative shares are known (`heavy[s]`, increasing): up, as Dyssect's code
+/// does, unless the extra share would take its offloading core past the cap —
+/// then down to the largest boundary below (possibly none: 0). Returns the
+/// ratios and how many were rounded down.
+fn round_to_flows(ratio: &[f64], o: &Offloading<'_>, heavy: &[Vec<f64>]) -> (Vec<f64>, usize) {
+    let mut u = o.u_off.to_vec();
+    let mut down = 0;
+    let out = ratio
+        .iter()
+        .enumerate()
+        .map(|(s, &r)| {
+            let Some(cum) = heavy.get(s).filter(|c| r > 0.0 && !c.is_empty()) else {
+                return r;
+            };
+            let up = cum.iter().copied().find(|c| *c >= r).unwrap_or(r);
+            let Some(k) = o.offload_core.get(o.owner[s]).copied().flatten() else {
+                return up;
+            };
+            let extra = o.scale * o.load[s] * (up - r);
+            if u[k] + extra <= o.cap + 1e-9 {
+                u[k] += extra;
+                up
+            } else {
+                down += 1;
+                let lower = cum.iter().copied().rfind(|c| *c <= r).unwrap_or(0.0);
+                u[k] -= o.scale * o.load[s] * (r - lower);
+                lower
+            }
+        })
+        .collect();
+    (out, down)
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use super::*;
+
+    /// Two shards on working core 0, which offloads to core 0; the heaviest
+    /// flows of each shard carry 30 %, 60 %, 100 % of it.
+    #[test]
+    fn ratios_round_up_to_a_flow_unless_the_offloading_core_would_pass_its_cap() {
+        let heavy = vec![vec![0.3, 0.6, 1.0], vec![0.3, 0.6, 1.0]];
+        let case = |u_off: f64, cap: f64| {
+            let o = Offloading {
+                owner: &[0, 0],
+                offload_core: &[Some(0)],
+                load: &[0.5, 0.5],
+                scale: 1.0,
+                u_off: &[u_off],
+                cap,
+            };
+            round_to_flows(&[0.4, 0.4], &o, &heavy)
+        };
+        // room for both: each 0.4 goes up to 0.6 (+0.1 of a core each)
+        assert_eq!(case(0.4, 0.9), (vec![0.6, 0.6], 0));
+        // room for one: the second goes down to 0.3 (and frees 0.05)
+        assert_eq!(case(0.75, 0.9), (vec![0.6, 0.3], 1));
+        // no room: both go down
+        assert_eq!(case(0.9, 0.9), (vec![0.3, 0.3], 2));
+        // a ratio below the heaviest flow goes down to nothing
+        let o = Offloading {
+            owner: &[0],
+            offload_core: &[Some(0)],
+            load: &[0.5],
+            scale: 1.0,
+            u_off: &[0.9],
+            cap: 0.9,
+        };
+        assert_eq!(round_to_flows(&[0.2], &o, &heavy[..1]), (vec![0.0], 1));
+        // unknown heavy flows or no offloading core: as the solver said / up
+        let none = Offloading {
+            offload_core: &[None],
+            ..o
+        };
+        assert_eq!(round_to_flows(&[0.2], &none, &[]), (vec![0.2], 0));
+        assert_eq!(round_to_flows(&[0.2], &none, &heavy[..1]), (vec![0.3], 0));
     }
 }
