@@ -11,7 +11,17 @@ use std::time::Duration;
 
 use nf::ChainConfig;
 use runspec::{BalancerKind, RunConfig};
-use sim::{simulate, CostModel, Prepared};
+use sim::{simulate, Prepared};
+
+mod common;
+
+/// The shared test model with a cheaper new flow (400 ns): a core's share of
+/// new flows then moves its per-packet cost less, so loads follow packets.
+fn model() -> sim::CostModel {
+    let mut m = common::model();
+    m.new_flow_ns = 400.0;
+    m
+}
 use trace::{Generator, Lifetimes, Trace, TraceSpec};
 
 fn chain(buckets: usize) -> nf::Chain {
@@ -21,32 +31,6 @@ fn chain(buckets: usize) -> nf::Chain {
     ))
     .unwrap()
     .build(std::path::Path::new("."))
-    .unwrap()
-}
-
-/// A fixed model: ≈ 400 ns per packet, a 200 Mpps NIC.
-fn model() -> CostModel {
-    CostModel::from_toml(
-        r#"
-        machine = "tests"
-        entry_bytes = 256
-        nic_ns = 5.0
-        overhead_ns = 300.0
-        new_flow_ns = 400.0
-        flows = [[1024.0, 0.0], [262144.0, 50.0]]
-        shards = [[1.0, 0.0], [512.0, 20.0]]
-        warm_ns_per_entry = 50.0
-        offload_ns = 30.0
-        message_ns = 1000.0
-        [caches]
-        l1 = 32768
-        l2 = 1048576
-        llc = 33554432
-        [nf_ns]
-        firewall = 40.0
-        seqcheck = 30.0
-        "#,
-    )
     .unwrap()
 }
 

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use nf::ChainConfig;
 use runspec::{BalancerKind, RunConfig};
-use sim::{simulate, CostModel, Prepared};
+use sim::{simulate, Prepared};
+
+mod common;
+use common::model;
 use trace::{Generator, Trace, TraceSpec};
 
 fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
@@ -18,34 +21,6 @@ fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
         ..TraceSpec::default()
     };
     Trace::from_generated(Generator::new(&spec).unwrap())
-}
-
-/// A fixed model (so recalibrating the bundled one changes no test): a hardware
-/// NIC at 50 Mpps, ≈ 400 ns per packet of the default chain.
-fn model() -> CostModel {
-    CostModel::from_toml(
-        r#"
-        machine = "tests"
-        entry_bytes = 256
-        nic_ns = 20.0
-        overhead_ns = 250.0
-        new_flow_ns = 800.0
-        flows = [[1024.0, 0.0], [262144.0, 100.0]]
-        shards = [[1.0, 0.0], [64.0, 50.0]]
-        warm_ns_per_entry = 50.0
-        offload_ns = 30.0
-        message_ns = 1000.0
-        [caches]
-        l1 = 32768
-        l2 = 1048576
-        llc = 33554432
-        [nf_ns]
-        firewall = 40.0
-        nat = 60.0
-        seqcheck = 30.0
-        "#,
-    )
-    .unwrap()
 }
 
 fn chain() -> nf::Chain {
