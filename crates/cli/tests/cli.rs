@@ -342,16 +342,45 @@ fn bench_prints_every_variant() {
         "20000",
         "--max-workers",
         "2",
+        "--large-flows",
+        "3000",
+        "--laps",
+        "1",
         "--json",
         json.to_str().unwrap(),
     ]));
     assert!(out.contains("fw+nat") && out.contains("empty"), "{out}");
-    let rows: serde_json::Value =
+    let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows = res["runtime"].as_array().unwrap();
     assert_eq!(rows.len(), 6);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
+    // in memory: empty, firewall, NAT, then FW+NAT and the C table at 500,
+    // 1 000 and 3 000 flows
+    let mem = res["memory"].as_array().unwrap();
+    let names: Vec<(&str, u64)> = mem
+        .iter()
+        .map(|r| (r["chain"].as_str().unwrap(), r["flows"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        &names[..3],
+        &[("empty", 500), ("firewall", 500), ("nat", 500)]
+    );
+    for flows in [500, 1_000, 3_000] {
+        for chain in ["fw+nat", "c-table", "c-table/burst32"] {
+            assert!(
+                names.contains(&(chain, flows)),
+                "{chain} at {flows}: {names:?}"
+            );
+        }
+    }
+    // every packet of every lap went through (else the bench fails), at ≥ 6
+    // packets per connection, and each row has a time
+    for r in mem {
+        assert!(r["packets"].as_u64().unwrap() >= 6 * r["flows"].as_u64().unwrap());
+        assert!(r["ns_per_packet"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]

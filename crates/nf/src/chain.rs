@@ -87,6 +87,7 @@ pub struct Chain {
     /// Emergency mode's high- and low-water marks, in flows per shard.
     emergency: Option<(usize, usize)>,
     counters: ChainCounters,
+    /// The burst's flow keys, sides and index hashes.
     lookups: Vec<(FlowKey, state::Side, u32)>,
     /// Reused by `process_burst`.
     routed: Vec<Option<Verdict>>,
@@ -308,19 +309,21 @@ impl Chain {
         if self.per_flow {
             // pipelined lookups: every index bucket of the burst in flight first,
             // then every entry, then the probes
+            // (each packet's key and index hash computed once, for all three)
             for p in pkts.iter() {
                 let (k, s) = FlowKey::of(&p.info.tuple);
-                self.lookups.push((k, s, p.hash));
                 let shard = shards[self.shard_of(p.hash)]
                     .as_ref()
                     .expect("the core owns the packet's shard");
-                shard.table.prefetch_index(&k, p.hash);
+                let ih = shard.table.index_hash(&k, p.hash);
+                self.lookups.push((k, s, ih));
+                shard.table.prefetch_index_at(ih);
             }
-            for (k, _, h) in &self.lookups {
-                let shard = shards[self.shard_of(*h)]
+            for (p, (_, _, ih)) in pkts.iter().zip(&self.lookups) {
+                let shard = shards[self.shard_of(p.hash)]
                     .as_ref()
                     .expect("the core owns the packet's shard");
-                shard.table.prefetch_entry(k, *h);
+                shard.table.prefetch_entry_at(*ih);
             }
         }
         for (i, p) in pkts.iter_mut().enumerate() {
@@ -328,8 +331,8 @@ impl Chain {
                 .as_mut()
                 .expect("the core owns the packet's shard");
             let found = if self.per_flow {
-                let (k, side, h) = self.lookups[i];
-                shard.table.lookup(&k, side, h)
+                let (k, side, ih) = self.lookups[i];
+                shard.table.lookup_at(&k, side, ih)
             } else {
                 None
             };

@@ -52,6 +52,32 @@ impl FlowKey {
     /// The key of a tuple and which side sent it.
     #[inline]
     pub fn of(t: &FiveTuple) -> (FlowKey, Side) {
+        if let (IpAddr::V4(s), IpAddr::V4(d)) = (t.src, t.dst) {
+            // the common case on 32-bit addresses: same key as below
+            let (s, d) = (u32::from(s), u32::from(d));
+            let (lo, hi, lp, hp, side) = if (s, t.src_port) <= (d, t.dst_port) {
+                (s, d, t.src_port, t.dst_port, Side::Lo)
+            } else {
+                (d, s, t.dst_port, t.src_port, Side::Hi)
+            };
+            let mapped = |a: u32| {
+                let mut b = [0u8; 16];
+                b[10] = 0xff;
+                b[11] = 0xff;
+                b[12..].copy_from_slice(&a.to_be_bytes());
+                b
+            };
+            let k = FlowKey {
+                lo_addr: mapped(lo),
+                hi_addr: mapped(hi),
+                lo_port: lp,
+                hi_port: hp,
+                proto: t.proto,
+                v6: false,
+                _pad: [0; 2],
+            };
+            return (k, side);
+        }
         let (s, d) = (bits(t.src), bits(t.dst));
         let v6 = t.src.is_ipv6();
         let (lo, hi, lp, hp, side) = if (s, t.src_port) <= (d, t.dst_port) {
@@ -114,5 +140,31 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(sa, sb);
         assert_eq!(core::mem::size_of::<FlowKey>(), 40);
+    }
+
+    #[test]
+    fn ipv4_keys_are_the_mapped_ipv6_keys() {
+        // the IPv4 shortcut builds the same bytes as the IPv4-mapped address
+        let t = FiveTuple {
+            src: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            src_port: 40000,
+            dst_port: 80,
+            proto: 17,
+        };
+        let (k, side) = FlowKey::of(&t);
+        assert_eq!(side, Side::Hi);
+        assert_eq!(k.lo_addr, bits(t.dst).to_be_bytes());
+        assert_eq!(k.hi_addr, bits(t.src).to_be_bytes());
+        assert_eq!(
+            (k.lo_port, k.hi_port, k.proto, k.v6),
+            (80, 40000, 17, false)
+        );
+        let same_addr = FiveTuple {
+            dst: t.src,
+            dst_port: 1,
+            ..t
+        };
+        assert_eq!(FlowKey::of(&same_addr).1, Side::Hi);
     }
 }

@@ -487,20 +487,43 @@ impl<S: Slot> FlowTable<S> {
     /// pipelined lookup over a burst).
     #[inline]
     pub fn prefetch_index(&self, key: &FlowKey, rss_hash: u32) {
-        prefetch(&self.index[self.home(self.ih(key, rss_hash))]);
+        self.prefetch_index_at(self.index_hash(key, rss_hash));
     }
 
     /// Reads `key`'s first index bucket (prefetched earlier) and prefetches the
     /// entry it points to when the signature matches (second stage).
     #[inline]
     pub fn prefetch_entry(&self, key: &FlowKey, rss_hash: u32) {
-        let ih = self.ih(key, rss_hash);
-        let b = self.index[self.home(ih)];
-        if b != EMPTY && (b >> 32) as u32 == ih {
-            let id = (b & ID_MASK) as usize;
-            prefetch(&self.meta[id]);
-            prefetch(&self.slots[id * self.cfg.slots]);
-        }
+        self.prefetch_entry_at(self.index_hash(key, rss_hash));
+    }
+
+    /// The hash this table indexes `key` by (the RSS hash, or the key's own
+    /// hash: [`IndexHash`]): computed once per packet, it serves the pipelined
+    /// stages [`prefetch_index_at`](Self::prefetch_index_at),
+    /// [`prefetch_entry_at`](Self::prefetch_entry_at) and
+    /// [`lookup_at`](Self::lookup_at).
+    #[inline]
+    pub fn index_hash(&self, key: &FlowKey, rss_hash: u32) -> u32 {
+        self.ih(key, rss_hash)
+    }
+
+    /// [`prefetch_index`](Self::prefetch_index) by index hash.
+    #[inline]
+    pub fn prefetch_index_at(&self, ih: u32) {
+        prefetch(&self.index[self.home(ih)]);
+    }
+
+    /// [`prefetch_entry`](Self::prefetch_entry) by index hash.
+    #[inline]
+    pub fn prefetch_entry_at(&self, ih: u32) {
+        self.prefetch_hit(self.home(ih), ih);
+    }
+
+    /// [`lookup`](Self::lookup) by index hash (`ih` from
+    /// [`index_hash`](Self::index_hash) of the same key).
+    #[inline]
+    pub fn lookup_at(&mut self, key: &FlowKey, side: Side, ih: u32) -> Option<Lookup> {
+        self.lookup_hashed(self.home(ih), key, side, ih)
     }
 
     /// Looks up a burst in passes so the cache misses of the burst overlap: first
@@ -935,9 +958,9 @@ impl<S: Slot> FlowTable<S> {
     pub fn set_deadline(&mut self, id: EntryId, nf: usize, at_ns: u64) {
         let i = id.0 as usize;
         self.slots[i * self.cfg.slots + nf].deadline = at_ns;
-        let tick = self.wheel.tick_of(at_ns);
         let m = &self.meta[i];
-        if m.wheel_tick == NO_TICK || tick < m.wheel_tick {
+        // (`at_ns` before the armed tick's start: its tick is earlier)
+        if m.wheel_tick == NO_TICK || at_ns < self.wheel.tick_start(m.wheel_tick) {
             let gen = m.gen;
             let t = self.wheel.schedule((id.0, gen), at_ns);
             self.meta[i].wheel_tick = t;

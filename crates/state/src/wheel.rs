@@ -31,6 +31,13 @@ impl<T: Copy> TimerWheel<T> {
         t_ns / self.tick_ns
     }
 
+    /// The first time of `tick` (saturating): `t < tick_start(k)` exactly when
+    /// `tick_of(t) < k`, without a division.
+    #[inline]
+    pub fn tick_start(&self, tick: u64) -> u64 {
+        tick.saturating_mul(self.tick_ns)
+    }
+
     /// Schedules `item` for the tick of `at_ns` (a time already past fires on the
     /// next advance). Returns the tick it was scheduled for.
     pub fn schedule(&mut self, item: T, at_ns: u64) -> u64 {

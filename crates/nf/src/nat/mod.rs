@@ -294,7 +294,59 @@ fn rewrite_quote(msg: &mut [u8], outbound: bool, addr: Ipv4Addr, port: u16) {
     IcmpPacket::new_unchecked(msg).fill_checksum_v4();
 }
 
+/// Rewrites the inside (outbound: source; inbound: destination) address and
+/// port of a packet, with its checksums, and its tuple.
 fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
+    if let (IpAddr::V4(_), L4Info::Tcp { .. } | L4Info::Udp) = (pkt.info.tuple.src, pkt.info.l4) {
+        return rewrite_v4(pkt, outbound, addr, port);
+    }
+    rewrite_any(pkt, outbound, addr, port)
+}
+
+/// [`rewrite`] of an IPv4 TCP or UDP packet: the address's checksum delta is
+/// computed once and serves the IP header's checksum and, with the port's,
+/// the segment's (RFC 1624, one fold each).
+#[inline]
+fn rewrite_v4(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
+    let udp = matches!(pkt.info.l4, L4Info::Udp);
+    let (l3, l4) = (pkt.info.l3_offset as usize, pkt.info.l4_offset as usize);
+    // (parse() saw a whole IPv4 header and a whole TCP or UDP header here)
+    let (a, p) = if outbound {
+        (l3 + 12, l4)
+    } else {
+        (l3 + 16, l4 + 2)
+    };
+    let c = if udp { l4 + 6 } else { l4 + 16 };
+    let d = &mut pkt.data;
+    let be16 = |d: &[u8], i: usize| u64::from(u16::from_be_bytes([d[i], d[i + 1]]));
+    let new = addr.octets();
+    let delta = (0xffff ^ be16(d, a))
+        + (0xffff ^ be16(d, a + 2))
+        + u64::from(u16::from_be_bytes([new[0], new[1]]))
+        + u64::from(u16::from_be_bytes([new[2], new[3]]));
+    let ip = !wire::checksum::fold((0xffff ^ be16(d, l3 + 10)) + delta);
+    d[l3 + 10..l3 + 12].copy_from_slice(&ip.to_be_bytes());
+    d[a..a + 4].copy_from_slice(&new);
+    let old_port = be16(d, p);
+    d[p..p + 2].copy_from_slice(&port.to_be_bytes());
+    let ck = be16(d, c);
+    if !(udp && ck == 0) {
+        let l4 =
+            !wire::checksum::fold((0xffff ^ ck) + delta + (0xffff ^ old_port) + u64::from(port));
+        let l4 = if udp && l4 == 0 { 0xffff } else { l4 };
+        d[c..c + 2].copy_from_slice(&l4.to_be_bytes());
+    }
+    let t = &mut pkt.info.tuple;
+    if outbound {
+        t.src = IpAddr::V4(addr);
+        t.src_port = port;
+    } else {
+        t.dst = IpAddr::V4(addr);
+        t.dst_port = port;
+    }
+}
+
+fn rewrite_any(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     let old = pkt.info.tuple;
     let (old_addr, new_addr) = if outbound {
         (old.src, IpAddr::V4(addr))
@@ -520,5 +572,81 @@ impl Nf for Nat {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr, TcpRepr};
+
+    fn packet(udp: bool, x: u64) -> Packet {
+        let l4 = if udp {
+            L4Repr::Udp {
+                src_port: x as u16,
+                dst_port: (x >> 16) as u16,
+            }
+        } else {
+            L4Repr::Tcp(TcpRepr {
+                src_port: x as u16,
+                dst_port: (x >> 16) as u16,
+                seq: (x >> 8) as u32,
+                ack: (x >> 24) as u32,
+                flags: TcpFlags::ACK,
+                window: 512,
+                urgent: 0,
+                options: vec![],
+            })
+        };
+        let frame = PacketRepr {
+            eth: EthernetRepr {
+                src: [2, 0, 0, 0, 0, 1],
+                dst: [2, 0, 0, 0, 0, 2],
+                vlan: None,
+            },
+            ip: IpRepr::V4(Ipv4Repr {
+                src: Ipv4Addr::from((x >> 32) as u32),
+                dst: Ipv4Addr::from((x as u32).rotate_left(7)),
+                dscp: 0,
+                ecn: 0,
+                ident: x as u16,
+                dont_frag: true,
+                ttl: 64,
+                options: vec![],
+            }),
+            l4,
+            payload: (x as u32).to_be_bytes()[..(x % 5) as usize].to_vec(),
+        }
+        .to_bytes();
+        Packet::new(
+            frame,
+            0,
+            &steer::RssHasher::new(steer::RssKey::DEFAULT, steer::HashFields::IpPorts),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_fused_ipv4_rewrite_writes_what_the_generic_one_does() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..4000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let udp = i % 2 == 1;
+            let outbound = i % 4 < 2;
+            let (addr, port) = (Ipv4Addr::from((x >> 11) as u32), (x >> 40) as u16);
+            let mut a = packet(udp, x);
+            if udp && i % 8 == 1 {
+                // a UDP checksum of 0 ("none") stays 0
+                let c = a.info.l4_offset as usize + 6;
+                a.data[c..c + 2].copy_from_slice(&[0, 0]);
+            }
+            let mut b = a.clone();
+            rewrite_v4(&mut a, outbound, addr, port);
+            rewrite_any(&mut b, outbound, addr, port);
+            assert_eq!(a.data, b.data, "packet {i}");
+            assert_eq!(a.info.tuple, b.info.tuple);
+        }
     }
 }

@@ -1,0 +1,256 @@
+//! `flowshift bench`'s in-memory rows: the chain's own cost on one thread,
+//! with the NIC model's work done at load time (every packet parsed, hashed
+//! and in its buffer before the clock starts, as a NIC's DMA and RSS would
+//! leave it), in bursts of 32 as a working core polls its queue. A first lap
+//! creates every flow; the timed laps are the established-flow path. Beside
+//! them, the C baseline's flow lookups over the same packets.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nf::{Chain, ChainConfig, Packet, Shard, Verdict};
+use trace::{Generator, SizeDist, TraceSpec};
+
+/// One in-memory variant: a chain (TOML `[[nf]]` tables) at a number of flows.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    /// Its name in the table and in `--variant`.
+    pub name: &'static str,
+    /// The chain's `[[nf]]` tables.
+    pub nfs: &'static str,
+    /// Connections in its trace.
+    pub flows: u32,
+}
+
+const FW: &str = "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n";
+const NAT: &str =
+    "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n";
+const FW_NAT: &str = concat!(
+    "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n",
+    "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n"
+);
+
+/// The variants at `flows` connections: the empty chain, the firewall and the
+/// NAT alone, and firewall → NAT at 1 K, `flows` and `large` connections.
+pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
+    let mut v = vec![
+        Variant {
+            name: "empty",
+            nfs: "",
+            flows,
+        },
+        Variant {
+            name: "firewall",
+            nfs: FW,
+            flows,
+        },
+        Variant {
+            name: "nat",
+            nfs: NAT,
+            flows,
+        },
+    ];
+    let mut sizes = vec![1_000, flows, large];
+    sizes.sort_unstable();
+    sizes.dedup();
+    v.extend(sizes.into_iter().map(|flows| Variant {
+        name: "fw+nat",
+        nfs: FW_NAT,
+        flows,
+    }));
+    v
+}
+
+/// A measured variant.
+#[derive(Debug, serde::Serialize)]
+pub struct MemRow {
+    /// The chain (`empty`, `firewall`, `nat`, `fw+nat`) or the baseline
+    /// (`c-table`, `c-table/burst32`: lookups only).
+    pub chain: String,
+    /// Connections in the trace.
+    pub flows: u32,
+    /// Packets per lap.
+    pub packets: u64,
+    /// ns per packet, fastest timed lap.
+    pub ns_per_packet: f64,
+    /// Million packets per second on this one thread (1 000 / ns).
+    pub mpps: f64,
+    /// Instructions per packet (callgrind; with `--instructions`).
+    pub instructions_per_packet: Option<f64>,
+}
+
+/// Packets of `flows` connections (at least 6 per connection), 64 B each,
+/// parsed and hashed by `chain`.
+pub fn packets(chain: &Chain, flows: u32, packets: u64) -> anyhow::Result<Vec<Packet>> {
+    let spec = TraceSpec {
+        flows,
+        // (every TCP connection needs 6 packets: handshake, data, teardown)
+        packets: packets.max(6 * u64::from(flows)),
+        active_flows: flows,
+        sizes: SizeDist::Fixed(64),
+        ..TraceSpec::default()
+    };
+    Generator::new(&spec)?
+        .map(|p| {
+            chain
+                .packet(p.frame, p.ts_ns)
+                .map_err(|(_, m)| anyhow::anyhow!("a generated frame is malformed: {m}"))
+        })
+        .collect()
+}
+
+/// The chain of a variant, its tables sized for its flows (16 shards, at most
+/// half full).
+pub fn chain(v: &Variant) -> anyhow::Result<Chain> {
+    if v.nfs.is_empty() {
+        return Ok(Chain::new(Vec::new(), nf::ChainOptions::default())?);
+    }
+    let capacity = (2 * v.flows as usize / 16).next_power_of_two().max(1024);
+    let toml = format!("[table]\ncapacity = {capacity}\n{}", v.nfs);
+    Ok(ChainConfig::from_toml(&toml)?.build(Path::new("."))?)
+}
+
+/// Puts `work` back to `pristine` without allocating (the NAT rewrote headers).
+fn restore(work: &mut [Packet], pristine: &[Packet]) {
+    for (w, p) in work.iter_mut().zip(pristine) {
+        w.data.clear();
+        w.data.extend_from_slice(&p.data);
+        w.info = p.info;
+        w.entry = None;
+        w.dir = p.dir;
+    }
+}
+
+/// The first lap, which creates the flows (not counted by `--instructions`).
+#[inline(never)]
+fn first_lap(
+    chain: &mut Chain,
+    shards: &mut [Option<Shard>],
+    work: &mut [Packet],
+    out: &mut Vec<Verdict>,
+) -> u64 {
+    lap(chain, shards, work, 0, out)
+}
+
+/// A timed lap. Not inlined: `--instructions` counts exactly this function's
+/// instructions.
+#[inline(never)]
+fn measured_lap(
+    chain: &mut Chain,
+    shards: &mut [Option<Shard>],
+    work: &mut [Packet],
+    offset_ns: u64,
+    out: &mut Vec<Verdict>,
+) -> u64 {
+    lap(chain, shards, work, offset_ns, out)
+}
+
+/// One lap through the chain in bursts of 32, time shifted by `offset_ns`;
+/// returns the packets forwarded.
+#[inline(always)]
+fn lap(
+    chain: &mut Chain,
+    shards: &mut [Option<Shard>],
+    work: &mut [Packet],
+    offset_ns: u64,
+    out: &mut Vec<Verdict>,
+) -> u64 {
+    let mut forwarded = 0u64;
+    for burst in work.chunks_mut(32) {
+        let now = burst[0].ts_ns + offset_ns;
+        chain.process_burst(shards, burst, now, out);
+        forwarded += out.iter().filter(|v| **v == Verdict::Forward).count() as u64;
+    }
+    forwarded
+}
+
+/// A variant's fastest lap of `laps` (after a first lap that creates the
+/// flows), ns per packet. Every packet must be forwarded: the bench measures
+/// the path a packet takes through the whole chain.
+pub fn measure(
+    v: &Variant,
+    pristine: &[Packet],
+    chain: &mut Chain,
+    laps: u32,
+) -> anyhow::Result<f64> {
+    let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
+    let mut work = pristine.to_vec();
+    let span = pristine
+        .last()
+        .map_or(0, |p| p.ts_ns.saturating_sub(pristine[0].ts_ns))
+        + 1_000;
+    let mut out = Vec::with_capacity(32);
+    let mut best = Duration::MAX;
+    for lap in 0..=u64::from(laps.max(1)) {
+        restore(&mut work, pristine);
+        let start = Instant::now();
+        let forwarded = if lap == 0 {
+            first_lap(chain, &mut shards, &mut work, &mut out)
+        } else {
+            measured_lap(chain, &mut shards, &mut work, lap * span, &mut out)
+        };
+        let took = start.elapsed();
+        anyhow::ensure!(
+            forwarded == work.len() as u64,
+            "{}: {} of {} packets forwarded (counters: {:?})",
+            v.name,
+            forwarded,
+            work.len(),
+            chain.counters()
+        );
+        if lap > 0 {
+            best = best.min(took);
+        }
+    }
+    Ok(best.as_nanos() as f64 / pristine.len().max(1) as f64)
+}
+
+/// Instructions per packet of one variant's established-flow lap, counted by
+/// callgrind in a child `flowshift bench --variant` (one lap, the flows made
+/// in an uncounted lap before it).
+pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<f64> {
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            "--toggle-collect=*measured_lap*",
+        ])
+        .arg(&exe)
+        .args([
+            "bench",
+            "--variant",
+            v.name,
+            "--flows",
+            &v.flows.to_string(),
+            "--large-flows",
+            &v.flows.to_string(),
+            "--packets",
+            &packets.to_string(),
+        ])
+        .output()
+        .map_err(|e| {
+            anyhow::anyhow!("--instructions needs valgrind (apt install valgrind): {e}")
+        })?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.success(), "callgrind run of {}: {err}", v.name);
+    let collected = err
+        .lines()
+        .find_map(|l| {
+            l.split_once("Collected :")
+                .map(|(_, n)| n.trim().replace(',', ""))
+        })
+        .and_then(|n| n.parse::<f64>().ok())
+        .ok_or_else(|| anyhow::anyhow!("no instruction count in callgrind's output: {err}"))?;
+    // the child prints the packets of its lap
+    let n = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("packets ")
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!("the callgrind run of {} printed no packet count", v.name)
+        })?;
+    Ok(collected / n.max(1) as f64)
+}

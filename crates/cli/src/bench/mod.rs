@@ -1,0 +1,255 @@
+//! `flowshift bench`: variants side by side in one run, on 64 B packets of many
+//! flows. First the chain's own cost in memory on one thread ([`memory`]:
+//! empty, firewall, NAT, firewall → NAT at 1 K / `--flows` / 1 M flows, beside a
+//! plain C flow table's lookups), then the runtime's capacity: an empty chain vs
+//! firewall → NAT at 1…N workers, and firewall → NAT with one offloading core
+//! taking half of every shard's flows (r_s = 0.5). The empty chain shows what
+//! the NIC model and the rings cost; the ratios show what the flow state and the
+//! NFs cost, and what offloading buys.
+
+mod baseline;
+mod memory;
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use nf::{Chain, ChainConfig, ChainOptions};
+use runtime::{BalancerKind, RunConfig};
+use trace::{Generator, SizeDist, Trace, TraceSpec};
+
+/// Options of `flowshift bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Connections in the generated trace.
+    #[arg(long, default_value_t = 100_000)]
+    pub flows: u32,
+    /// Packets in the generated trace (64 B each).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub packets: u64,
+    /// Connections of the largest in-memory firewall → NAT variant (beside
+    /// 1 000 and `--flows`).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub large_flows: u32,
+    /// Largest number of workers to try.
+    #[arg(long, default_value_t = 2)]
+    pub max_workers: usize,
+    /// Write the results as JSON (`{"memory": [...], "runtime": [...]}`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Timed laps over the trace per in-memory variant (the fastest is kept).
+    #[arg(long, default_value_t = 3)]
+    pub laps: u32,
+    /// Only the in-memory rows (no runtime runs).
+    #[arg(long)]
+    pub memory_only: bool,
+    /// Also count the instructions per packet of each in-memory variant with
+    /// callgrind (valgrind; a minute or two per variant).
+    #[arg(long)]
+    pub instructions: bool,
+    /// Run one in-memory variant (at `--flows`) for one timed lap and print
+    /// its packet count: what `--instructions` runs under callgrind.
+    #[arg(long, hide = true)]
+    pub variant: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct Results {
+    memory: Vec<memory::MemRow>,
+    runtime: Vec<Row>,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    chain: &'static str,
+    workers: usize,
+    offloaders: usize,
+    offered_mpps: f64,
+    mpps: f64,
+    mpps_per_worker: f64,
+    vs_empty: f64,
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.flows > 0 && a.large_flows > 0,
+        "--flows and --large-flows must be at least 1"
+    );
+    if let Some(name) = &a.variant {
+        let v = memory::variants(a.flows, a.large_flows)
+            .into_iter()
+            .find(|v| v.name == name.as_str() && v.flows == a.flows)
+            .ok_or_else(|| anyhow::anyhow!("no in-memory variant {name}"))?;
+        let mut chain = memory::chain(&v)?;
+        let pkts = memory::packets(&chain, v.flows, a.packets)?;
+        memory::measure(&v, &pkts, &mut chain, 1)?;
+        println!("packets {}", pkts.len());
+        return Ok(());
+    }
+    let mem = in_memory(&a)?;
+    let rt = if a.memory_only {
+        Vec::new()
+    } else {
+        in_runtime(&a)?
+    };
+    if let Some(p) = &a.json {
+        crate::output::json(
+            p,
+            &Results {
+                memory: mem,
+                runtime: rt,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The in-memory rows, printed as they come.
+fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
+    println!(
+        "in memory, one thread, bursts of 32, established flows, 64 B (fastest of {} laps of {} packets):",
+        a.laps.max(1),
+        a.packets
+    );
+    println!(
+        "{:<16} {:>9} {:>10} {:>9} {:>10} {:>13}",
+        "chain", "flows", "ns/packet", "Mpps", "vs empty", "instr/packet"
+    );
+    let mut rows: Vec<memory::MemRow> = Vec::new();
+    let mut empty = 0.0;
+    let instr_packets = a.packets.min(200_000);
+    for v in memory::variants(a.flows, a.large_flows) {
+        let mut chain = memory::chain(&v)?;
+        let pkts = memory::packets(&chain, v.flows, a.packets)?;
+        let ns = memory::measure(&v, &pkts, &mut chain, a.laps)?;
+        let instr = if a.instructions {
+            Some(memory::instructions(&v, instr_packets)?)
+        } else {
+            None
+        };
+        let n = pkts.len() as u64;
+        let mut push = |chain: String, ns: f64, instr: Option<f64>| {
+            let r = memory::MemRow {
+                chain,
+                flows: v.flows,
+                packets: n,
+                ns_per_packet: ns,
+                mpps: 1_000.0 / ns.max(1e-9),
+                instructions_per_packet: instr,
+            };
+            if r.chain == "empty" {
+                empty = r.mpps;
+            }
+            println!(
+                "{:<16} {:>9} {:>10.1} {:>9.2} {:>10.2} {:>13}",
+                r.chain,
+                r.flows,
+                r.ns_per_packet,
+                r.mpps,
+                r.mpps / empty.max(1e-9),
+                r.instructions_per_packet
+                    .map_or("-".to_string(), |i| format!("{i:.0}"))
+            );
+            rows.push(r);
+        };
+        push(v.name.to_string(), ns, instr);
+        if v.name == "fw+nat" {
+            // the machine's limit for the one flow lookup each packet needs
+            let tuples: Vec<_> = pkts.iter().map(|p| (p.info.tuple, p.hash)).collect();
+            drop(pkts);
+            push(
+                "c-table".into(),
+                baseline::lookup_ns(&tuples, a.laps, false)?,
+                None,
+            );
+            push(
+                "c-table/burst32".into(),
+                baseline::lookup_ns(&tuples, a.laps, true)?,
+                None,
+            );
+        }
+    }
+    println!(
+        "(c-table: a plain open-addressing table in C, one lookup per packet of the same trace and nothing else)"
+    );
+    Ok(rows)
+}
+
+/// The runtime rows, printed as they come.
+fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let spec = TraceSpec {
+        flows: a.flows,
+        packets: a.packets,
+        active_flows: a.flows,
+        sizes: SizeDist::Fixed(64),
+        ..TraceSpec::default()
+    };
+    eprintln!(
+        "flowshift bench: generating {} packets of {} flows (64 B)…",
+        a.packets, a.flows
+    );
+    let trace = Trace::from_generated(Generator::new(&spec)?);
+    let empty = Chain::new(Vec::new(), ChainOptions::default())?;
+    let fw_nat_cfg = ChainConfig::from_toml(
+        "[table]\ncapacity = 65536\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n",
+    )?;
+    let fw_nat = fw_nat_cfg.build(Path::new("."))?;
+    let mut rows: Vec<Row> = Vec::new();
+    println!("\nthe runtime: a NIC-model thread feeding working cores through rings:");
+    println!(
+        "{:<10} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
+        "chain", "workers", "offloaders", "offered Mpps", "Mpps", "Mpps/worker", "vs empty"
+    );
+    for w in 1..=a.max_workers.max(1) {
+        let mut base = 0.0;
+        for (name, chain, offloaders) in [
+            ("empty", &empty, 0),
+            ("fw+nat", &fw_nat, 0),
+            ("fw+nat", &fw_nat, 1),
+        ] {
+            let cfg = RunConfig {
+                workers: w,
+                offloaders,
+                offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
+                balancer: BalancerKind::Static,
+                ..RunConfig::default()
+            };
+            let out = runtime::run(chain, &trace, &cfg)?;
+            let r = &out.report;
+            anyhow::ensure!(
+                r.packets_in == r.packets_out + r.dropped() && r.reordered == 0,
+                "counts do not balance or packets were reordered"
+            );
+            let mpps = r.throughput["mpps"];
+            if name == "empty" {
+                base = mpps;
+            }
+            let row = Row {
+                chain: name,
+                workers: w,
+                offloaders,
+                offered_mpps: r.throughput["offered_mpps"],
+                mpps,
+                mpps_per_worker: mpps / w as f64,
+                vs_empty: if base > 0.0 { mpps / base } else { 0.0 },
+            };
+            println!(
+                "{:<10} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
+                row.chain,
+                row.workers,
+                row.offloaders,
+                row.offered_mpps,
+                row.mpps,
+                row.mpps_per_worker,
+                row.vs_empty
+            );
+            rows.push(row);
+        }
+    }
+    println!(
+        "(one feeder thread plays the NIC: when \"offered\" ≈ \"Mpps\" for the empty chain, the feeder is the limit; \
+         this machine has {} cores for feeder, workers and controller)",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    Ok(rows)
+}
