@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// workers take packets.
     #[arg(long)]
     pub speed: Option<f64>,
+    /// Parse and hash the whole trace before the run (the NIC model's work done
+    /// at load time), so the NIC-model thread only copies, steers and enqueues:
+    /// for capacity measurements; holds a parsed copy of the trace in memory.
+    #[arg(long)]
+    pub presteer: bool,
     /// Packets per poll (NIC burst) [default: 32].
     #[arg(long)]
     pub burst: Option<usize>,
@@ -102,6 +107,7 @@ pub(crate) struct RunSection {
     period: Option<String>,
     nic_update_delay: Option<String>,
     speed: Option<f64>,
+    presteer: Option<bool>,
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
@@ -212,6 +218,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     if let Some(d) = a.nic_delay.as_deref().or(sec.nic_update_delay.as_deref()) {
         cfg.nic_update_delay = duration("nic_update_delay", d)?;
     }
+    cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {
             bail!("`speed` = {s}: must be a positive factor");
@@ -252,6 +259,9 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         .as_deref()
         .or(sec.iface.as_deref())
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    if ifaces.is_some() && cfg.presteer {
+        bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
+    }
     let trace = match (&a.input, &ifaces) {
         (_, Some(_)) => Trace::new(),
         (Some(p), None) => {

@@ -353,8 +353,12 @@ fn bench_prints_every_variant() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = res["runtime"].as_array().unwrap();
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 10);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
+    assert_eq!(
+        rows.iter().filter(|r| r["feeder"] == "presteered").count(),
+        6
+    );
     assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
     // in memory: empty, firewall, NAT, then FW+NAT and the C table at 500,
     // 1 000 and 3 000 flows
@@ -672,4 +676,44 @@ fn absurd_sizes_are_refused_naming_the_field() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("must be between 1 and 1024"));
     let o = flowshift(&["sim", "--period", "0ms"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("period"));
+}
+
+#[test]
+fn a_presteered_run_reports_what_a_live_one_does() {
+    let input = tmp("presteer-in.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        input.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "20000",
+    ]));
+    let report = |extra: &[&str]| {
+        let json = tmp(&format!("presteer-{}.json", extra.len()));
+        let mut args = vec![
+            "run",
+            "--input",
+            input.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&flowshift(&args));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (r["packets_in"].clone(), r["packets_out"].clone(), r["reordered"].clone())
+    };
+    let live = report(&[]);
+    assert_eq!(live.0, 20_000);
+    assert_eq!(report(&["--presteer"]), live);
+    // it prepares a replayed trace: with interfaces it is refused, by name
+    let o = flowshift(&["run", "--presteer", "--iface", "lo"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("presteer"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -158,6 +158,12 @@ pub struct RunConfig {
     pub stop: Option<Stop>,
     /// Where the run publishes live metrics (`--metrics`).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// Parse and hash every frame of the trace before the run starts (the NIC
+    /// model's per-packet work done at load time, as a NIC's DMA and RSS leave
+    /// a frame): the NIC-model thread then only copies a packet, steers it by
+    /// the live indirection table and enqueues it, so it is not what limits a
+    /// capacity measurement. Costs a parsed copy of the trace in memory.
+    pub presteer: bool,
 }
 
 /// A flag that ends a run when set.
@@ -309,6 +315,7 @@ impl Default for RunConfig {
             priority_dscp: 46,
             stop: None,
             metrics: None,
+            presteer: false,
         }
     }
 }

@@ -131,7 +131,8 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         ),
     };
     let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
-    let elapsed_ns = shared.now_ns().max(1);
+    // (a pre-steered replay's preparation is not run time)
+    let elapsed_ns = shared.now_ns().saturating_sub(feeder.prep_ns).max(1);
     let mut out = merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders);
     out.input_failure = shared.input_failure().cloned();
     Ok(out)
@@ -367,6 +368,7 @@ impl Threads<'_> {
             spray: self.spray,
             stop: cfg.stop.clone(),
             metrics: cfg.metrics.clone(),
+            presteer: cfg.presteer,
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);

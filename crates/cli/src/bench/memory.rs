@@ -75,8 +75,9 @@ pub struct MemRow {
     pub ns_per_packet: f64,
     /// Million packets per second on this one thread (1 000 / ns).
     pub mpps: f64,
-    /// Instructions per packet (callgrind; with `--instructions`).
-    pub instructions_per_packet: Option<f64>,
+    /// Per packet, counted by callgrind with its cache simulation (with
+    /// `--instructions`).
+    pub counted: Option<Counted>,
 }
 
 /// Packets of `flows` connections (at least 6 per connection), 64 B each,
@@ -205,14 +206,27 @@ pub fn measure(
     Ok(best.as_nanos() as f64 / pristine.len().max(1) as f64)
 }
 
-/// Instructions per packet of one variant's established-flow lap, counted by
-/// callgrind in a child `flowshift bench --variant` (one lap, the flows made
-/// in an uncounted lap before it).
-pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<f64> {
+/// What callgrind counts per packet of a lap.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Counted {
+    /// Instructions.
+    pub instructions: f64,
+    /// First-level data cache misses (reads and writes).
+    pub l1_misses: f64,
+    /// Last-level cache misses (data reads and writes): trips to memory.
+    pub ll_misses: f64,
+}
+
+/// Instructions and simulated cache misses per packet of one variant's
+/// established-flow lap, counted by callgrind (`--cache-sim=yes`, the
+/// machine's cache sizes) in a child `flowshift bench --variant`: one lap,
+/// the flows made in an uncounted lap before it.
+pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<Counted> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new("valgrind")
         .args([
             "--tool=callgrind",
+            "--cache-sim=yes",
             "--callgrind-out-file=/dev/null",
             "--toggle-collect=*measured_lap*",
         ])
@@ -234,14 +248,23 @@ pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<f64> {
         })?;
     let err = String::from_utf8_lossy(&out.stderr);
     anyhow::ensure!(out.status.success(), "callgrind run of {}: {err}", v.name);
-    let collected = err
+    // "Collected : Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw"
+    let events: Vec<f64> = err
         .lines()
-        .find_map(|l| {
-            l.split_once("Collected :")
-                .map(|(_, n)| n.trim().replace(',', ""))
+        .find_map(|l| l.split_once("Collected :").map(|(_, n)| n.to_string()))
+        .map(|n| {
+            n.split_whitespace()
+                .filter_map(|x| x.replace(',', "").parse().ok())
+                .collect()
         })
-        .and_then(|n| n.parse::<f64>().ok())
-        .ok_or_else(|| anyhow::anyhow!("no instruction count in callgrind's output: {err}"))?;
+        .unwrap_or_default();
+    anyhow::ensure!(
+        !events.is_empty(),
+        "no instruction count in callgrind's output: {err}"
+    );
+    // (callgrind leaves trailing zero counts out)
+    let mut events = events;
+    events.resize(9, 0.0);
     // the child prints the packets of its lap
     let n = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -249,8 +272,11 @@ pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<f64> {
             l.strip_prefix("packets ")
                 .and_then(|n| n.trim().parse::<u64>().ok())
         })
-        .ok_or_else(|| {
-            anyhow::anyhow!("the callgrind run of {} printed no packet count", v.name)
-        })?;
-    Ok(collected / n.max(1) as f64)
+        .ok_or_else(|| anyhow::anyhow!("the callgrind run of {} printed no packet count", v.name))?
+        .max(1) as f64;
+    Ok(Counted {
+        instructions: events[0] / n,
+        l1_misses: (events[4] + events[5]) / n,
+        ll_misses: (events[7] + events[8]) / n,
+    })
 }

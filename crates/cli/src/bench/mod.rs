@@ -61,6 +61,9 @@ struct Results {
 #[derive(serde::Serialize)]
 struct Row {
     chain: &'static str,
+    /// `live`: the NIC-model thread parses and hashes every packet;
+    /// `presteered`: that was done before the run (`run --presteer`).
+    feeder: &'static str,
     workers: usize,
     offloaders: usize,
     offered_mpps: f64,
@@ -111,8 +114,8 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
         a.packets
     );
     println!(
-        "{:<16} {:>9} {:>10} {:>9} {:>10} {:>13}",
-        "chain", "flows", "ns/packet", "Mpps", "vs empty", "instr/packet"
+        "{:<16} {:>9} {:>10} {:>9} {:>10} {:>13} {:>8} {:>8}",
+        "chain", "flows", "ns/packet", "Mpps", "vs empty", "instr/packet", "L1 miss", "LL miss"
     );
     let mut rows: Vec<memory::MemRow> = Vec::new();
     let mut empty = 0.0;
@@ -127,27 +130,33 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
             None
         };
         let n = pkts.len() as u64;
-        let mut push = |chain: String, ns: f64, instr: Option<f64>| {
+        let mut push = |chain: String, ns: f64, counted: Option<memory::Counted>| {
             let r = memory::MemRow {
                 chain,
                 flows: v.flows,
                 packets: n,
                 ns_per_packet: ns,
                 mpps: 1_000.0 / ns.max(1e-9),
-                instructions_per_packet: instr,
+                counted,
             };
             if r.chain == "empty" {
                 empty = r.mpps;
             }
+            let c = |f: fn(&memory::Counted) -> f64, digits: usize| {
+                r.counted
+                    .as_ref()
+                    .map_or("-".to_string(), |x| format!("{:.*}", digits, f(x)))
+            };
             println!(
-                "{:<16} {:>9} {:>10.1} {:>9.2} {:>10.2} {:>13}",
+                "{:<16} {:>9} {:>10.1} {:>9.2} {:>10.2} {:>13} {:>8} {:>8}",
                 r.chain,
                 r.flows,
                 r.ns_per_packet,
                 r.mpps,
                 r.mpps / empty.max(1e-9),
-                r.instructions_per_packet
-                    .map_or("-".to_string(), |i| format!("{i:.0}"))
+                c(|x| x.instructions, 0),
+                c(|x| x.l1_misses, 2),
+                c(|x| x.ll_misses, 2),
             );
             rows.push(r);
         };
@@ -197,21 +206,31 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
     println!("\nthe runtime: a NIC-model thread feeding working cores through rings:");
     println!(
-        "{:<10} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
-        "chain", "workers", "offloaders", "offered Mpps", "Mpps", "Mpps/worker", "vs empty"
+        "{:<10} {:>10} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
+        "chain",
+        "feeder",
+        "workers",
+        "offloaders",
+        "offered Mpps",
+        "Mpps",
+        "Mpps/worker",
+        "vs empty"
     );
     for w in 1..=a.max_workers.max(1) {
-        let mut base = 0.0;
-        for (name, chain, offloaders) in [
-            ("empty", &empty, 0),
-            ("fw+nat", &fw_nat, 0),
-            ("fw+nat", &fw_nat, 1),
+        let mut base = [0.0; 2];
+        for (name, chain, offloaders, presteer) in [
+            ("empty", &empty, 0, false),
+            ("empty", &empty, 0, true),
+            ("fw+nat", &fw_nat, 0, false),
+            ("fw+nat", &fw_nat, 0, true),
+            ("fw+nat", &fw_nat, 1, true),
         ] {
             let cfg = RunConfig {
                 workers: w,
                 offloaders,
                 offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
                 balancer: BalancerKind::Static,
+                presteer,
                 ..RunConfig::default()
             };
             let out = runtime::run(chain, &trace, &cfg)?;
@@ -221,21 +240,24 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
                 "counts do not balance or packets were reordered"
             );
             let mpps = r.throughput["mpps"];
+            let base = &mut base[usize::from(presteer)];
             if name == "empty" {
-                base = mpps;
+                *base = mpps;
             }
             let row = Row {
                 chain: name,
+                feeder: if presteer { "presteered" } else { "live" },
                 workers: w,
                 offloaders,
                 offered_mpps: r.throughput["offered_mpps"],
                 mpps,
                 mpps_per_worker: mpps / w as f64,
-                vs_empty: if base > 0.0 { mpps / base } else { 0.0 },
+                vs_empty: if *base > 0.0 { mpps / *base } else { 0.0 },
             };
             println!(
-                "{:<10} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
+                "{:<10} {:>10} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
                 row.chain,
+                row.feeder,
                 row.workers,
                 row.offloaders,
                 row.offered_mpps,
@@ -248,6 +270,7 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     }
     println!(
         "(one feeder thread plays the NIC: when \"offered\" ≈ \"Mpps\" for the empty chain, the feeder is the limit; \
+         \"presteered\" rows had every packet parsed and hashed before the run, \"vs empty\" compares rows of one feeder; \
          this machine has {} cores for feeder, workers and controller)",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
