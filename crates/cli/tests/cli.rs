@@ -703,7 +703,11 @@ fn a_presteered_run_reports_what_a_live_one_does() {
         ok(&flowshift(&args));
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        (r["packets_in"].clone(), r["packets_out"].clone(), r["reordered"].clone())
+        (
+            r["packets_in"].clone(),
+            r["packets_out"].clone(),
+            r["reordered"].clone(),
+        )
     };
     let live = report(&[]);
     assert_eq!(live.0, 20_000);

@@ -552,14 +552,26 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    /// Prefetches the entry of the first signature match at index bucket `home`.
+    /// Prefetches the entry of the first signature match at index bucket `home`:
+    /// its metadata, every cache line of its slots, and the alias key when the
+    /// match is through one (what the probe and the NFs will touch).
     #[inline]
     fn prefetch_hit(&self, home: usize, ih: u32) {
         let b = self.index[home];
         if b != EMPTY && (b >> 32) as u32 == ih {
             let id = (b & ID_MASK) as usize;
             prefetch(&self.meta[id]);
-            prefetch(&self.slots[id * self.cfg.slots]);
+            if b & ALIAS_BIT != 0 {
+                prefetch(&self.aliases[id]);
+            }
+            let first = id * self.cfg.slots;
+            let cells = &self.slots[first..first + self.cfg.slots];
+            let (start, bytes) = (cells.as_ptr() as usize, core::mem::size_of_val(cells));
+            let mut line = start & !63;
+            while line < start + bytes {
+                prefetch(line as *const u8);
+                line += 64;
+            }
         }
     }
 
