@@ -173,6 +173,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
                         .entry(shards)
                         .or_insert_with(|| prepare(chain, &trace, cfg.priority_dscp));
                     eprintln!("flowshift compare: simulating {label}…");
+                    crate::sim::agree_residual(&mut cfg, &sec, m, &preps[&shards])?;
                     simulate(&preps[&shards], &trace, &cfg, m)
                         .with_context(|| label.clone())?
                         .report

@@ -94,9 +94,13 @@ pub struct RunArgs {
 }
 
 /// The `[run]` table.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunSection {
+    /// True when `[run.dyssect]` sets `residual` (the simulator otherwise takes
+    /// it from its cost model).
+    #[serde(skip)]
+    pub dyssect_residual_set: bool,
     workers: Option<usize>,
     offloaders: Option<usize>,
     offload_ratio: Option<f64>,
@@ -116,7 +120,7 @@ pub(crate) struct RunSection {
     /// RSS++ parameters (`[run.rsspp]`).
     rsspp: Option<balance::balancers::RssppConfig>,
     /// Dyssect parameters (`[run.dyssect]`).
-    dyssect: Option<dyssect::DyssectConfig>,
+    pub dyssect: Option<dyssect::DyssectConfig>,
 }
 
 fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
@@ -139,7 +143,11 @@ pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSec
         toml::from_str(&text).with_context(|| path.display().to_string())?;
     let run: RunSection = match table.remove("run") {
         Some(toml::Value::Table(t)) => {
-            nf::config::from_table("run", t).with_context(|| path.display().to_string())?
+            let residual = t.get("dyssect").and_then(|d| d.get("residual")).is_some();
+            let mut run: RunSection =
+                nf::config::from_table("run", t).with_context(|| path.display().to_string())?;
+            run.dyssect_residual_set = residual;
+            run
         }
         Some(_) => anyhow::bail!("{}: `run` must be a table ([run])", path.display()),
         None => RunSection::default(),

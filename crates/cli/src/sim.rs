@@ -10,7 +10,7 @@ use anyhow::bail;
 use clap::Args;
 use sim::{CostModel, Prepared};
 
-use crate::run::{print_report, setup, RunArgs, Setup};
+use crate::run::{balancer_kind, print_report, setup, RunArgs, RunSection, Setup};
 
 /// Options of `flowshift sim`: those of `flowshift run` (no `--output`) and the model.
 #[derive(Args, Debug)]
@@ -63,6 +63,47 @@ pub fn prepare(chain: &nf::Chain, trace: &trace::Trace, dscp: u8) -> Prepared {
     p
 }
 
+/// Gives Dyssect's MILP the residual δ the cost model charges — the share of
+/// an offloaded packet's cost left on its working core (the lookup and the
+/// hand-off, `overhead_ns`, of the chain's cost) — unless `[run.dyssect]
+/// residual` sets it; says which on stderr. Other balancers are untouched.
+pub(crate) fn agree_residual(
+    cfg: &mut runtime::RunConfig,
+    sec: &RunSection,
+    model: &CostModel,
+    prep: &Prepared,
+) -> anyhow::Result<()> {
+    if cfg.balancer.name() != "dyssect" || cfg.offloaders == 0 {
+        return Ok(());
+    }
+    let Ok(chain_ns) = model.chain_ns(&prep.kinds) else {
+        return Ok(());
+    };
+    let delta = residual_of(model.overhead_ns, chain_ns);
+    let mut with = sec.clone();
+    let d = with.dyssect.get_or_insert_with(Default::default);
+    if sec.dyssect_residual_set {
+        eprintln!(
+            "flowshift: Dyssect's MILP takes [run.dyssect] residual = {:.2}; the cost model leaves {delta:.2} \
+             of an offloaded packet's cost on its working core",
+            d.residual
+        );
+        return Ok(());
+    }
+    d.residual = delta;
+    cfg.balancer = balancer_kind("dyssect", &with)?;
+    eprintln!(
+        "flowshift: Dyssect's MILP takes residual = {delta:.2} from the cost model (the share of an offloaded \
+         packet's cost left on its working core); [run.dyssect] residual overrides it"
+    );
+    Ok(())
+}
+
+/// δ of a model: `overhead_ns` over the chain's cost, within [0, 1].
+fn residual_of(overhead_ns: f64, chain_ns: f64) -> f64 {
+    (overhead_ns / chain_ns.max(1e-9)).clamp(0.0, 1.0)
+}
+
 /// Simulates and says how fast the simulator went.
 pub fn simulate(
     prep: &Prepared,
@@ -70,18 +111,6 @@ pub fn simulate(
     cfg: &runtime::RunConfig,
     model: &CostModel,
 ) -> anyhow::Result<sim::SimOutcome> {
-    if cfg.balancer.name() == "dyssect" && cfg.offloaders > 0 {
-        if let Ok(chain_ns) = model.chain_ns(&prep.kinds) {
-            // what an offloaded packet costs its working core in this model
-            // (lookup and hand-off) against what Dyssect's MILP assumes
-            let delta = model.overhead_ns / chain_ns.max(1e-9);
-            eprintln!(
-                "flowshift: the cost model leaves {:.0} % of an offloaded packet's cost on its working core; \
-                 Dyssect's MILP assumes [run.dyssect] residual (0.25 unless set): set residual = {delta:.2} for a MILP that agrees",
-                delta * 100.0
-            );
-        }
-    }
     let t = Instant::now();
     let out = sim::simulate(prep, trace, cfg, model)?;
     let secs = t.elapsed().as_secs_f64();
@@ -114,6 +143,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         mut cfg,
         trace,
         ifaces,
+        sec,
         ..
     } = setup(&a.run)?;
     if ifaces.is_some() {
@@ -129,6 +159,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         cfg.balancer.name()
     );
     let prep = prepare(&chain, &trace, cfg.priority_dscp);
+    agree_residual(&mut cfg, &sec, &model, &prep)?;
     let out = simulate(&prep, &trace, &cfg, &model)?;
     print_report(&out.report);
     print_load_over_time(&out.report);

@@ -721,3 +721,54 @@ fn a_presteered_run_reports_what_a_live_one_does() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn the_simulated_dyssect_plans_with_the_cost_models_residual_unless_told() {
+    let input = tmp("residual-in.pcap");
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        input.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "20000",
+    ]));
+    let sim = |config: &str| {
+        let cfg = tmp(&format!("residual-{}.toml", config.len()));
+        std::fs::write(
+            &cfg,
+            format!("{config}[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n"),
+        )
+        .unwrap();
+        let json = tmp(&format!("residual-{}.json", config.len()));
+        let o = flowshift(&[
+            "sim",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--balancer",
+            "dyssect",
+            "--workers",
+            "2",
+            "--offloaders",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{err}");
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (r["controller"]["dyssect_residual"].as_f64().unwrap(), err)
+    };
+    // the bundled model charges a working core almost all of an offloaded
+    // packet's cost (its overhead over the chain's whole cost)
+    let (from_model, err) = sim("");
+    assert!(from_model > 0.5 && from_model <= 1.0, "{from_model}");
+    assert!(err.contains("from the cost model"), "{err}");
+    let (told, err) = sim("[run.dyssect]\nresidual = 0.25\n");
+    assert_eq!(told, 0.25);
+    assert!(err.contains("[run.dyssect] residual = 0.25"), "{err}");
+}

@@ -245,6 +245,8 @@ impl Balancer for Dyssect {
             ("dyssect_rounded_down", st.rounded_down as f64),
             ("dyssect_solve_ms_p50", pct(0.5)),
             ("dyssect_solve_ms_max", pct(1.0)),
+            // the δ its MILP planned with
+            ("dyssect_residual", self.cfg.residual),
         ]
     }
 
