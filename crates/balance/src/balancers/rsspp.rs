@@ -4,11 +4,13 @@
 //! One round:
 //! 1. A shard's *fractional load* is its share of its core's packets times the
 //!    core's load; the target is the mean load of the active cores.
-//! 2. **Core scaling** (when enabled): remove the least-loaded core when the summed
-//!    headroom Σ(target_load − load) exceeds 1 + α·N and N > 2 — its shards go
-//!    heaviest first onto the least-loaded remaining core each time (multi-way
-//!    partitioning); add a core when the mean load exceeds the target load (it
-//!    starts empty and this round's balancing fills it).
+//! 2. **Core scaling** (when enabled), as FastClick's `nicscheduler` decides it:
+//!    remove the least-loaded core when N > 1 and the summed headroom
+//!    Σ(target_load − load) exceeds 1 + (1 − target_load) + N·max(α, max load −
+//!    target_load) — its shards go heaviest first onto the least-loaded
+//!    remaining core each time (multi-way partitioning); add a core when the
+//!    headroom is below −0.1 (it starts empty and this round's balancing fills
+//!    it).
 //! 3. Cores more than `threshold` below the mean are *underloaded*; more than
 //!    `threshold` above and with more than one non-empty shard, *overloaded*. A
 //!    core that received shards in the previous round sits this one out.
@@ -38,7 +40,8 @@ pub struct RssppConfig {
     pub target_load: f64,
     /// Core scaling on or off (off by default, as in the published code).
     pub autoscale: bool,
-    /// α of the removal condition Σ headroom > 1 + α·N (0.05).
+    /// α of the removal condition Σ headroom > 1 + (1 − target) + N·max(α,
+    /// max load − target) (0.05).
     pub scale_alpha: f64,
     /// Solver runs per round (10).
     pub max_runs: usize,
@@ -183,7 +186,11 @@ impl Rsspp {
         self.last.before = sq_imbalance(&cores, &load);
         if self.cfg.autoscale {
             let headroom: f64 = cores.iter().map(|&c| self.cfg.target_load - load[c]).sum();
-            if n > 2 && headroom > 1.0 + self.cfg.scale_alpha * n as f64 {
+            let max_load = cores.iter().map(|&c| load[c]).fold(0.0, f64::max);
+            let keep = 1.0
+                + (1.0 - self.cfg.target_load)
+                + n as f64 * self.cfg.scale_alpha.max(max_load - self.cfg.target_load);
+            if n > 1 && headroom > keep {
                 // remove the least-loaded core: its shards heaviest first onto the
                 // least-loaded remaining core each time
                 let victim = *cores
@@ -207,7 +214,7 @@ impl Rsspp {
                 self.received = plan.moves.iter().map(|m| m.1).collect();
                 return plan;
             }
-            if mean > self.cfg.target_load {
+            if headroom < -0.1 {
                 if let Some(c) = (0..w).find(|&c| !active[c]) {
                     active[c] = true;
                     cores.push(c);
@@ -557,8 +564,8 @@ mod tests {
     }
 
     #[test]
-    fn removes_a_core_when_headroom_exceeds_one_plus_alpha_n() {
-        // 4 cores at 0.2: headroom 4 × 0.6 = 2.4 > 1 + 0.05 × 4
+    fn removes_a_core_when_headroom_exceeds_what_fastclick_keeps() {
+        // 4 cores at 0.2: headroom 4 × 0.6 = 2.4 > 1 + 0.2 + 4 × max(0.05, −0.6)
         let sl = vec![0.05; 16];
         let owner: Vec<CoreId> = (0..16).map(|s| (s % 4) as CoreId).collect();
         let mut s = snap(4, &sl, &owner);
@@ -578,9 +585,32 @@ mod tests {
         to.dedup();
         assert_eq!(to.len(), 3, "{plan:?}");
         assert!(!b.active()[2]);
-        // with only 2 cores nothing is removed
+        // 2 cores at 0.1: headroom 1.4 > 1 + 0.2 + 2 × 0.05 = 1.3, one goes
         let sl = vec![0.05; 4];
         let s = snap(2, &sl, &[0, 1, 0, 1]);
+        let mut b = Rsspp::new(RssppConfig {
+            autoscale: true,
+            ..Default::default()
+        });
+        b.plan(&s);
+        assert!(b.last_round().removed.is_some());
+        // at 0.35 each (headroom 0.9) both stay; a last core always stays
+        for (workers, sl, owner) in [
+            (2, vec![0.175; 4], vec![0, 1, 0, 1]),
+            (1, vec![0.05; 2], vec![0, 0]),
+        ] {
+            let s = snap(workers, &sl, &owner);
+            let mut b = Rsspp::new(RssppConfig {
+                autoscale: true,
+                ..Default::default()
+            });
+            b.plan(&s);
+            assert_eq!(b.last_round().removed, None, "{workers} cores");
+        }
+        // a busy core widens the margin: 3 cores at 0.1, 0.1, 0.95 keep all
+        // (headroom 1.25 < 1 + 0.2 + 3 × 0.15 = 1.65)
+        let sl = vec![0.05, 0.05, 0.05, 0.05, 0.475, 0.475];
+        let s = snap(3, &sl, &[0, 1, 0, 1, 2, 2]);
         let mut b = Rsspp::new(RssppConfig {
             autoscale: true,
             ..Default::default()
