@@ -182,7 +182,6 @@ impl Rsspp {
         let mut cores: Vec<usize> = (0..w).filter(|&c| active[c]).collect();
         let mut load = load;
         let n = cores.len();
-        let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / n.max(1) as f64;
         self.last.before = sq_imbalance(&cores, &load);
         if self.cfg.autoscale {
             let headroom: f64 = cores.iter().map(|&c| self.cfg.target_load - load[c]).sum();
