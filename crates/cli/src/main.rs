@@ -24,6 +24,7 @@ mod plots;
 mod run;
 mod sim;
 mod stats;
+mod steer;
 mod validate;
 
 /// flowshift — stateful network functions on many cores, with load moved between
@@ -61,6 +62,9 @@ enum Command {
     /// Check chain configurations.
     #[command(subcommand)]
     Chain(ChainCommand),
+    /// Steering by ternary NIC rules within a rule budget (NFLOW/MVT's Roger).
+    #[command(subcommand)]
+    Steer(steer::SteerCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Command::BenchKernel(a) => bench_kernel::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
+        Command::Steer(c) => steer::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,9 @@
 //!    [`IndirectionTable`], whose entry names the queue. The table can be rewritten
 //!    while packets are being steered.
 //!
+//! [`roger`] is the other way a NIC steers: ternary flow rules within a rule
+//! budget (NFLOW/MVT's Roger).
+//!
 //! This crate is pure logic: no threads, no clocks, no I/O.
 //!
 //! ```
@@ -26,6 +29,7 @@ mod fields;
 mod hasher;
 mod indirection;
 mod key;
+pub mod roger;
 mod sync;
 mod toeplitz;
 
