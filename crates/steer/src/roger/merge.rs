@@ -141,4 +141,78 @@ mod tests {
             }
         }
     }
+
+    /// The paper's loop as written — supercubes may overlap, components found
+    /// at the end — on random keys with Zipf weights: every cube ends in one
+    /// component, so all traffic would go to one core. Folding in the cubes a
+    /// supercube meets (what `merge_to` does) cannot do better.
+    #[test]
+    fn the_papers_merging_snowballs_into_one_component() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut keys: Vec<u64> = (0..600).map(|_| next() & 0xffff).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut cubes: Vec<Weighted> = keys
+            .iter()
+            .enumerate()
+            .map(|(r, &k)| Weighted {
+                cube: Cube::point(k, 16),
+                weight: (10_000.0 / (r as f64 + 1.0).powf(1.1)) as u64 + 1,
+            })
+            .collect();
+        while cubes.len() > 16 {
+            let i = (0..cubes.len())
+                .min_by_key(|&i| (cubes[i].weight, i))
+                .unwrap();
+            let j = (0..cubes.len())
+                .filter(|&j| j != i)
+                .min_by_key(|&j| (cubes[i].cube.distance4(&cubes[j].cube), cubes[j].weight, j))
+                .unwrap();
+            let s = Weighted {
+                cube: cubes[i].cube.supercube(&cubes[j].cube),
+                weight: cubes[i].weight + cubes[j].weight,
+            };
+            cubes = cubes
+                .into_iter()
+                .enumerate()
+                .filter(|(k, _)| *k != i && *k != j)
+                .map(|(_, c)| c)
+                .chain([s])
+                .collect();
+        }
+        // union-find over "connected" (Definition 3)
+        let mut parent: Vec<usize> = (0..cubes.len()).collect();
+        fn root(p: &mut [usize], mut a: usize) -> usize {
+            while p[a] != a {
+                a = p[a];
+            }
+            a
+        }
+        for a in 0..cubes.len() {
+            for b in a + 1..cubes.len() {
+                if cubes[a].cube.intersects(&cubes[b].cube) {
+                    let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                    parent[ra] = rb;
+                }
+            }
+        }
+        let r0 = root(&mut parent, 0);
+        assert!((0..cubes.len()).all(|a| root(&mut parent, a) == r0));
+        let folded = merge_to(
+            keys.iter()
+                .map(|&k| Weighted {
+                    cube: Cube::point(k, 16),
+                    weight: 1,
+                })
+                .collect(),
+            16,
+        );
+        assert_eq!(folded.len(), 1, "folding ends with {} cubes", folded.len());
+    }
 }
