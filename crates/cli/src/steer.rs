@@ -109,6 +109,11 @@ pub struct SweepArgs {
     /// RSS indirection-table entries for the RSS and RSS++ rows.
     #[arg(long, default_value_t = 128)]
     pub reta: usize,
+    /// Periods the trace is cut into, by packet count: each plan is made on one
+    /// period and measured on it and on the next (RSS++ runs one round per
+    /// period).
+    #[arg(long, default_value_t = 10)]
+    pub periods: usize,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -366,29 +371,44 @@ struct SweepOut {
     bits: String,
     cores: u16,
     packets: usize,
-    keys_train: usize,
+    periods: usize,
     rss: Pair,
     rsspp: Pair,
     rsspp_moves: usize,
     roger: Vec<RogerRow>,
 }
 
-/// Imbalance on the half planned on and on the half after it.
+/// Median over periods of the imbalance in the period a plan was made from, and
+/// in the period after it (where a controller that plans every period uses it).
 #[derive(Serialize, Clone, Copy)]
 struct Pair {
-    train: f64,
-    test: f64,
+    same: f64,
+    next: f64,
 }
 
 #[derive(Serialize)]
 struct RogerRow {
     budget: usize,
+    /// NIC rules of the largest plan (the default included when there is one).
     rules: usize,
-    dsop_cubes: usize,
     imbalance: Pair,
-    /// Share of the second half's weight no rule held (went by RSS).
+    /// Share of the weight that no rule held (went by RSS), over the next periods.
     default_share: f64,
+    /// Mean time to plan one period.
     plan_seconds: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
@@ -403,14 +423,26 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
     if a.budgets.is_empty() {
         bail!("--budgets: at least one");
     }
+    if a.periods < 2 {
+        bail!(
+            "--periods {}: at least 2 (plans are measured on the next one)",
+            a.periods
+        );
+    }
     let t = Traffic::load(&a.traffic)?;
+    if t.pkts.len() < a.periods {
+        bail!("{} packets cannot make {} periods", t.pkts.len(), a.periods);
+    }
     let cores = a.traffic.cores;
-    let half = t.pkts.len() / 2;
-    let (train, test) = t.pkts.split_at(half.max(1).min(t.pkts.len()));
-    let test = if test.is_empty() { train } else { test };
-    // RSS: the table as initialised
-    let rss_owner: Vec<u16> = (0..a.reta)
-        .map(|b| (b % usize::from(cores)) as u16)
+    let per = t.pkts.len() / a.periods;
+    let periods: Vec<&[Pkt]> = (0..a.periods)
+        .map(|i| {
+            &t.pkts[i * per..if i + 1 == a.periods {
+                t.pkts.len()
+            } else {
+                (i + 1) * per
+            }]
+        })
         .collect();
     let bucket_loads = |pkts: &[Pkt]| {
         let mut v = vec![0u64; a.reta];
@@ -426,50 +458,70 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
         }
         load
     };
-    let (train_b, test_b) = (bucket_loads(train), bucket_loads(test));
+    let buckets: Vec<Vec<u64>> = periods.iter().map(|p| bucket_loads(p)).collect();
+    // RSS: the table as initialised
+    let rss_owner: Vec<u16> = (0..a.reta)
+        .map(|b| (b % usize::from(cores)) as u16)
+        .collect();
+    let rss_imb: Vec<f64> = buckets
+        .iter()
+        .map(|b| roger::imbalance(&by_owner(b, &rss_owner)))
+        .collect();
     let rss = Pair {
-        train: roger::imbalance(&by_owner(&train_b, &rss_owner)),
-        test: roger::imbalance(&by_owner(&test_b, &rss_owner)),
+        same: median(rss_imb[..a.periods - 1].to_vec()),
+        next: median(rss_imb[1..].to_vec()),
     };
-    // RSS++: rounds on the first half's bucket loads until it stops moving
-    let (rsspp_owner, rsspp_moves) = rsspp_converged(&train_b, rss_owner.clone(), cores);
+    // RSS++: one round per period on the period's bucket loads, as its
+    // controller does
+    let mut rsspp_b = Rsspp::new(RssppConfig::default());
+    let mut owner = rss_owner.clone();
+    let (mut same, mut next, mut rsspp_moves) = (Vec::new(), Vec::new(), 0);
+    for i in 0..a.periods - 1 {
+        rsspp_moves += rsspp_round(&mut rsspp_b, &buckets[i], &mut owner, cores, i as u64);
+        same.push(roger::imbalance(&by_owner(&buckets[i], &owner)));
+        next.push(roger::imbalance(&by_owner(&buckets[i + 1], &owner)));
+    }
     let rsspp = Pair {
-        train: roger::imbalance(&by_owner(&train_b, &rsspp_owner)),
-        test: roger::imbalance(&by_owner(&test_b, &rsspp_owner)),
+        same: median(same),
+        next: median(next),
     };
-    let pts = points(train);
-    let mut keys: Vec<u64> = pts.iter().map(|p| p.0).collect();
-    keys.sort_unstable();
-    keys.dedup();
     let mut rows = Vec::new();
     for &budget in &a.budgets {
-        let started = Instant::now();
-        let plan = roger::plan(&pts, &t.params(&a.traffic, budget))
-            .with_context(|| format!("budget {budget}"))?;
-        let secs = started.elapsed().as_secs_f64();
-        let (train_l, _) = route_loads(&plan, train, cores, a.reta);
-        let (test_l, default) = route_loads(&plan, test, cores, a.reta);
-        let test_total: u64 = test_l.iter().sum();
+        let (mut same, mut next) = (Vec::new(), Vec::new());
+        let (mut default, mut total, mut secs, mut rules) = (0u64, 0u64, 0.0, 0);
+        for i in 0..a.periods - 1 {
+            let started = Instant::now();
+            let plan = roger::plan(&points(periods[i]), &t.params(&a.traffic, budget))
+                .with_context(|| format!("budget {budget}"))?;
+            secs += started.elapsed().as_secs_f64();
+            rules = rules.max(plan.table.nic_rules());
+            let (here, _) = route_loads(&plan, periods[i], cores, a.reta);
+            let (after, d) = route_loads(&plan, periods[i + 1], cores, a.reta);
+            same.push(roger::imbalance(&here));
+            next.push(roger::imbalance(&after));
+            default += d;
+            total += after.iter().sum::<u64>();
+        }
+        let secs = secs / (a.periods - 1) as f64;
         rows.push(RogerRow {
             budget,
-            rules: plan.table.nic_rules(),
-            dsop_cubes: plan.dsop_cubes,
+            rules,
             imbalance: Pair {
-                train: roger::imbalance(&train_l),
-                test: roger::imbalance(&test_l),
+                same: median(same),
+                next: median(next),
             },
-            default_share: default as f64 / test_total.max(1) as f64,
+            default_share: default as f64 / total.max(1) as f64,
             plan_seconds: secs,
         });
         if !a.json {
-            eprintln!("flowshift: budget {budget} planned in {secs:.2} s");
+            eprintln!("flowshift: budget {budget}: {secs:.2} s per plan");
         }
     }
     let out = SweepOut {
         bits: t.bits.to_string(),
         cores,
         packets: t.pkts.len(),
-        keys_train: keys.len(),
+        periods: a.periods,
         rss,
         rsspp,
         rsspp_moves,
@@ -480,78 +532,70 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "rule key {}, {} cores, {} packets; planned on the first half ({} keys), \
-         measured on both halves; imbalance = heaviest core / mean",
-        out.bits, cores, out.packets, out.keys_train
+        "rule key {}, {} cores, {} packets in {} periods; imbalance = heaviest core / mean, \
+         median over periods, in the period planned on and in the next",
+        out.bits, cores, out.packets, a.periods
     );
     println!(
-        "{:<22} {:>6} {:>10} {:>10} {:>12}",
-        "steering", "rules", "1st half", "2nd half", "default"
+        "{:<22} {:>6} {:>10} {:>10} {:>10}",
+        "steering", "rules", "same", "next", "default"
     );
     println!(
-        "{:<22} {:>6} {:>10.3} {:>10.3} {:>12}",
+        "{:<22} {:>6} {:>10.3} {:>10.3} {:>10}",
         format!("RSS ({} entries)", a.reta),
         "-",
-        rss.train,
-        rss.test,
+        rss.same,
+        rss.next,
         "-"
     );
     println!(
-        "{:<22} {:>6} {:>10.3} {:>10.3} {:>12}",
+        "{:<22} {:>6} {:>10.3} {:>10.3} {:>10}",
         format!("RSS++ ({rsspp_moves} moves)"),
         "-",
-        rsspp.train,
-        rsspp.test,
+        rsspp.same,
+        rsspp.next,
         "-"
     );
     for r in &out.roger {
         println!(
-            "{:<22} {:>6} {:>10.3} {:>10.3} {:>11.2}%",
+            "{:<22} {:>6} {:>10.3} {:>10.3} {:>9.2}%",
             format!("Roger budget {}", r.budget),
             r.rules,
-            r.imbalance.train,
-            r.imbalance.test,
+            r.imbalance.same,
+            r.imbalance.next,
             100.0 * r.default_share
         );
     }
     Ok(())
 }
 
-/// RSS++'s rounds on fixed bucket loads until a round moves nothing (at most 50):
-/// its table as it would settle on that traffic.
-fn rsspp_converged(buckets: &[u64], mut owner: Vec<u16>, cores: u16) -> (Vec<u16>, usize) {
-    let mut b = Rsspp::new(RssppConfig::default());
+/// One RSS++ round on a period's bucket loads, its moves applied to `owner`;
+/// returns how many.
+fn rsspp_round(b: &mut Rsspp, buckets: &[u64], owner: &mut [u16], cores: u16, round: u64) -> usize {
     let total: u64 = buckets.iter().sum::<u64>().max(1);
-    let mut moves = 0;
-    for round in 0..50u64 {
-        let mut core_packets = vec![0u64; usize::from(cores)];
-        for (i, w) in buckets.iter().enumerate() {
-            core_packets[usize::from(owner[i])] += w;
-        }
-        // cores at 70 % on average, as loaded as their share of the traffic
-        let core_load = core_packets
-            .iter()
-            .map(|&p| (0.7 * f64::from(cores) * p as f64 / total as f64).min(1.0))
-            .collect();
-        let snap = Snapshot {
-            now_ns: (round + 1) * 100_000_000,
-            period_ns: 100_000_000,
-            shards: buckets.len(),
-            workers: usize::from(cores),
-            owner: owner.clone(),
-            bucket_packets: buckets.to_vec(),
-            core_load,
-            core_packets,
-            ..Snapshot::default()
-        };
-        let plan = b.plan(&snap);
-        if plan.moves.is_empty() {
-            break;
-        }
-        for (s, c) in plan.moves {
-            owner[usize::from(s)] = c;
-            moves += 1;
-        }
+    let mut core_packets = vec![0u64; usize::from(cores)];
+    for (i, w) in buckets.iter().enumerate() {
+        core_packets[usize::from(owner[i])] += w;
     }
-    (owner, moves)
+    // cores at 70 % on average, each as loaded as its share of the traffic
+    let core_load = core_packets
+        .iter()
+        .map(|&p| (0.7 * f64::from(cores) * p as f64 / total as f64).min(1.0))
+        .collect();
+    let snap = Snapshot {
+        now_ns: (round + 1) * 100_000_000,
+        period_ns: 100_000_000,
+        shards: buckets.len(),
+        workers: usize::from(cores),
+        owner: owner.to_vec(),
+        bucket_packets: buckets.to_vec(),
+        core_load,
+        core_packets,
+        ..Snapshot::default()
+    };
+    let plan = b.plan(&snap);
+    for &(s, c) in &plan.moves {
+        owner[usize::from(s)] = c;
+    }
+    plan.moves.len()
 }

@@ -93,10 +93,12 @@ fn the_sweep_sets_rule_budgets_beside_rss_and_rsspp() {
         "4",
         "--budgets",
         "2,8,64",
+        "--periods",
+        "3",
         "--json",
     ]));
     for k in ["rss", "rsspp"] {
-        for half in ["train", "test"] {
+        for half in ["same", "next"] {
             assert!(v[k][half].as_f64().unwrap() >= 1.0, "{v}");
         }
     }
@@ -104,7 +106,7 @@ fn the_sweep_sets_rule_budgets_beside_rss_and_rsspp() {
     assert_eq!(rows.len(), 3);
     let imb: Vec<f64> = rows
         .iter()
-        .map(|r| r["imbalance"]["train"].as_f64().unwrap())
+        .map(|r| r["imbalance"]["same"].as_f64().unwrap())
         .collect();
     for (r, budget) in rows.iter().zip([2u64, 8, 64]) {
         assert!(r["rules"].as_u64().unwrap() <= budget);
@@ -125,6 +127,7 @@ fn bad_steer_options_are_named() {
         (vec!["plan", "--budget", "1"], "at least 2"),
         (vec!["plan", "--cores", "0"], "--cores must be at least 1"),
         (vec!["sweep", "--reta", "100"], "--reta 100"),
+        (vec!["sweep", "--periods", "1"], "--periods 1: at least 2"),
         (
             vec!["plan", "--bits", "src-ip:0-40"],
             "src-ip has bits 0-31",
