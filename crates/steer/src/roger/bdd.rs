@@ -207,7 +207,7 @@ impl Bdd {
 
 /// `key` with bit `order[l]` moved to position `n − 1 − l`, so that sorting the
 /// results sorts by the order's levels.
-fn permute(key: u64, order: &[u32]) -> u64 {
+pub(super) fn permute(key: u64, order: &[u32]) -> u64 {
     let n = order.len() as u32;
     order
         .iter()

@@ -13,6 +13,7 @@
 
 use std::collections::BinaryHeap;
 
+use super::bdd::permute;
 use super::cube::Cube;
 use super::merge::Weighted;
 
@@ -86,14 +87,6 @@ struct Node {
     lo: usize,
     hi: usize,
     cube: Cube,
-}
-
-fn permute(key: u64, order: &[u32]) -> u64 {
-    let n = order.len() as u32;
-    order
-        .iter()
-        .enumerate()
-        .fold(0, |acc, (l, &b)| acc | (key >> b & 1) << (n - 1 - l as u32))
 }
 
 #[cfg(test)]
