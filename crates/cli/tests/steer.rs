@@ -142,3 +142,117 @@ fn bad_steer_options_are_named() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A monitor counting per source host, steered by a plan's rules: the run and
+/// the simulator give each core exactly the packets the plan weighed for it.
+#[test]
+fn a_plans_rules_steer_the_runtime_and_the_simulator() {
+    let t = trace("rules");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("steer-rules");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = flowshift(&[
+        "steer",
+        "plan",
+        "--input",
+        t.to_str().unwrap(),
+        "--cores",
+        "2",
+        "--budget",
+        "8",
+        "--json",
+    ]);
+    let plan_text = ok(&plan);
+    std::fs::write(dir.join("plan.json"), &plan_text).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&plan_text).unwrap();
+    let want: Vec<u64> = plan["core_weight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_u64().unwrap())
+        .collect();
+    assert!(want.iter().all(|&w| w > 0), "{want:?}");
+    let chain = dir.join("chain.toml");
+    std::fs::write(
+        &chain,
+        "[steering]\nrules = \"plan.json\"\nshards = 16\n\n[[nf]]\nkind = \"monitor\"\nstate = \"exact\"\n",
+    )
+    .unwrap();
+    let described = ok(&flowshift(&[
+        "chain",
+        "check",
+        "--config",
+        chain.to_str().unwrap(),
+    ]));
+    assert!(
+        described.contains("steering: 8 ternary rules on src-ip:16-31"),
+        "{described}"
+    );
+    // the bundled cost model has no monitor: give it one
+    let model = dir.join("model.toml");
+    let bundled = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sim/default-model.toml"
+    ))
+    .unwrap();
+    std::fs::write(&model, format!("{bundled}\nmonitor = 20.0\n")).unwrap();
+    for (mode, extra) in [
+        ("run", vec![]),
+        ("sim", vec!["--model", model.to_str().unwrap()]),
+    ] {
+        let json = dir.join(format!("{mode}.json"));
+        let mut args = vec![
+            mode,
+            "--config",
+            chain.to_str().unwrap(),
+            "--input",
+            t.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--balancer",
+            "static",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        ok(&flowshift(&args));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let got: Vec<u64> = r["per_core"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["packets"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "{mode}");
+    }
+    // a plan for more cores than the run has is named
+    let o = flowshift(&[
+        "run",
+        "--config",
+        chain.to_str().unwrap(),
+        "--input",
+        t.to_str().unwrap(),
+        "--workers",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("names core 1, but the run has 1 working cores"),
+        "{err}"
+    );
+    // a chain whose state is per connection cannot be steered by header rules
+    let fw = dir.join("fw.toml");
+    std::fs::write(
+        &fw,
+        "[steering]\nrules = \"plan.json\"\n\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n",
+    )
+    .unwrap();
+    let o = flowshift(&["chain", "check", "--config", fw.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("steering.rules") && err.contains("bidirectional 5-tuple"),
+        "{err}"
+    );
+}

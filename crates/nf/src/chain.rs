@@ -109,6 +109,9 @@ pub struct ChainOptions {
     /// flows gives its NFs' unassured flows short timeouts until it is down to
     /// `low` × capacity (as conntrack and Suricata do). `None`: never.
     pub emergency: Option<(f64, f64)>,
+    /// Steering by ternary rules (Roger's plans) instead of hash bits: rule `r`
+    /// is bucket and shard `r`. `None`: RSS.
+    pub rules: Option<std::sync::Arc<steer::roger::RuleSteering>>,
 }
 
 impl Default for ChainOptions {
@@ -119,6 +122,7 @@ impl Default for ChainOptions {
             shards: 16,
             table: TableConfig::default(),
             emergency: None,
+            rules: None,
         }
     }
 }
@@ -146,6 +150,22 @@ impl Chain {
                 required_by: "the configured RSS key, which is not symmetric".into(),
             });
         }
+        let hasher = match &opts.rules {
+            None => hasher,
+            Some(r) => {
+                for (name, key, kind, _) in &decl {
+                    if *kind == StateKind::PerFlow && !key.partitioned_by_rules(r.bits()) {
+                        return Err(ChainError {
+                            nf: name.to_string(),
+                            key: key.name(),
+                            steering: format!("ternary rules on {}", r.bits()),
+                            required_by: "steering.rules".into(),
+                        });
+                    }
+                }
+                hasher.with_rules(r.clone())
+            }
+        };
         let bucket_mask = (opts.buckets as u32).saturating_sub(1);
         for nf in &mut nfs {
             nf.bind(&hasher, bucket_mask);
@@ -208,6 +228,15 @@ impl Chain {
     /// The NIC model's hash function for this chain.
     pub fn hasher(&self) -> &RssHasher {
         &self.hasher
+    }
+
+    /// The core each rule names, rule by rule (= shard by shard), when the chain
+    /// steers by rules; empty otherwise.
+    pub fn rule_owners(&self) -> Vec<u16> {
+        self.hasher
+            .rules()
+            .map(|r| r.table().rules.iter().map(|x| x.core).collect())
+            .unwrap_or_default()
     }
 
     /// Number of indirection-table buckets.
@@ -580,10 +609,25 @@ impl Chain {
                 n.nflow().name()
             ));
         }
-        s.push_str(&format!(
-            "steering: {} ({} buckets, {} shards)\n",
-            self.steering, self.buckets, self.shards
-        ));
+        match self.hasher.rules() {
+            None => s.push_str(&format!(
+                "steering: {} ({} buckets, {} shards)\n",
+                self.steering, self.buckets, self.shards
+            )),
+            Some(r) => s.push_str(&format!(
+                "steering: {} ternary rules on {}{}, rule r = bucket and shard r \
+                 ({} buckets, {} shards)\n",
+                r.table().rules.len(),
+                r.bits(),
+                if r.table().default_rule {
+                    ", the rest by RSS"
+                } else {
+                    ""
+                },
+                self.buckets,
+                self.shards
+            )),
+        }
         s
     }
 }

@@ -5,6 +5,7 @@
 //! key = "symmetric"       # "symmetric", "default" or 80 hex digits; default: chosen by the chain
 //! buckets = 128           # indirection-table entries (power of two, 64..=4096)
 //! shards = 16             # power of two ≤ buckets
+//! rules = "plan.json"     # steer by ternary rules (`flowshift steer plan --json`)
 //!
 //! [table]                 # per shard
 //! capacity = 65536
@@ -161,6 +162,10 @@ pub struct SteeringConfig {
     pub buckets: usize,
     /// Number of shards.
     pub shards: usize,
+    /// A rule plan written by `flowshift steer plan --json`: steer by its
+    /// ternary rules (rule `r` is bucket and shard `r`, starting on the rule's
+    /// core) instead of the hash's bucket bits.
+    pub rules: Option<PathBuf>,
 }
 
 impl Default for SteeringConfig {
@@ -169,8 +174,96 @@ impl Default for SteeringConfig {
             key: None,
             buckets: 128,
             shards: 16,
+            rules: None,
         }
     }
+}
+
+/// What `steering.rules` reads from a plan file (other fields are ignored).
+#[derive(Deserialize)]
+struct PlanFile {
+    bits: String,
+    rules: Vec<PlanRule>,
+    #[serde(default = "yes")]
+    default_rule: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct PlanRule {
+    value: String,
+    mask: String,
+    core: u16,
+}
+
+/// The rule steering of the plan file `p` for `buckets` buckets and `shards`
+/// shards; errors name `steering.rules`.
+fn rule_steering(
+    p: &Path,
+    base: &Path,
+    buckets: usize,
+    shards: usize,
+) -> Result<steer::roger::RuleSteering, ConfigError> {
+    use steer::roger::{Cube, KeyBits, Rule, RuleSteering, RuleTable};
+    const F: &str = "steering.rules";
+    let path = base.join(p);
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| field(F, format!("{}: {e}", path.display())))?;
+    let plan: PlanFile = serde_json::from_str(&text).map_err(|e| {
+        field(
+            F,
+            format!(
+                "{}: not a plan of `flowshift steer plan --json`: {e}",
+                path.display()
+            ),
+        )
+    })?;
+    let bits = KeyBits::parse(&plan.bits).map_err(|e| field(F, e.to_string()))?;
+    let hex = |i: usize, what: &str, v: &str| {
+        u64::from_str_radix(v.trim_start_matches("0x"), 16)
+            .map_err(|_| field(F, format!("rule {i}: {what} `{v}` is not a hex number")))
+    };
+    let mut rules = Vec::with_capacity(plan.rules.len());
+    for (i, r) in plan.rules.iter().enumerate() {
+        let (value, mask) = (hex(i, "value", &r.value)?, hex(i, "mask", &r.mask)?);
+        if mask & !steer::roger::low_bits(bits.width()) != 0 {
+            return Err(field(
+                F,
+                format!(
+                    "rule {i}: mask {:#x} is wider than the {}-bit key",
+                    mask,
+                    bits.width()
+                ),
+            ));
+        }
+        rules.push(Rule {
+            cube: Cube::new(value, mask),
+            core: r.core,
+        });
+    }
+    if rules.is_empty() {
+        return Err(field(F, "the plan has no rules"));
+    }
+    if rules.len() > shards {
+        return Err(field(
+            F,
+            format!(
+                "{} rules need as many shards (each rule is a shard); steering.shards is {shards}",
+                rules.len()
+            ),
+        ));
+    }
+    let cores = rules.iter().map(|r| r.core).max().unwrap_or(0) + 1;
+    let table = RuleTable {
+        bits: bits.width(),
+        cores,
+        rules,
+        default_rule: plan.default_rule,
+    };
+    RuleSteering::new(bits, table, buckets).map_err(|e| field(F, e))
 }
 
 /// What a full flow table does with a new flow (`[table] policy`).
@@ -545,7 +638,14 @@ impl ChainConfig {
                 })?
             }
         };
+        let rules = match &s.rules {
+            None => None,
+            Some(p) => Some(std::sync::Arc::new(rule_steering(
+                p, base, s.buckets, s.shards,
+            )?)),
+        };
         let opts = ChainOptions {
+            rules,
             key,
             buckets: s.buckets,
             shards: s.shards,

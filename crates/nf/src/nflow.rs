@@ -61,6 +61,27 @@ impl NflowKey {
         matches!(self, NflowKey::BiFiveTuple | NflowKey::BiIpPair)
     }
 
+    /// Whether ternary rules over `rules`' fields keep every flow of this key on
+    /// one rule: the rules match only fields of the key, and the key is
+    /// directional (rules over raw header fields send a flow's two directions to
+    /// different rules).
+    pub fn partitioned_by_rules(self, rules: &steer::roger::KeyBits) -> bool {
+        use steer::roger::Field;
+        if self == NflowKey::None {
+            return true;
+        }
+        let need = rules.slices().iter().fold(0u8, |acc, s| {
+            acc | match s.field {
+                Field::SrcIp => SRC,
+                Field::DstIp => DST,
+                Field::SrcPort => SPORT,
+                Field::DstPort => DPORT,
+                Field::Proto => SRC | DST | SPORT | DPORT,
+            }
+        });
+        !self.bidirectional() && need & !self.fields() == 0
+    }
+
     /// A name for messages and reports.
     pub const fn name(self) -> &'static str {
         match self {

@@ -889,3 +889,73 @@ fn table_memcap_bounds_the_tables() {
         assert!(e.contains("table.memcap"), "{bad}: {e}");
     }
 }
+
+/// `steering.rules`: a plan file of `flowshift steer plan --json`, checked
+/// before the chain is built; every error names the field.
+#[test]
+fn rule_plans_are_checked_and_named() {
+    let dir = std::env::temp_dir().join(format!("flowshift-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = |name: &str, bits: &str, rules: &[(&str, &str, u16)]| {
+        let rules: Vec<String> = rules
+            .iter()
+            .map(|(v, m, c)| format!(r#"{{"value":"{v}","mask":"{m}","core":{c},"weight":1}}"#))
+            .collect();
+        std::fs::write(
+            dir.join(name),
+            format!(
+                r#"{{"bits":"{bits}","rules":[{}],"default_rule":false}}"#,
+                rules.join(",")
+            ),
+        )
+        .unwrap();
+    };
+    let monitor = |file: &str, shards: usize| {
+        format!(
+            "[steering]\nrules = \"{file}\"\nshards = {shards}\n[[nf]]\nkind = \"monitor\"\nstate = \"exact\"\n"
+        )
+    };
+    plan(
+        "two.json",
+        "src-ip:31-31",
+        &[("0x0", "0x1", 0), ("0x1", "0x1", 1)],
+    );
+    plan(
+        "overlap.json",
+        "src-ip:31-31",
+        &[("0x0", "0x0", 0), ("0x1", "0x1", 1)],
+    );
+    plan("wide.json", "src-ip:31-31", &[("0x0", "0x3", 0)]);
+    plan("badbits.json", "src-mac", &[("0x0", "0x1", 0)]);
+    plan(
+        "many.json",
+        "src-ip:28-31",
+        &(0..16).map(|_| ("0x0", "0xf", 0)).collect::<Vec<_>>(),
+    );
+    std::fs::write(dir.join("junk.json"), "[1, 2]").unwrap();
+    let build = |toml: String| ChainConfig::from_toml(&toml).and_then(|c| c.build(&dir));
+    // a good plan: the chain steers by it and starts rule r on its core
+    let c = build(monitor("two.json", 16)).unwrap();
+    assert_eq!(c.rule_owners(), vec![0, 1]);
+    assert!(c.describe().contains("2 ternary rules on src-ip:31-31"));
+    for (toml, want) in [
+        (monitor("missing.json", 16), "missing.json"),
+        (
+            monitor("junk.json", 16),
+            "not a plan of `flowshift steer plan --json`",
+        ),
+        (monitor("overlap.json", 16), "rules 0 and 1 overlap"),
+        (monitor("wide.json", 16), "wider than the 1-bit key"),
+        (monitor("badbits.json", 16), "unknown field `src-mac`"),
+        (monitor("many.json", 8), "16 rules need as many shards"),
+        (
+            "[steering]\nrules = \"two.json\"\n[[nf]]\nkind = \"seqcheck\"\n".to_string(),
+            "would reach several shards",
+        ),
+    ] {
+        let e = build(toml).err().expect(want).to_string();
+        assert!(e.contains("steering.rules"), "{e}");
+        assert!(e.contains(want), "`{want}` not in: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

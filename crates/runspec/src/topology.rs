@@ -33,6 +33,24 @@ impl Topology {
         }
     }
 
+    /// Starts shard `s` on core `owners[s]` for the first shards (under rule
+    /// steering, rule `s` is shard `s` and names its core); the error says
+    /// which rule names a core the run does not have.
+    pub fn place(&mut self, owners: &[u16], workers: usize) -> Result<(), String> {
+        for (s, &c) in owners.iter().enumerate() {
+            if usize::from(c) >= workers {
+                return Err(format!(
+                    "steering.rules: rule {s} names core {c}, but the run has {workers} working \
+                     cores (plan with --cores {workers})"
+                ));
+            }
+            if let Some(o) = self.owner.get_mut(s) {
+                *o = c;
+            }
+        }
+        Ok(())
+    }
+
     /// The shards working core `core` owns at the start.
     pub fn owned(&self, core: usize) -> Vec<ShardId> {
         (0..self.owner.len())

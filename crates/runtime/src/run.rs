@@ -85,9 +85,18 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     check(chain, trace, matches!(input, Input::Ifaces(..)), cfg)?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     let shards_n = chain.shard_count();
-    let top = Topology::new(cfg, shards_n);
+    let mut top = Topology::new(cfg, shards_n);
+    top.place(&chain.rule_owners(), cfg.workers)
+        .map_err(RunError::Config)?;
     let mut ports = match input {
         Input::Ifaces(names, steering) => {
+            if steering == Steering::Kernel && chain.hasher().rules().is_some() {
+                return Err(RunError::Config(
+                    "steering.rules: the kernel's steering program hashes; rule steering \
+                     runs in user space: use --steer user"
+                        .into(),
+                ));
+            }
             if spray && steering == Steering::Kernel {
                 return Err(RunError::Config(
                     "the sprayer balancer steers in software: use --steer user".into(),

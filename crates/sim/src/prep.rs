@@ -66,6 +66,8 @@ pub struct Prepared {
     pub evicted: u64,
     /// Times a shard's table entered emergency mode in the functional pass.
     pub emergencies: u64,
+    /// Under rule steering, the core each rule (= shard) starts on.
+    pub rule_owners: Vec<u16>,
 }
 
 impl Prepared {
@@ -192,6 +194,7 @@ impl Prepared {
             per_flow: chain.has_per_flow_state(),
             undone: chain.counters().undone,
             emergencies: chain.counters().emergencies,
+            rule_owners: chain.rule_owners(),
             evicted: shards
                 .iter()
                 .flatten()

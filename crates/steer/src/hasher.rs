@@ -1,7 +1,10 @@
 //! The NIC's hash function as configured: a Toeplitz key plus the fields it covers.
 
+use std::sync::Arc;
+
 use wire::FiveTuple;
 
+use crate::roger::RuleSteering;
 use crate::{hash_input, HashFields, RssKey, Toeplitz};
 
 /// Computes the RSS hash of a packet's 5-tuple, as the NIC model does.
@@ -9,6 +12,7 @@ use crate::{hash_input, HashFields, RssKey, Toeplitz};
 pub struct RssHasher {
     toeplitz: Toeplitz,
     fields: HashFields,
+    rules: Option<Arc<RuleSteering>>,
 }
 
 impl RssHasher {
@@ -17,7 +21,20 @@ impl RssHasher {
         RssHasher {
             toeplitz: Toeplitz::new(key),
             fields,
+            rules: None,
         }
+    }
+
+    /// The same hasher steering by ternary rules: the bucket bits of every hash
+    /// name the rule the packet matches (see [`RuleSteering`]).
+    pub fn with_rules(mut self, rules: Arc<RuleSteering>) -> RssHasher {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The rules it steers by, if any.
+    pub fn rules(&self) -> Option<&RuleSteering> {
+        self.rules.as_deref()
     }
 
     /// The fields hashed.
@@ -30,9 +47,20 @@ impl RssHasher {
         &self.toeplitz
     }
 
-    /// The RSS hash of `t`.
+    /// The steering hash of `t`: its RSS hash, whose bucket bits name the
+    /// matching rule when the hasher steers by rules.
     #[inline]
     pub fn hash(&self, t: &FiveTuple) -> u32 {
+        let h = self.rss(t);
+        match &self.rules {
+            None => h,
+            Some(r) => r.steer(t, h),
+        }
+    }
+
+    /// The RSS hash of `t`.
+    #[inline]
+    pub fn rss(&self, t: &FiveTuple) -> u32 {
         if let (HashFields::IpPorts, core::net::IpAddr::V4(s), core::net::IpAddr::V4(d)) =
             (self.fields, t.src, t.dst)
         {

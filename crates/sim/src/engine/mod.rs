@@ -238,7 +238,8 @@ impl<'a> Engine<'a> {
         let o = cfg.offloaders;
         let shards = prep.shards;
         let table = IndirectionTable::new(prep.buckets, 1).map_err(|e| e.to_string())?;
-        let top = Topology::new(cfg, shards);
+        let mut top = Topology::new(cfg, shards);
+        top.place(&prep.rule_owners, w)?;
         for b in 0..table.len() {
             table.set(b, top.owner[b % shards]);
         }

@@ -33,6 +33,7 @@ mod bits;
 mod cube;
 mod merge;
 mod partition;
+mod steering;
 mod table;
 mod tree;
 
@@ -41,6 +42,7 @@ pub use bits::{Field, KeyBits, KeyBitsError, Slice, MAX_BITS};
 pub use cube::{low_bits, Cube};
 pub use merge::{merge_to, Weighted};
 pub use partition::{balance, sum_squares, EXACT_LIMIT};
+pub use steering::RuleSteering;
 pub use table::{Route, Rule, RuleTable};
 pub use tree::tree_cut;
 
