@@ -13,6 +13,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod bench_kernel;
+mod bench_mvt;
 mod calibrate;
 mod chain;
 mod compare;
@@ -56,6 +57,9 @@ enum Command {
     /// flowshift FW → NAT on real interfaces vs the kernel's nftables NAT +
     /// conntrack, same namespaces and traffic, one run (needs root).
     BenchKernel(bench_kernel::BenchKernelArgs),
+    /// NFLOW/MVT Figs. 5a–c: entangled vs disjoint entries, a shared locked
+    /// monitor vs per-core counters, a shared NAT pool vs per-shard pools.
+    BenchMvt(bench_mvt::BenchMvtArgs),
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
         Command::Steer(c) => steer::run(c),
+        Command::BenchMvt(a) => bench_mvt::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -256,3 +256,34 @@ fn a_plans_rules_steer_the_runtime_and_the_simulator() {
         "{err}"
     );
 }
+
+/// NFLOW/MVT Figs. 5a–c side by side: every row present, every rate positive
+/// (the dependent and MVT tables answer alike, or the bench fails).
+#[test]
+fn bench_mvt_prints_every_comparison() {
+    let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mvt.json");
+    ok(&flowshift(&[
+        "bench-mvt",
+        "--ops",
+        "20000",
+        "--entries",
+        "256",
+        "--entangled",
+        "0,0.5",
+        "--sources",
+        "1000",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    let fig = |f: &str| rows.iter().filter(|r| r["figure"] == f).count();
+    assert_eq!((fig("5a"), fig("5b"), fig("5c")), (2, 2, 2));
+    for r in rows {
+        assert!(r["dependent_mops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["mvt_mops"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let o = flowshift(&["bench-mvt", "--entangled", "2"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--entangled 2: a share in 0..=1"));
+}
