@@ -9,8 +9,8 @@
 //!   priority (the longest), as the paper's emulation does; the MVT keeps the
 //!   disjoint entries the router compiles ([`nf::router::RouteTable`]) in the
 //!   same kind of tables and stops at the first match, the only one. The
-//!   router's own lookup (a binary search over the disjoint entries' ranges) is
-//!   timed beside them.
+//!   router NF's own lookup (the same scheme behind an `IpAddr`) is timed
+//!   beside them.
 //! - **5b, a shared locked monitor vs per-core mergeable counters**: each thread
 //!   counts packets and bytes per source address; the dependent variant shares
 //!   one table behind a lock, the MVT variant keeps one table per core and merges
@@ -70,8 +70,7 @@ struct Row {
     mvt_mops: f64,
     /// MVT over dependent.
     ratio: f64,
-    /// 5a: the router's compiled table (binary search over the disjoint
-    /// entries' address ranges).
+    /// 5a: the router NF's compiled table.
     router_mops: Option<f64>,
 }
 
