@@ -22,6 +22,7 @@ mod memcap;
 mod metrics;
 mod output;
 mod plots;
+mod pool;
 mod run;
 mod sim;
 mod stats;
@@ -69,6 +70,9 @@ enum Command {
     /// Steering by ternary NIC rules within a rule budget (NFLOW/MVT's Roger).
     #[command(subcommand)]
     Steer(steer::SteerCommand),
+    /// The Sirius pool of nodes: tenant (fNIC) packing.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
         Command::Steer(c) => steer::run(c),
+        Command::Pool(c) => pool::run(c),
         Command::BenchMvt(a) => bench_mvt::run(a),
     };
     match result {

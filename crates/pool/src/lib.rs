@@ -1,0 +1,15 @@
+//! The Sirius pool (`shared/papers/sirius.txt`): flowshift nodes that share the
+//! network-function load of many tenants.
+//!
+//! [`pack`] places tenants' floating NICs (fNICs: new connections, packets,
+//! concurrent flows and bandwidth they may use) onto nodes — vector bin packing
+//! (Appendix B.1), splitting a tenant over several nodes by symmetric hash when
+//! it does not fit one — and reports the packing against the lower bound.
+//!
+//! Pure logic: no threads, clocks or I/O.
+
+pub mod pack;
+pub mod sizes;
+
+pub use pack::{lower_bound, pack, Heuristic, Packing, Part, Split};
+pub use sizes::{Demand, FnicSize, Mix, DIMS};
