@@ -219,10 +219,9 @@ fn plan(a: PlanArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    let total = demands.iter().fold([0.0; 4], |mut acc, d| {
-        let s = d.share_of(&node);
-        for i in 0..4 {
-            acc[i] += s[i];
+    let total = demands.iter().fold([0.0f64; 4], |mut acc, d| {
+        for (a, x) in acc.iter_mut().zip(d.share_of(&node)) {
+            *a += x;
         }
         acc
     });

@@ -16,6 +16,13 @@ use crate::sizes::Demand;
 /// Slack for floating-point sums of shares.
 const EPS: f64 = 1e-9;
 
+/// `acc += s`, resource by resource.
+pub(crate) fn add_to(acc: &mut [f64; 4], s: &[f64; 4]) {
+    for (a, x) in acc.iter_mut().zip(s) {
+        *a += x;
+    }
+}
+
 /// How a tenant is split.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Split {
@@ -94,10 +101,7 @@ impl Packing {
             .iter()
             .map(|parts| {
                 parts.iter().fold([0.0; 4], |mut acc, p| {
-                    let s = p.demand.share_of(cap);
-                    for i in 0..4 {
-                        acc[i] += s[i];
-                    }
+                    add_to(&mut acc, &p.demand.share_of(cap));
                     acc
                 })
             })
@@ -141,10 +145,7 @@ pub enum PackError {
 pub fn lower_bound(tenants: &[Demand], cap: &Demand) -> usize {
     let mut sum = [0.0f64; 4];
     for t in tenants {
-        let s = t.share_of(cap);
-        for i in 0..4 {
-            sum[i] += s[i];
-        }
+        add_to(&mut sum, &t.share_of(cap));
     }
     let m = sum.iter().copied().fold(0.0, f64::max);
     (m - EPS).ceil().max(0.0) as usize
@@ -199,14 +200,12 @@ struct Node {
 
 impl Node {
     fn fits(&self, p: &Part, s: &[f64; 4]) -> bool {
-        (0..4).all(|i| self.load[i] + s[i] <= 1.0 + EPS)
+        self.load.iter().zip(s).all(|(l, x)| l + x <= 1.0 + EPS)
             && !self.parts.iter().any(|q| q.tenant == p.tenant)
     }
 
     fn add(&mut self, p: Part, s: &[f64; 4]) {
-        for i in 0..4 {
-            self.load[i] += s[i];
-        }
+        add_to(&mut self.load, s);
         self.parts.push(p);
     }
 }
@@ -263,8 +262,14 @@ pub fn pack(
                 loop {
                     let room: [f64; 4] = std::array::from_fn(|i| 1.0 - n.load[i]);
                     let score = |s: &[f64; 4]| match h {
-                        Heuristic::DotProduct => (0..4).map(|i| s[i] * room[i]).sum::<f64>(),
-                        _ => -(0..4).map(|i| (room[i] - s[i]).powi(2)).sum::<f64>(),
+                        Heuristic::DotProduct => {
+                            s.iter().zip(&room).map(|(x, r)| x * r).sum::<f64>()
+                        }
+                        _ => -s
+                            .iter()
+                            .zip(&room)
+                            .map(|(x, r)| (r - x).powi(2))
+                            .sum::<f64>(),
                     };
                     let best = left
                         .iter()
