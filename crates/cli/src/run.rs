@@ -56,6 +56,11 @@ pub struct RunArgs {
     /// for capacity measurements; holds a parsed copy of the trace in memory.
     #[arg(long)]
     pub presteer: bool,
+    /// Allocate every packet's buffer and free it on the core that ends it,
+    /// instead of reusing buffers the cores give back to the NIC model (for
+    /// comparison).
+    #[arg(long)]
+    pub no_buffer_pool: bool,
     /// Packets per poll (NIC burst) [default: 32].
     #[arg(long)]
     pub burst: Option<usize>,
@@ -227,6 +232,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         cfg.nic_update_delay = duration("nic_update_delay", d)?;
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
+    cfg.recycle = !a.no_buffer_pool;
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {
             bail!("`speed` = {s}: must be a positive factor");

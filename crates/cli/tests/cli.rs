@@ -353,12 +353,13 @@ fn bench_prints_every_variant() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = res["runtime"].as_array().unwrap();
-    assert_eq!(rows.len(), 10);
+    assert_eq!(rows.len(), 14);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert_eq!(
         rows.iter().filter(|r| r["feeder"] == "presteered").count(),
-        6
+        8
     );
+    assert_eq!(rows.iter().filter(|r| r["buffers"] == "malloc").count(), 4);
     assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
     // in memory: empty, firewall, NAT, then FW+NAT and the C table at 500,
     // 1 000 and 3 000 flows

@@ -164,6 +164,10 @@ pub struct RunConfig {
     /// the live indirection table and enqueues it, so it is not what limits a
     /// capacity measurement. Costs a parsed copy of the trace in memory.
     pub presteer: bool,
+    /// Packet buffers go back from the cores to the NIC-model thread through
+    /// rings and are reused, as a NIC's receive buffers are (on by default);
+    /// off: one allocation per packet, freed by the core.
+    pub recycle: bool,
 }
 
 /// A flag that ends a run when set.
@@ -316,6 +320,7 @@ impl Default for RunConfig {
             stop: None,
             metrics: None,
             presteer: false,
+            recycle: true,
         }
     }
 }

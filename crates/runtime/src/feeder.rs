@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use nf::Packet;
-use rtrb::Producer;
+use rtrb::{Consumer, Producer};
 use steer::RssHasher;
 use trace::{Pace, Schedule, Trace};
 use wire::Malformed;
@@ -48,6 +48,53 @@ pub(crate) struct FeedOptions {
     /// Parse and hash the trace before the clock starts
     /// ([`runspec::RunConfig::presteer`]).
     pub presteer: bool,
+    /// Packet buffers the cores have given back.
+    pub buffers: Buffers,
+}
+
+/// The NIC model's receive buffers: frames are copied into buffers the cores
+/// have given back (one ring from each core), as a NIC fills the buffers its
+/// driver returns; a new buffer only when none is back. No ring: every packet
+/// gets a new buffer ([`runspec::RunConfig::recycle`] off).
+pub(crate) struct Buffers {
+    rings: Vec<Consumer<Vec<u8>>>,
+    next: usize,
+}
+
+impl Buffers {
+    /// Buffers coming back through `rings`.
+    pub fn new(rings: Vec<Consumer<Vec<u8>>>) -> Buffers {
+        Buffers { rings, next: 0 }
+    }
+
+    /// `frame` in a buffer, a returned one if any.
+    #[inline]
+    pub fn copy(&mut self, frame: &[u8]) -> Vec<u8> {
+        let n = self.rings.len();
+        for _ in 0..n {
+            let i = self.next;
+            self.next = (i + 1) % n;
+            if let Ok(mut b) = self.rings[i].pop() {
+                b.clear();
+                b.extend_from_slice(frame);
+                return b;
+            }
+        }
+        frame.to_vec()
+    }
+}
+
+/// A packet with `template`'s parse and hash (a pre-steered frame) in `data`.
+fn from_template(template: &Packet, data: Vec<u8>, now: u64) -> Packet {
+    Packet {
+        data,
+        info: template.info,
+        hash: template.hash,
+        ts_ns: now,
+        entry: None,
+        dir: template.dir,
+        port: template.port,
+    }
 }
 
 /// Publishes the NIC model's counters every `PUBLISH_NS`.
@@ -91,6 +138,7 @@ pub(crate) fn feed(
         duration_ns,
         spray,
         stop,
+        mut buffers,
         ..
     } = opts;
     let mut st = FeederStats::default();
@@ -99,7 +147,16 @@ pub(crate) fn feed(
     let prep0 = shared.now_ns();
     let pre: Option<Vec<Result<Packet, Malformed>>> = opts.presteer.then(|| {
         (0..trace.len())
-            .map(|i| Packet::new(trace.frame(i).to_vec(), 0, hasher).map_err(|(_, m)| m))
+            .map(|i| {
+                Packet::new(trace.frame(i).to_vec(), 0, hasher)
+                    .map(|mut p| {
+                        // the template's parse and hash are kept; its bytes are
+                        // copied from the trace into a buffer when offered
+                        p.data = Vec::new();
+                        p
+                    })
+                    .map_err(|(_, m)| m)
+            })
             .collect()
     });
     let mut n = 0u64;
@@ -126,11 +183,11 @@ pub(crate) fn feed(
             st.bytes += u64::from(trace.orig_len(i)) + u64::from(trace::FCS_LEN);
             let now = shared.now_ns();
             let parsed = match &pre {
-                Some(pre) => pre[i].clone().map(|mut p| {
-                    p.ts_ns = now;
-                    p
-                }),
-                None => Packet::new(trace.frame(i).to_vec(), now, hasher).map_err(|(_, m)| m),
+                Some(pre) => match &pre[i] {
+                    Ok(t) => Ok(from_template(t, buffers.copy(trace.frame(i)), now)),
+                    Err(m) => Err(*m),
+                },
+                None => Packet::new(buffers.copy(trace.frame(i)), now, hasher).map_err(|(_, m)| m),
             };
             let mut p = match parsed {
                 Ok(p) => p,
@@ -207,7 +264,7 @@ pub(crate) fn feed_ports(
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
-    opts: FeedOptions,
+    mut opts: FeedOptions,
 ) -> FeederStats {
     let mut st = FeederStats::default();
     let mut publisher = Publisher {
@@ -244,7 +301,7 @@ pub(crate) fn feed_ports(
                 n += 1;
                 st.offered += 1;
                 st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-                match Packet::new(frame.to_vec(), shared.now_ns(), hasher) {
+                match Packet::new(opts.buffers.copy(frame), shared.now_ns(), hasher) {
                     Ok(mut p) => {
                         p.port = port as u8;
                         enqueue(p, n, opts.spray, false, shared, &mut queues, &mut st);

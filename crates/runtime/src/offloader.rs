@@ -89,6 +89,7 @@ impl Offloader {
                                 }
                             };
                             self.sink.one(&pkt, v, self.shared.now_ns());
+                            self.sink.give_back(pkt.data);
                             packets += 1;
                         }
                         ToOffload::Recall { ticket, entries } => {

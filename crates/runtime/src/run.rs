@@ -185,7 +185,13 @@ struct Wiring {
     offload_rx: Vec<Vec<(CoreId, Consumer<ToOffload>)>>,
     inbox: (Vec<Sender<ToWorker>>, Vec<Receiver<ToWorker>>),
     ctl: (Sender<ToController>, Receiver<ToController>),
+    /// Used packet buffers back to the NIC model, one ring per working then
+    /// offloading core (none without `recycle`).
+    recycle: BufferRings,
 }
+
+/// The cores' ends (they give buffers back) and the NIC model's ends.
+type BufferRings = (Vec<Producer<Vec<u8>>>, Vec<Consumer<Vec<u8>>>);
 
 impl Wiring {
     fn new(cfg: &RunConfig) -> Wiring {
@@ -202,7 +208,16 @@ impl Wiring {
                 rx.push((wi as CoreId, c));
             }
         }
+        // a ring's worth of buffers in flight per core, and as many coming back
+        let recycle = if cfg.recycle {
+            (0..w + o)
+                .map(|_| RingBuffer::<Vec<u8>>::new(cfg.ring_size))
+                .unzip()
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Wiring {
+            recycle,
             queues,
             offload_tx,
             offload_rx,
@@ -339,18 +354,22 @@ impl Threads<'_> {
         let objects = self.shard_objects();
         let rings = std::mem::take(&mut wiring.queues.1);
         let offload_tx = std::mem::take(&mut wiring.offload_tx);
+        let mut give_back = std::mem::take(&mut wiring.recycle.0).into_iter();
         for (i, ((shards, ring), tx)) in objects.into_iter().zip(rings).zip(offload_tx).enumerate()
         {
             let mut wk = self.worker(i, ring, &wiring);
             wk.shards = shards;
             wk.offload_rings = tx;
+            if let Some(r) = give_back.next() {
+                wk.sink.set_recycle(r);
+            }
             workers.push((wk, self.cpu(i)));
         }
         let offloaders: Vec<_> = std::mem::take(&mut wiring.offload_rx)
             .into_iter()
             .enumerate()
             .map(|(k, rings)| {
-                let off = Offloader {
+                let mut off = Offloader {
                     chain: self.chain.instance(),
                     rings,
                     workers: wiring.inbox.0.clone(),
@@ -360,12 +379,16 @@ impl Threads<'_> {
                     sink: self.sink(false),
                     metrics: cfg.metrics.clone().map(|m| (m, w + k)),
                 };
+                if let Some(r) = give_back.next() {
+                    off.sink.set_recycle(r);
+                }
                 (off, self.cpu(w + k))
             })
             .collect();
         let (_, ctl_rx) = wiring.ctl.clone();
         let controller = self.controller(&wiring, ctl_rx);
         let queues = std::mem::take(&mut wiring.queues.0);
+        let buffers = crate::feeder::Buffers::new(std::mem::take(&mut wiring.recycle.1));
         drop(wiring);
         let opts = FeedOptions {
             schedule: Schedule {
@@ -378,6 +401,7 @@ impl Threads<'_> {
             stop: cfg.stop.clone(),
             metrics: cfg.metrics.clone(),
             presteer: cfg.presteer,
+            buffers,
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);

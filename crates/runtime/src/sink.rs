@@ -17,6 +17,9 @@ pub(crate) struct ExitRecord {
 /// leaves by port i + 1 (mod the ports: one port sends back where it came from).
 pub(crate) struct Tx(pub Vec<netio::PacketSocket>);
 
+/// Largest buffer given back to the NIC model for reuse.
+const RECYCLED_MAX: usize = 2048;
+
 /// Frames sent out of an interface by one system call.
 const TX_BATCH: usize = 32;
 
@@ -60,6 +63,9 @@ pub(crate) struct Sink {
     pending: Vec<Vec<Vec<u8>>>,
     /// Where forwarded packets are streamed as they leave.
     pub tap: Option<runspec::OutputTap>,
+    /// Where used packet buffers go back to the NIC model (its receive
+    /// buffers); none: they are freed here.
+    recycle: Option<rtrb::Producer<Vec<u8>>>,
 }
 
 impl Sink {
@@ -74,6 +80,24 @@ impl Sink {
             tx_failed: 0,
             pending: Vec::new(),
             tap: None,
+            recycle: None,
+        }
+    }
+
+    /// Gives used buffers back to the NIC model through `ring`.
+    pub fn set_recycle(&mut self, ring: rtrb::Producer<Vec<u8>>) {
+        self.recycle = Some(ring);
+    }
+
+    /// A used packet buffer back to the NIC model; freed when its ring is full,
+    /// when there is none, or when it grew past an Ethernet frame (so the
+    /// buffers in flight stay ≤ 2 KiB each, whatever a trace holds).
+    #[inline]
+    pub fn give_back(&mut self, data: Vec<u8>) {
+        if let Some(r) = &mut self.recycle {
+            if data.capacity() <= RECYCLED_MAX {
+                let _ = r.push(data);
+            }
         }
     }
 

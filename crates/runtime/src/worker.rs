@@ -298,7 +298,10 @@ impl Worker {
         let mut waits = 0;
         for ((p, v), fate) in sc.batch.drain(..).zip(&sc.routed).zip(sc.fates.drain(..)) {
             match (fate, v) {
-                (_, Some(v)) => self.sink.one(&p, *v, done),
+                (_, Some(v)) => {
+                    self.sink.one(&p, *v, done);
+                    self.sink.give_back(p.data);
+                }
                 (Fate::Away(to, lease), None) => {
                     // the flow's earlier packets leave before the offloading
                     // core can send its later ones
@@ -418,6 +421,9 @@ impl Worker {
             for (p, v) in chunk.iter().zip(verdicts.iter()) {
                 self.sink.one(p, *v, done);
             }
+        }
+        for p in pkts {
+            self.sink.give_back(p.data);
         }
     }
 

@@ -64,6 +64,9 @@ struct Row {
     /// `live`: the NIC-model thread parses and hashes every packet;
     /// `presteered`: that was done before the run (`run --presteer`).
     feeder: &'static str,
+    /// `pool`: packet buffers go back from the cores to the NIC-model thread
+    /// and are reused; `malloc`: one allocation per packet.
+    buffers: &'static str,
     workers: usize,
     offloaders: usize,
     offered_mpps: f64,
@@ -206,9 +209,10 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
     println!("\nthe runtime: a NIC-model thread feeding working cores through rings:");
     println!(
-        "{:<10} {:>10} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
+        "{:<10} {:>10} {:>7} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
         "chain",
         "feeder",
+        "buffers",
         "workers",
         "offloaders",
         "offered Mpps",
@@ -218,12 +222,14 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     );
     for w in 1..=a.max_workers.max(1) {
         let mut base = [0.0; 2];
-        for (name, chain, offloaders, presteer) in [
-            ("empty", &empty, 0, false),
-            ("empty", &empty, 0, true),
-            ("fw+nat", &fw_nat, 0, false),
-            ("fw+nat", &fw_nat, 0, true),
-            ("fw+nat", &fw_nat, 1, true),
+        for (name, chain, offloaders, presteer, recycle) in [
+            ("empty", &empty, 0, false, true),
+            ("empty", &empty, 0, true, true),
+            ("fw+nat", &fw_nat, 0, false, true),
+            ("fw+nat", &fw_nat, 0, false, false),
+            ("fw+nat", &fw_nat, 0, true, true),
+            ("fw+nat", &fw_nat, 0, true, false),
+            ("fw+nat", &fw_nat, 1, true, true),
         ] {
             let cfg = RunConfig {
                 workers: w,
@@ -231,6 +237,7 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
                 offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
                 balancer: BalancerKind::Static,
                 presteer,
+                recycle,
                 ..RunConfig::default()
             };
             let out = runtime::run(chain, &trace, &cfg)?;
@@ -247,6 +254,7 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
             let row = Row {
                 chain: name,
                 feeder: if presteer { "presteered" } else { "live" },
+                buffers: if recycle { "pool" } else { "malloc" },
                 workers: w,
                 offloaders,
                 offered_mpps: r.throughput["offered_mpps"],
@@ -255,9 +263,10 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
                 vs_empty: if *base > 0.0 { mpps / *base } else { 0.0 },
             };
             println!(
-                "{:<10} {:>10} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
+                "{:<10} {:>10} {:>7} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
                 row.chain,
                 row.feeder,
+                row.buffers,
                 row.workers,
                 row.offloaders,
                 row.offered_mpps,
