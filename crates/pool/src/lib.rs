@@ -6,9 +6,14 @@
 //! (Appendix B.1), splitting a tenant over several nodes by symmetric hash when
 //! it does not fit one — and reports the packing against the lower bound.
 //!
+//! [`replica`] is a node's side of the ping-pong state replication, heartbeats
+//! and epoch-based bulk sync (§3.2), as a pure machine.
+//!
 //! Pure logic: no threads, clocks or I/O.
 
 pub mod pack;
+pub mod replica;
+pub mod ring;
 pub mod sizes;
 
 pub use pack::{lower_bound, pack, Heuristic, Packing, Part, Split};

@@ -1,0 +1,575 @@
+//! One pool node's side of Sirius's state replication (§3.2), as a pure
+//! machine: inputs are `on_*` calls with the time, outputs are [`Event`]s to
+//! poll. The node driver (packets, sockets, routes) is a thin layer over it.
+//!
+//! - **Ping-pong.** A packet that creates or changes a flow's state at its
+//!   primary is not sent out there: the primary writes the record *poisoned*
+//!   and sends the packet with the new state to its secondary ([`Msg::Ping`]);
+//!   the secondary installs the state and sends the packet back
+//!   ([`Msg::Pong`]); only then does the primary clear the poison bit and send
+//!   the packet to its destination. A packet leaves only once both nodes hold
+//!   the state it made, without buffering it anywhere: it is in flight.
+//! - **Heartbeats.** Nodes paired as primary and secondary exchange heartbeats;
+//!   a peer silent for `dead_after` periods is reported down
+//!   ([`Event::PeerDown`]) so the pool moves its traffic to its secondary.
+//! - **Bulk sync.** When a node gets a new secondary (a peer failed, a node
+//!   joined) it takes a checkpoint — the epoch advances, and every record of an
+//!   older epoch belongs to it — and copies the checkpoint to the new
+//!   secondary in paced batches, oldest records (the long-lived flows) first,
+//!   while ping-pong carries every newer change. [`Event::SyncDone`] says when
+//!   the secondary holds everything.
+//!
+//! Each node is the primary of the flows the pool's router sends it and the
+//! secondary of one other node's flows; a record remembers its flow's primary,
+//! and a node that receives a flow's packets becomes its primary.
+
+use std::collections::{HashMap, VecDeque};
+
+/// A node of the pool.
+pub type NodeId = u16;
+/// A flow (its symmetric hash: both directions the same).
+pub type FlowId = u64;
+/// A packet in flight, as the driver names it.
+pub type PacketId = u64;
+
+/// Timing and pacing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaConfig {
+    /// Heartbeat period, ns.
+    pub heartbeat_ns: u64,
+    /// Silent periods after which a peer is down.
+    pub dead_after: u32,
+    /// Records per bulk-sync batch; one batch in flight at a time.
+    pub sync_batch: usize,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        ReplicaConfig {
+            heartbeat_ns: 1_000_000,
+            dead_after: 3,
+            sync_batch: 256,
+        }
+    }
+}
+
+/// A flow's state as a node holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Bumped by every change at the primary.
+    pub version: u64,
+    /// The epoch it was last written in (older epochs form the checkpoint).
+    pub epoch: u32,
+    /// The NFs' state, opaque here.
+    pub state: Vec<u8>,
+    /// The flow's primary.
+    pub primary: NodeId,
+    /// Written at the primary and not yet confirmed by the secondary.
+    pub poisoned: bool,
+}
+
+/// A message between nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Primary → secondary: a packet and the state it made.
+    Ping {
+        /// The flow.
+        flow: FlowId,
+        /// Its new version.
+        version: u64,
+        /// Its new state.
+        state: Vec<u8>,
+        /// The packet riding along.
+        packet: PacketId,
+    },
+    /// Secondary → primary: the state is installed; the packet is back.
+    Pong {
+        /// The flow.
+        flow: FlowId,
+        /// The version installed.
+        version: u64,
+        /// The packet.
+        packet: PacketId,
+    },
+    /// I am alive.
+    Heartbeat,
+    /// A batch of a checkpoint: (flow, version, state, primary).
+    Sync {
+        /// The checkpoint's epoch.
+        epoch: u32,
+        /// The records.
+        records: Vec<(FlowId, u64, Vec<u8>, NodeId)>,
+    },
+    /// The batch is installed.
+    SyncAck {
+        /// The checkpoint's epoch.
+        epoch: u32,
+    },
+}
+
+/// What the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Send `msg` to node `to`.
+    Send {
+        /// The node.
+        to: NodeId,
+        /// The message.
+        msg: Msg,
+    },
+    /// Send the packet to its destination.
+    Transmit(PacketId),
+    /// The peer has been silent too long.
+    PeerDown(NodeId),
+    /// The new secondary holds the whole checkpoint of `epoch`.
+    SyncDone {
+        /// The secondary.
+        to: NodeId,
+        /// The checkpoint's epoch.
+        epoch: u32,
+    },
+}
+
+struct SyncJob {
+    to: NodeId,
+    epoch: u32,
+    pending: VecDeque<FlowId>,
+    /// The batch sent and not yet acknowledged: (flow, version).
+    in_flight: Option<Vec<(FlowId, u64)>>,
+}
+
+/// One node.
+pub struct Replica {
+    me: NodeId,
+    cfg: ReplicaConfig,
+    /// Where this node's changes are replicated (none: alone).
+    secondary: Option<NodeId>,
+    /// Nodes whose heartbeats are watched, and when each was last heard.
+    watched: HashMap<NodeId, u64>,
+    next_heartbeat: u64,
+    epoch: u32,
+    records: HashMap<FlowId, Record>,
+    sync: Option<SyncJob>,
+    events: VecDeque<Event>,
+    /// Changes made while alone (no secondary): one copy only.
+    pub unreplicated: u64,
+}
+
+impl Replica {
+    /// Node `me` at `now`, replicating to `secondary`, watching `watch`.
+    pub fn new(
+        me: NodeId,
+        secondary: Option<NodeId>,
+        watch: &[NodeId],
+        cfg: ReplicaConfig,
+        now: u64,
+    ) -> Replica {
+        Replica {
+            me,
+            secondary,
+            watched: watch.iter().map(|&n| (n, now)).collect(),
+            next_heartbeat: now,
+            epoch: 0,
+            records: HashMap::new(),
+            sync: None,
+            events: VecDeque::new(),
+            cfg,
+            unreplicated: 0,
+        }
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+
+    /// The current secondary.
+    pub fn secondary(&self) -> Option<NodeId> {
+        self.secondary
+    }
+
+    /// The record of `flow`, if held.
+    pub fn record(&self, flow: FlowId) -> Option<&Record> {
+        self.records.get(&flow)
+    }
+
+    /// Every record held.
+    pub fn records(&self) -> impl Iterator<Item = (&FlowId, &Record)> {
+        self.records.iter()
+    }
+
+    /// Whether a bulk sync is under way.
+    pub fn syncing(&self) -> bool {
+        self.sync.is_some()
+    }
+
+    /// The next thing to do.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// A packet of `flow` arrived here (so this node is its primary) and the
+    /// NFs ran: `change` is the state it made, if it created or changed any.
+    pub fn on_packet(&mut self, flow: FlowId, change: Option<Vec<u8>>, packet: PacketId) {
+        let me = self.me;
+        if let Some(r) = self.records.get_mut(&flow) {
+            r.primary = me;
+        }
+        // a record still poisoned (its ping was lost with a failed secondary)
+        // is replicated again by the next packet, say a retransmitted SYN
+        let state = match (change, self.records.get(&flow)) {
+            (Some(s), _) => s,
+            (None, Some(r)) if r.poisoned => r.state.clone(),
+            (None, _) => {
+                self.events.push_back(Event::Transmit(packet));
+                return;
+            }
+        };
+        let epoch = self.epoch;
+        let r = self.records.entry(flow).or_insert(Record {
+            version: 0,
+            epoch,
+            state: Vec::new(),
+            primary: me,
+            poisoned: false,
+        });
+        r.version += 1;
+        r.epoch = epoch;
+        r.state = state.clone();
+        match self.secondary {
+            Some(to) => {
+                r.poisoned = true;
+                self.events.push_back(Event::Send {
+                    to,
+                    msg: Msg::Ping {
+                        flow,
+                        version: r.version,
+                        state,
+                        packet,
+                    },
+                });
+            }
+            None => {
+                r.poisoned = false;
+                self.unreplicated += 1;
+                self.events.push_back(Event::Transmit(packet));
+            }
+        }
+    }
+
+    /// A message from node `from`.
+    pub fn on_message(&mut self, from: NodeId, msg: Msg, now: u64) {
+        if let Some(t) = self.watched.get_mut(&from) {
+            *t = now;
+        }
+        match msg {
+            Msg::Ping {
+                flow,
+                version,
+                state,
+                packet,
+            } => {
+                self.install(flow, version, state, from);
+                self.events.push_back(Event::Send {
+                    to: from,
+                    msg: Msg::Pong {
+                        flow,
+                        version,
+                        packet,
+                    },
+                });
+            }
+            Msg::Pong {
+                flow,
+                version,
+                packet,
+            } => {
+                if let Some(r) = self.records.get_mut(&flow) {
+                    if r.version == version {
+                        r.poisoned = false;
+                    }
+                }
+                self.events.push_back(Event::Transmit(packet));
+            }
+            Msg::Heartbeat => {}
+            Msg::Sync { epoch, records } => {
+                for (flow, version, state, primary) in records {
+                    self.install(flow, version, state, primary);
+                }
+                self.events.push_back(Event::Send {
+                    to: from,
+                    msg: Msg::SyncAck { epoch },
+                });
+            }
+            Msg::SyncAck { epoch } => {
+                let acked = match &mut self.sync {
+                    Some(j) if j.epoch == epoch && j.to == from => j.in_flight.take(),
+                    _ => None,
+                };
+                // a record the secondary now holds at its current version is
+                // whole, whatever became of the ping that poisoned it
+                for (flow, version) in acked.unwrap_or_default() {
+                    if let Some(r) = self.records.get_mut(&flow) {
+                        if r.version == version {
+                            r.poisoned = false;
+                        }
+                    }
+                }
+                self.pump_sync();
+            }
+        }
+    }
+
+    /// A state from elsewhere, kept if newer than ours.
+    fn install(&mut self, flow: FlowId, version: u64, state: Vec<u8>, primary: NodeId) {
+        let epoch = self.epoch;
+        let r = self.records.entry(flow).or_insert(Record {
+            version: 0,
+            epoch,
+            state: Vec::new(),
+            primary,
+            poisoned: false,
+        });
+        if version > r.version {
+            r.version = version;
+            r.state = state;
+            r.epoch = epoch;
+            r.primary = primary;
+            r.poisoned = false;
+        }
+    }
+
+    /// Time passes: heartbeats, failure detection, sync pacing.
+    pub fn on_tick(&mut self, now: u64) {
+        if now >= self.next_heartbeat {
+            self.next_heartbeat = now + self.cfg.heartbeat_ns;
+            let mut to: Vec<NodeId> = self.watched.keys().copied().collect();
+            to.sort_unstable();
+            for n in to {
+                self.events.push_back(Event::Send {
+                    to: n,
+                    msg: Msg::Heartbeat,
+                });
+            }
+        }
+        let limit = self.cfg.heartbeat_ns * u64::from(self.cfg.dead_after);
+        let mut down: Vec<NodeId> = self
+            .watched
+            .iter()
+            .filter(|(_, &t)| now.saturating_sub(t) > limit)
+            .map(|(&n, _)| n)
+            .collect();
+        down.sort_unstable();
+        for n in down {
+            self.watched.remove(&n);
+            if self.secondary == Some(n) {
+                self.secondary = None;
+            }
+            if self.sync.as_ref().is_some_and(|j| j.to == n) {
+                self.sync = None;
+            }
+            self.events.push_back(Event::PeerDown(n));
+        }
+        self.pump_sync();
+    }
+
+    /// The pool's new pairing for this node: replicate to `secondary`, watch
+    /// `watch`; the flows of `adopt` (nodes that failed) are now this node's.
+    /// A new secondary gets a checkpoint of every record this node is the
+    /// primary of, in paced batches.
+    pub fn set_pairing(
+        &mut self,
+        secondary: Option<NodeId>,
+        watch: &[NodeId],
+        adopt: &[NodeId],
+        now: u64,
+    ) {
+        let me = self.me;
+        for r in self.records.values_mut() {
+            if adopt.contains(&r.primary) {
+                r.primary = me;
+                // its old secondary was this node: the state is whole here
+                r.poisoned = false;
+            }
+        }
+        self.watched.retain(|n, _| watch.contains(n));
+        for &n in watch {
+            self.watched.entry(n).or_insert(now);
+        }
+        let changed = secondary != self.secondary || !adopt.is_empty();
+        self.secondary = secondary;
+        if !changed {
+            return;
+        }
+        self.sync = None;
+        let Some(to) = secondary else { return };
+        // the checkpoint: records of the epoch before this one
+        let epoch = self.epoch;
+        self.epoch = self.epoch.wrapping_add(1);
+        let mut flows: Vec<(u32, FlowId)> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.primary == me)
+            .map(|(&f, r)| (r.epoch, f))
+            .collect();
+        // oldest (long-lived) first
+        flows.sort_unstable();
+        self.sync = Some(SyncJob {
+            to,
+            epoch,
+            pending: flows.into_iter().map(|(_, f)| f).collect(),
+            in_flight: None,
+        });
+        self.pump_sync();
+    }
+
+    fn pump_sync(&mut self) {
+        let Some(j) = &mut self.sync else { return };
+        if j.in_flight.is_some() {
+            return;
+        }
+        if j.pending.is_empty() {
+            self.events.push_back(Event::SyncDone {
+                to: j.to,
+                epoch: j.epoch,
+            });
+            self.sync = None;
+            return;
+        }
+        let n = self.cfg.sync_batch.max(1).min(j.pending.len());
+        let mut records = Vec::with_capacity(n);
+        let mut sent = Vec::with_capacity(n);
+        for f in j.pending.drain(..n) {
+            if let Some(r) = self.records.get(&f) {
+                records.push((f, r.version, r.state.clone(), r.primary));
+                sent.push((f, r.version));
+            }
+        }
+        j.in_flight = Some(sent);
+        self.events.push_back(Event::Send {
+            to: j.to,
+            msg: Msg::Sync {
+                epoch: j.epoch,
+                records,
+            },
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(r: &mut Replica) -> Vec<Event> {
+        std::iter::from_fn(|| r.poll_event()).collect()
+    }
+
+    fn cfg(batch: usize) -> ReplicaConfig {
+        ReplicaConfig {
+            heartbeat_ns: 100,
+            dead_after: 3,
+            sync_batch: batch,
+        }
+    }
+
+    #[test]
+    fn a_state_change_leaves_only_after_the_pong() {
+        let mut p = Replica::new(0, Some(1), &[1], cfg(8), 0);
+        let mut s = Replica::new(1, Some(0), &[0], cfg(8), 0);
+        p.on_packet(7, Some(b"syn".to_vec()), 42);
+        let ev = drain(&mut p);
+        assert!(!ev.contains(&Event::Transmit(42)));
+        assert!(p.record(7).unwrap().poisoned);
+        let Event::Send { to: 1, msg } = ev[0].clone() else {
+            panic!("{ev:?}")
+        };
+        s.on_message(0, msg, 10);
+        assert_eq!(s.record(7).unwrap().state, b"syn");
+        assert_eq!(s.record(7).unwrap().primary, 0);
+        let Some(Event::Send { to: 0, msg }) = s.poll_event() else {
+            panic!("no pong")
+        };
+        p.on_message(1, msg, 20);
+        assert_eq!(drain(&mut p), vec![Event::Transmit(42)]);
+        assert!(!p.record(7).unwrap().poisoned);
+        // a packet that changes nothing leaves at once
+        p.on_packet(7, None, 43);
+        assert_eq!(drain(&mut p), vec![Event::Transmit(43)]);
+    }
+
+    #[test]
+    fn a_lost_ping_is_replicated_again_or_sent_alone_once_the_peer_is_down() {
+        let mut p = Replica::new(0, Some(1), &[1], cfg(8), 0);
+        p.on_packet(7, Some(b"syn".to_vec()), 1);
+        drain(&mut p); // the ping is lost
+                       // the retransmitted SYN changes nothing, but the record is poisoned
+        p.on_packet(7, None, 2);
+        let ev = drain(&mut p);
+        assert!(matches!(
+            ev[0],
+            Event::Send {
+                to: 1,
+                msg: Msg::Ping { version: 2, .. }
+            }
+        ));
+        // the peer is silent for more than 3 periods
+        p.on_tick(50);
+        drain(&mut p);
+        p.on_tick(401);
+        assert!(drain(&mut p).contains(&Event::PeerDown(1)));
+        assert_eq!(p.secondary(), None);
+        p.on_packet(7, None, 3);
+        assert_eq!(drain(&mut p), vec![Event::Transmit(3)]);
+        assert_eq!(p.unreplicated, 1);
+        assert!(!p.record(7).unwrap().poisoned);
+    }
+
+    #[test]
+    fn a_new_secondary_gets_the_checkpoint_in_paced_batches() {
+        let mut p = Replica::new(0, None, &[], cfg(16), 0);
+        for f in 0..40 {
+            p.on_packet(f, Some(vec![f as u8]), f);
+        }
+        drain(&mut p);
+        let mut s = Replica::new(2, None, &[], cfg(16), 0);
+        p.set_pairing(Some(2), &[2], &[], 100);
+        let mut batches = 0;
+        loop {
+            let ev = drain(&mut p);
+            let sends: Vec<Msg> = ev
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Send { to: 2, msg } => Some(msg.clone()),
+                    _ => None,
+                })
+                .collect();
+            if ev
+                .iter()
+                .any(|e| matches!(e, Event::SyncDone { to: 2, .. }))
+            {
+                break;
+            }
+            // one batch in flight at a time
+            assert_eq!(sends.len(), 1, "{ev:?}");
+            batches += 1;
+            s.on_message(0, sends[0].clone(), 200);
+            let Some(Event::Send { to: 0, msg: ack }) = s.poll_event() else {
+                panic!("no ack")
+            };
+            p.on_message(2, ack, 300);
+        }
+        assert_eq!(batches, 3);
+        for f in 0..40 {
+            assert_eq!(s.record(f).unwrap().state, vec![f as u8]);
+        }
+        // a change after the checkpoint goes by ping-pong
+        p.on_packet(3, Some(b"new".to_vec()), 99);
+        assert!(matches!(
+            drain(&mut p)[0],
+            Event::Send {
+                to: 2,
+                msg: Msg::Ping { .. }
+            }
+        ));
+    }
+}
