@@ -66,6 +66,9 @@ pub(crate) struct Sink {
     /// Where used packet buffers go back to the NIC model (its receive
     /// buffers); none: they are freed here.
     recycle: Option<rtrb::Producer<Vec<u8>>>,
+    /// Used buffers of this burst, given back together at the next flush (one
+    /// ring update per burst, so the ring's lines do not bounce per packet).
+    spare: Vec<Vec<u8>>,
 }
 
 impl Sink {
@@ -81,6 +84,7 @@ impl Sink {
             pending: Vec::new(),
             tap: None,
             recycle: None,
+            spare: Vec::new(),
         }
     }
 
@@ -89,16 +93,29 @@ impl Sink {
         self.recycle = Some(ring);
     }
 
-    /// A used packet buffer back to the NIC model; freed when its ring is full,
-    /// when there is none, or when it grew past an Ethernet frame (so the
-    /// buffers in flight stay ≤ 2 KiB each, whatever a trace holds).
+    /// A used packet buffer back to the NIC model (at the next flush); freed
+    /// when its ring is full, when there is none, or when it grew past an
+    /// Ethernet frame (so the buffers in flight stay ≤ 2 KiB each, whatever a
+    /// trace holds).
     #[inline]
     pub fn give_back(&mut self, data: Vec<u8>) {
-        if let Some(r) = &mut self.recycle {
-            if data.capacity() <= RECYCLED_MAX {
-                let _ = r.push(data);
-            }
+        if self.recycle.is_some() && data.capacity() <= RECYCLED_MAX {
+            self.spare.push(data);
         }
+    }
+
+    /// Gives this burst's used buffers back in one ring update.
+    fn return_spare(&mut self) {
+        let Some(r) = &mut self.recycle else { return };
+        if self.spare.is_empty() {
+            return;
+        }
+        let n = self.spare.len().min(r.slots());
+        if let Ok(chunk) = r.write_chunk_uninit(n) {
+            chunk.fill_from_iter(self.spare.drain(..n));
+        }
+        // what did not fit is freed
+        self.spare.clear();
     }
 
     /// With interfaces: where forwarded packets leave.
@@ -112,6 +129,7 @@ impl Sink {
     /// (a shard handed over, a packet pushed to an offloading core, a recall
     /// answered), so that a flow's frames leave in order across cores.
     pub fn flush(&mut self) {
+        self.return_spare();
         if let Some(tx) = &self.tx {
             for (port, q) in self.pending.iter_mut().enumerate() {
                 if !q.is_empty() {
