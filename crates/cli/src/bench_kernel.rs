@@ -57,14 +57,18 @@ enum Variant {
     FlowshiftKernelSteer,
     /// flowshift FW → NAT, one working core fed by the NIC-model thread.
     FlowshiftUserSteer,
+    /// The same, the NIC-model thread reading a `TPACKET_V3` ring instead of
+    /// calling `recvmmsg`.
+    FlowshiftUserRing,
 }
 
 impl Variant {
-    const ALL: [Variant; 4] = [
+    const ALL: [Variant; 5] = [
         Variant::KernelRouting,
         Variant::Nftables,
         Variant::FlowshiftKernelSteer,
         Variant::FlowshiftUserSteer,
+        Variant::FlowshiftUserRing,
     ];
 
     fn name(self) -> &'static str {
@@ -73,13 +77,22 @@ impl Variant {
             Variant::Nftables => "nftables fw+nat (conntrack)",
             Variant::FlowshiftKernelSteer => "flowshift fw+nat --steer kernel",
             Variant::FlowshiftUserSteer => "flowshift fw+nat --steer user",
+            Variant::FlowshiftUserRing => "flowshift fw+nat --steer user --rx ring",
+        }
+    }
+
+    /// How flowshift's sockets receive (`run --rx`).
+    fn rx(self) -> &'static str {
+        match self {
+            Variant::FlowshiftUserRing => "ring",
+            _ => "recvmmsg",
         }
     }
 
     fn flowshift(self) -> Option<&'static str> {
         match self {
             Variant::FlowshiftKernelSteer => Some("kernel"),
-            Variant::FlowshiftUserSteer => Some("user"),
+            Variant::FlowshiftUserSteer | Variant::FlowshiftUserRing => Some("user"),
             _ => None,
         }
     }
@@ -182,8 +195,8 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                     bed.set_forwarding(true)?;
                 }
                 Some(steer) => {
-                    let json = dir.join(format!("run-{round}-{steer}.json"));
-                    child = Some(start_flowshift(&bed, steer, &chain, &json)?);
+                    let json = dir.join(format!("run-{round}-{steer}-{}.json", v.rx()));
+                    child = Some(start_flowshift(&bed, steer, v.rx(), &chain, &json)?);
                     probes = wait_forwarding(&bed, &c0, &s0, &batch)?;
                     // the last probes leave before counting starts
                     std::thread::sleep(Duration::from_millis(200));
@@ -406,6 +419,7 @@ impl Drop for Flowshift {
 fn start_flowshift(
     bed: &Bed,
     steer: &str,
+    rx: &str,
     chain: &std::path::Path,
     json: &std::path::Path,
 ) -> anyhow::Result<Flowshift> {
@@ -417,6 +431,7 @@ fn start_flowshift(
         .arg(exe)
         .args(["run", "--iface", &format!("{a},{b}"), "--steer", steer])
         .args(["--workers", "1", "--balancer", "static"])
+        .args(["--rx", rx])
         .arg("--config")
         .arg(chain)
         .arg("--json")

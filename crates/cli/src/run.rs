@@ -11,6 +11,15 @@ use runtime::{BalancerKind, RunConfig, RunReport};
 use serde::Deserialize;
 use trace::{Generator, Pace, Trace, TraceSpec};
 
+/// `run --rx`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RxArg {
+    /// `recvmmsg(2)` bursts.
+    Recvmmsg,
+    /// A `TPACKET_V3` ring.
+    Ring,
+}
+
 /// Options of `flowshift run`. Flags override the config file's `[run]` table.
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -56,6 +65,10 @@ pub struct RunArgs {
     /// for capacity measurements; holds a parsed copy of the trace in memory.
     #[arg(long)]
     pub presteer: bool,
+    /// With --iface: how the NIC-model thread reads frames, `recvmmsg` bursts
+    /// or a `TPACKET_V3` ring shared with the kernel.
+    #[arg(long, value_enum, default_value_t = RxArg::Recvmmsg)]
+    pub rx: RxArg,
     /// Allocate every packet's buffer and free it on the core that ends it,
     /// instead of reusing buffers the cores give back to the NIC model (for
     /// comparison).
@@ -233,6 +246,10 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
     cfg.recycle = !a.no_buffer_pool;
+    netio::set_rx_mode(match a.rx {
+        RxArg::Recvmmsg => netio::RxMode::Recvmmsg,
+        RxArg::Ring => netio::RxMode::Ring,
+    });
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {
             bail!("`speed` = {s}: must be a positive factor");

@@ -47,7 +47,7 @@ fn bench_kernel_measures_every_variant() {
     let samples: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
-    assert_eq!(samples.len(), 4, "{samples:?}");
+    assert_eq!(samples.len(), 5, "{samples:?}");
     for s in &samples {
         let (sent, delivered) = (
             s["sent"].as_u64().unwrap(),

@@ -4,7 +4,8 @@
 //! everything else stays pure.
 //!
 //! - [`PacketSocket`]: an `AF_PACKET` raw socket bound to one interface —
-//!   non-blocking bursts in, frames out, its own transmissions ignored.
+//!   non-blocking bursts in (from a `TPACKET_V3` ring shared with the kernel,
+//!   or `recvmmsg`), frames out, its own transmissions ignored.
 //! - [`steering::KernelRss`]: RSS in the kernel — an eBPF program (assembled
 //!   here, loaded with `bpf(2)`: no compiler, no loader) hashing like the NIC
 //!   model through an indirection table in a BPF map, with per-bucket counters.
@@ -14,8 +15,9 @@
 
 pub mod bpf;
 pub mod netns;
+mod ring;
 mod socket;
 pub mod steering;
 pub mod testbed;
 
-pub use socket::{PacketSocket, RxBatch, SocketError};
+pub use socket::{set_rx_mode, PacketSocket, RxBatch, RxMode, SocketError};

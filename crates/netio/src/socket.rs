@@ -71,6 +71,34 @@ pub struct PacketSocket {
     fd: OwnedFd,
     iface: String,
     ifindex: i32,
+    /// The `TPACKET_V3` receive ring, when the socket receives and the kernel
+    /// gave one (else `recvmmsg`).
+    ring: Option<crate::ring::RxRing>,
+}
+
+/// How receiving sockets opened from now on read frames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum RxMode {
+    /// `recvmmsg(2)` bursts: the kernel copies frames in the receiving
+    /// thread's system call (the default: faster on the veth bed, where the
+    /// receive softirq shares a CPU with a working core).
+    Recvmmsg,
+    /// A `TPACKET_V3` ring shared with the kernel: no system call while frames
+    /// flow, the copy done in the receive softirq.
+    Ring,
+}
+
+static RX_RING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets how sockets opened from now on receive.
+pub fn set_rx_mode(m: RxMode) {
+    // a setting read when sockets are opened; nothing else depends on it
+    RX_RING.store(m == RxMode::Ring, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn want_ring() -> bool {
+    // pairs with the store in `set_rx_mode` (a plain flag)
+    RX_RING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 impl PacketSocket {
@@ -132,16 +160,22 @@ impl PacketSocket {
         }
         set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             .map_err(|e| sys("PACKET_IGNORE_OUTGOING (Linux 4.20 or later)", e))?;
+        let mut ring = None;
         if proto != 0 {
             // room for bursts while the NIC-model thread is descheduled
             let size = 8 << 20;
             let _ = set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size)
                 .or_else(|_| set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, size));
+            if want_ring() {
+                // a kernel without TPACKET_V3 leaves the socket as it was
+                ring = crate::ring::RxRing::new(fd.as_raw_fd()).ok();
+            }
         }
         Ok(PacketSocket {
             fd,
             iface: iface.into(),
             ifindex,
+            ring,
         })
     }
 
@@ -222,10 +256,60 @@ impl PacketSocket {
         }
     }
 
-    /// One `recvmmsg`: (frames kept, frames read).
+    /// The socket's pending error (`SO_ERROR`: e.g. `ENETDOWN` once its
+    /// interface is gone), if any.
+    fn pending_error(&self) -> io::Result<()> {
+        let mut e: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `e` and `len` are valid for writes of the sizes given.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut e as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if e != 0 {
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        Ok(())
+    }
+
+    /// How this socket receives: `ring` (`TPACKET_V3`) or `recvmmsg`.
+    pub fn rx_mode(&self) -> &'static str {
+        if self.ring.is_some() {
+            "ring"
+        } else {
+            "recvmmsg"
+        }
+    }
+
+    /// One read of the ring or one `recvmmsg`: (frames kept, frames read).
     fn recv_batch_once(&self, b: &mut RxBatch) -> io::Result<(usize, usize)> {
         b.n = 0;
         let cap = b.bufs.len();
+        if let Some(ring) = &self.ring {
+            let read = ring.read(cap, |frame, outgoing| {
+                if outgoing {
+                    return;
+                }
+                let len = frame.len().min(MAX_FRAME);
+                b.bufs[b.n][..len].copy_from_slice(&frame[..len]);
+                b.lens[b.n] = len;
+                b.n += 1;
+            });
+            if read == 0 {
+                // no system call reads the ring: an idle poll asks for the
+                // socket's error, so an interface going away is noticed
+                self.pending_error()?;
+            }
+            return Ok((b.n, read));
+        }
         let mut from: Vec<libc::sockaddr_ll> = (0..cap)
             // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
             .map(|_| unsafe { std::mem::zeroed() })
