@@ -224,6 +224,8 @@ fn a_plans_rules_steer_the_runtime_and_the_simulator() {
             .map(|c| c["packets"].as_u64().unwrap())
             .collect();
         assert_eq!(got, want, "{mode}");
+        // the exact monitor's counters are shard-local: no flow entries
+        assert_eq!(r["flows"]["created"], 0, "{mode}");
     }
     // a plan for more cores than the run has is named
     let o = flowshift(&[

@@ -84,6 +84,9 @@ pub struct Chain {
     buckets: usize,
     table: TableConfig,
     per_flow: bool,
+    /// Some NF keeps state in flow entries: packets are looked up and new
+    /// flows get an entry.
+    entries: bool,
     /// Emergency mode's high- and low-water marks, in flows per shard.
     emergency: Option<(usize, usize)>,
     counters: ChainCounters,
@@ -178,6 +181,7 @@ impl Chain {
             1
         };
         let per_flow = nfs.iter().any(|n| n.state_kind() == StateKind::PerFlow);
+        let entries = nfs.iter().any(|n| n.keeps_entries());
         let cap = table.capacity as f64;
         let emergency = opts
             .emergency
@@ -191,6 +195,7 @@ impl Chain {
             buckets: opts.buckets,
             table,
             per_flow,
+            entries,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
             routed: Vec::new(),
@@ -208,6 +213,7 @@ impl Chain {
             buckets: self.buckets,
             table: self.table.clone(),
             per_flow: self.per_flow,
+            entries: self.entries,
             emergency: self.emergency,
             counters: ChainCounters::default(),
             lookups: Vec::new(),
@@ -215,9 +221,15 @@ impl Chain {
         }
     }
 
-    /// True if some NF keeps per-flow state (in flow entries).
+    /// True if some NF keeps per-flow state (in flow entries or shard-local).
     pub fn has_per_flow_state(&self) -> bool {
         self.per_flow
+    }
+
+    /// True if packets are looked up in flow entries (some NF keeps state in
+    /// its slot of one).
+    pub fn keeps_entries(&self) -> bool {
+        self.entries
     }
 
     /// The steering key the NIC model must use.
@@ -291,7 +303,7 @@ impl Chain {
 
     /// Runs the chain on one packet of `shard` (the shard must be the packet's).
     pub fn process(&mut self, shard: &mut Shard, pkt: &mut Packet, now_ns: u64) -> Verdict {
-        let found = if self.per_flow {
+        let found = if self.entries {
             let (key, side) = FlowKey::of(&pkt.info.tuple);
             shard.table.lookup(&key, side, pkt.hash)
         } else {
@@ -335,7 +347,7 @@ impl Chain {
     ) {
         out.clear();
         self.lookups.clear();
-        if self.per_flow {
+        if self.entries {
             // pipelined lookups: every index bucket of the burst in flight first,
             // then every entry, then the probes
             // (each packet's key and index hash computed once, for all three)
@@ -359,7 +371,7 @@ impl Chain {
             let shard = shards[self.shard_of(p.hash)]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            let found = if self.per_flow {
+            let found = if self.entries {
                 let (k, side, ih) = self.lookups[i];
                 shard.table.lookup_at(&k, side, ih)
             } else {
@@ -470,7 +482,7 @@ impl Chain {
             locals,
             emergency,
         } = shard;
-        let id = if self.per_flow {
+        let id = if self.entries {
             let l = match found {
                 Some(l) => l,
                 None => {
@@ -527,7 +539,7 @@ impl Chain {
                 break;
             }
         }
-        if self.per_flow {
+        if self.entries {
             if found.is_none() && verdict != Verdict::Forward {
                 // a new flow dropped later in the chain: the NFs before the one
                 // that dropped it keep nothing (a firewall must not have opened
@@ -588,7 +600,7 @@ impl Chain {
     /// entries each): what a run of this chain may come to hold, whatever the
     /// core count (each shard lives on one core at a time).
     pub fn table_bytes_at_capacity(&self) -> u64 {
-        if !self.per_flow {
+        if !self.entries {
             return 0;
         }
         self.shards as u64 * state::FlowTable::<Option<FlowState>>::bytes_at_capacity(&self.table)

@@ -149,6 +149,12 @@ pub trait Nf: Send + Any {
     fn needs_alias(&self) -> bool {
         false
     }
+    /// True if the NF keeps state in its slot of the flow entry (so packets
+    /// need a flow entry): every per-flow NF but those whose per-flow state is
+    /// shard-local (the exact monitor's per-source table).
+    fn keeps_entries(&self) -> bool {
+        self.state_kind() == StateKind::PerFlow
+    }
     /// Called once the chain knows its steering: the NIC model's hasher and the
     /// bucket mask (e.g. the NAT precomputes its port plan here).
     fn bind(&mut self, _hasher: &RssHasher, _bucket_mask: u32) {}

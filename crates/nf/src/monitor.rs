@@ -217,6 +217,11 @@ impl Nf for Monitor {
         }
     }
 
+    /// The exact mode's per-source table is shard-local, not in flow entries.
+    fn keeps_entries(&self) -> bool {
+        false
+    }
+
     /// The exact mode counts in shard-local state on every packet.
     fn offloadable(&self, _: Option<&FlowState>) -> bool {
         self.cfg.state == MonitorMode::Mergeable

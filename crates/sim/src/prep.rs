@@ -57,7 +57,7 @@ pub struct Prepared {
     pub shards: usize,
     /// Indirection-table size.
     pub buckets: usize,
-    /// True if the chain keeps per-flow state.
+    /// True if the chain keeps state in flow entries (each packet has one).
     pub per_flow: bool,
     /// New flows whose earlier NFs' state was released because a later NF
     /// dropped their first packet (the functional pass's count).
@@ -191,7 +191,7 @@ impl Prepared {
             kinds: chain.nfs().iter().map(|n| n.kind()).collect(),
             shards: chain.shard_count(),
             buckets: chain.buckets(),
-            per_flow: chain.has_per_flow_state(),
+            per_flow: chain.keeps_entries(),
             undone: chain.counters().undone,
             emergencies: chain.counters().emergencies,
             rule_owners: chain.rule_owners(),

@@ -51,7 +51,8 @@ impl Engine<'_> {
             None => self.t.forwarded += 1,
             Some(_) => self.t.dropped[usize::from(info.verdict - 1)] += 1,
         }
-        if !self.prep.is_hit(pkt.idx, pkt.n) {
+        // a packet that found no entry made one (chains with entries only)
+        if self.prep.per_flow && !self.prep.is_hit(pkt.idx, pkt.n) {
             self.counts.created += 1;
         }
         // a move carries the entries the shard's table holds now (the
