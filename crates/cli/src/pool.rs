@@ -14,6 +14,42 @@ pub enum PoolCommand {
     /// Pack tenants (fNICs) onto nodes with each heuristic; nodes used against
     /// the lower bound.
     Plan(PlanArgs),
+    /// Run the pool's replication (ping-pong, heartbeats, failover, bulk sync)
+    /// in a simulated network, optionally killing a node and bringing it back;
+    /// print the pool's report.
+    Sim(SimArgs),
+}
+
+/// Options of `flowshift pool sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Nodes in the pool.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Connections.
+    #[arg(long, default_value_t = 300)]
+    pub connections: usize,
+    /// Packets per connection (one in flight at a time, 200 µs apart).
+    #[arg(long, default_value_t = 400)]
+    pub packets: u64,
+    /// Kill node N at T ms (`N@T`).
+    #[arg(long)]
+    pub kill: Option<String>,
+    /// Bring the killed node back at this many ms.
+    #[arg(long)]
+    pub back: Option<f64>,
+    /// Virtual time to simulate, ms.
+    #[arg(long, default_value_t = 100.0)]
+    pub duration: f64,
+    /// One-way latency between nodes, µs.
+    #[arg(long, default_value_t = 20.0)]
+    pub latency_us: f64,
+    /// Heartbeat period, µs (a node silent for 3 periods is down).
+    #[arg(long, default_value_t = 500.0)]
+    pub heartbeat_us: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `flowshift pool plan`.
@@ -184,7 +220,99 @@ struct Row {
 pub fn run(c: PoolCommand) -> anyhow::Result<()> {
     match c {
         PoolCommand::Plan(a) => plan(a),
+        PoolCommand::Sim(a) => sim(a),
     }
+}
+
+fn sim(a: SimArgs) -> anyhow::Result<()> {
+    use pool::sim::{Failure, Sim, SimConfig};
+    if a.nodes < 2 {
+        bail!("--nodes {}: a pool replicates across at least 2", a.nodes);
+    }
+    if a.connections == 0 || a.packets == 0 {
+        bail!("--connections and --packets must be at least 1");
+    }
+    let ms = |x: f64, what: &str| -> anyhow::Result<u64> {
+        if !(x.is_finite() && x >= 0.0) {
+            bail!("{what} {x}: a time ≥ 0");
+        }
+        Ok((x * 1e6) as u64)
+    };
+    let duration = ms(a.duration, "--duration")?;
+    let failure = match &a.kill {
+        None => {
+            if a.back.is_some() {
+                bail!("--back needs --kill");
+            }
+            None
+        }
+        Some(k) => {
+            let (n, t) = k
+                .split_once('@')
+                .ok_or_else(|| anyhow::anyhow!("--kill {k}: NODE@MS, e.g. 1@20"))?;
+            let node: u16 = n
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--kill {k}: `{n}` is not a node number"))?;
+            if node >= a.nodes {
+                bail!("--kill {k}: the pool has nodes 0..{}", a.nodes - 1);
+            }
+            let at: f64 = t
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--kill {k}: `{t}` is not a time in ms"))?;
+            let at_ns = ms(at, "--kill")?;
+            let back_ns = a.back.map(|b| ms(b, "--back")).transpose()?;
+            if back_ns.is_some_and(|b| b <= at_ns) {
+                bail!("--back must come after the kill");
+            }
+            Some(Failure {
+                node,
+                at_ns,
+                back_ns,
+            })
+        }
+    };
+    let mut cfg = SimConfig {
+        nodes: a.nodes,
+        connections: a.connections,
+        packets: a.packets,
+        latency_ns: ms(a.latency_us / 1e3, "--latency-us")?,
+        ..SimConfig::default()
+    };
+    cfg.replica.heartbeat_ns = ms(a.heartbeat_us / 1e3, "--heartbeat-us")?.max(1);
+    let r = Sim::new(cfg).run(failure, duration);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "pool of {} nodes, {} connections, {:.1} ms simulated",
+        a.nodes,
+        a.connections,
+        r.duration_ns as f64 / 1e6
+    );
+    println!(
+        "packets     out {}  ({} connections finished)",
+        r.packets_out, r.finished
+    );
+    for (n, p) in &r.node_packets {
+        println!("node {n:>2}     {p} packets");
+    }
+    println!(
+        "replication {} state changes, lag p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; {} left with one copy",
+        r.replicated,
+        r.lag_ns[0] as f64 / 1e3,
+        r.lag_ns[1] as f64 / 1e3,
+        r.lag_ns[2] as f64 / 1e3,
+        r.unreplicated
+    );
+    println!(
+        "failovers   {}  recovery {:.2} ms  bulk syncs {}",
+        r.failovers,
+        r.recovery_ns as f64 / 1e6,
+        r.syncs
+    );
+    println!("broken      {} connections", r.broken);
+    Ok(())
 }
 
 fn plan(a: PlanArgs) -> anyhow::Result<()> {

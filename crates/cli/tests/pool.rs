@@ -123,3 +123,47 @@ fn bad_tenants_are_named() {
     let o = flowshift(&["pool", "plan", "--split", "0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--split 0"));
 }
+
+#[test]
+fn the_simulated_pool_reports_a_failover_without_a_broken_connection() {
+    let o = flowshift(&[
+        "pool",
+        "sim",
+        "--connections",
+        "100",
+        "--packets",
+        "150",
+        "--kill",
+        "2@10",
+        "--back",
+        "30",
+        "--duration",
+        "60",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["broken"], 0, "{r}");
+    assert_eq!(r["failovers"], 1, "{r}");
+    assert_eq!(r["finished"], 100, "{r}");
+    assert_eq!(r["packets_out"], 100 * 150, "{r}");
+    let recovery = r["recovery_ns"].as_u64().unwrap();
+    assert!(recovery > 0 && recovery < 5_000_000, "{r}");
+    assert!(r["syncs"].as_u64().unwrap() >= 2, "{r}");
+    for (args, says) in [
+        (vec!["--kill", "5@1"], "the pool has nodes 0..2"),
+        (vec!["--back", "3"], "--back needs --kill"),
+        (
+            vec!["--kill", "1@9", "--back", "2"],
+            "--back must come after the kill",
+        ),
+        (vec!["--nodes", "1"], "at least 2"),
+    ] {
+        let mut v = vec!["pool", "sim"];
+        v.extend(&args);
+        let o = flowshift(&v);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

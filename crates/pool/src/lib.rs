@@ -9,11 +9,14 @@
 //! [`replica`] is a node's side of the ping-pong state replication, heartbeats
 //! and epoch-based bulk sync (§3.2), as a pure machine.
 //!
+//! [`sim`] runs the pool in a simulated network and writes the pool's report.
+//!
 //! Pure logic: no threads, clocks or I/O.
 
 pub mod pack;
 pub mod replica;
 pub mod ring;
+pub mod sim;
 pub mod sizes;
 
 pub use pack::{lower_bound, pack, Heuristic, Packing, Part, Split};
