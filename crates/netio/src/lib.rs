@@ -12,9 +12,13 @@
 //! - [`netns`]: create, enter and delete network namespaces.
 //! - [`testbed::Bed`]: client namespace — veth — flowshift namespace — veth —
 //!   server namespace, for integration tests and `scripts/netns.sh`.
+//! - [`poolbed::PoolBed`]: client — router — N nodes — server, the router
+//!   spreading flows with resilient nexthop groups whose buckets a pool
+//!   controller sets.
 
 pub mod bpf;
 pub mod netns;
+pub mod poolbed;
 mod ring;
 mod socket;
 pub mod steering;

@@ -203,7 +203,7 @@ impl Bed {
 }
 
 /// A permanent neighbour entry in namespace `ns`: `addr` is at `lladdr` on `dev`.
-fn neighbour(ns: &str, addr: &str, lladdr: &str, dev: &str) -> io::Result<()> {
+pub(crate) fn neighbour(ns: &str, addr: &str, lladdr: &str, dev: &str) -> io::Result<()> {
     exec(
         ns,
         "ip",

@@ -1,0 +1,377 @@
+//! A pool test bed on this machine (Sirius §3.1 in miniature): a client, a
+//! router, N nodes and a server, each in its namespace.
+//!
+//! ```text
+//!  {p}-c ── {p}c0 ─ {p}rc ┐            ┌─ {p}f0 ── {p}a0 [{p}-n0] {p}b0 ── {p}k0 ─┐
+//!  10.0.0.2/24            │ {p}-r      ├─ {p}f1 ── {p}a1 [{p}-n1] {p}b1 ── {p}k1 ─┤
+//!  {p}-s ── {p}s0 ─ {p}rs ┘ (router)   └─ …                                       ┘
+//!  198.51.100.2/24
+//! ```
+//!
+//! The router spreads flows over the nodes with the kernel's own ECMP: two
+//! **resilient nexthop groups** of as many buckets, one over the nodes' front
+//! links (client → server) and one over their back links (server → client),
+//! with the same node in the same bucket of both, and a multipath hash over
+//! addresses and ports that is the same for both directions (policy 3, fields
+//! 0x37: the kernel orders the addresses and ports before hashing), so both
+//! directions of a connection meet the same node. Policy rules pick the group
+//! by the interface a packet came in by; a packet back from a node goes by the
+//! main table. Each node runs a bump in the wire between its two links (e.g.
+//! `flowshift run --iface {p}a{i},{p}b{i}`): frames leave a node with the
+//! addresses the router gave them, so each router link takes the MAC address
+//! the opposite link's static neighbour names. A node's NAT pool
+//! (203.0.113.16·i/28) is routed to its back link, for replies to reach the
+//! node that translated them.
+//!
+//! A pool controller changes the groups' members ([`PoolBed::set_members`]):
+//! the kernel moves only the buckets of a member that leaves, to the others,
+//! and the same way in both groups (checked by [`PoolBed::bucket_nodes`]).
+//! It does not let a program set a bucket's member directly (iproute2 6.1 has
+//! no `nexthop bucket set`; the kernel only lists buckets), so which buckets a
+//! joining member takes is the kernel's choice.
+
+use std::io;
+
+use crate::netns::{exec, ip, mac};
+use crate::testbed::neighbour;
+
+/// The client's address.
+pub const CLIENT: &str = "10.0.0.2";
+/// The server's address.
+pub const SERVER: &str = "198.51.100.2";
+
+/// Group ids of the two directions.
+const FRONT: u32 = 1000;
+const BACK: u32 = 2000;
+
+/// The namespaces; deleted on drop.
+#[derive(Debug)]
+pub struct PoolBed {
+    /// The prefix of every name.
+    pub prefix: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Router buckets (in each group).
+    pub buckets: usize,
+}
+
+impl PoolBed {
+    /// Builds the bed: names start with `prefix` (≤ 6 characters), `nodes`
+    /// nodes (1..=16), `buckets` buckets per group.
+    pub fn up(prefix: &str, nodes: usize, buckets: usize) -> io::Result<PoolBed> {
+        assert!(prefix.len() <= 6, "prefix too long for interface names");
+        assert!((1..=16).contains(&nodes), "1 to 16 nodes");
+        let bed = PoolBed {
+            prefix: prefix.to_string(),
+            nodes,
+            buckets,
+        };
+        bed.remove();
+        bed.build()?;
+        Ok(bed)
+    }
+
+    /// The client's namespace.
+    pub fn client(&self) -> String {
+        format!("{}-c", self.prefix)
+    }
+
+    /// The router's namespace.
+    pub fn router(&self) -> String {
+        format!("{}-r", self.prefix)
+    }
+
+    /// The server's namespace.
+    pub fn server(&self) -> String {
+        format!("{}-s", self.prefix)
+    }
+
+    /// Node `i`'s namespace.
+    pub fn node(&self, i: usize) -> String {
+        format!("{}-n{i}", self.prefix)
+    }
+
+    /// Node `i`'s links: front (towards the client), back (towards the server).
+    pub fn node_ifaces(&self, i: usize) -> (String, String) {
+        (
+            format!("{}a{i}", self.prefix),
+            format!("{}b{i}", self.prefix),
+        )
+    }
+
+    /// Node `i`'s NAT pool.
+    pub fn nat_pool(i: usize) -> String {
+        format!("203.0.113.{}/28", 16 * i)
+    }
+
+    fn build(&self) -> io::Result<()> {
+        let p = &self.prefix;
+        let (c, r, s) = (self.client(), self.router(), self.server());
+        let (c0, rc, rs, s0) = (
+            format!("{p}c0"),
+            format!("{p}rc"),
+            format!("{p}rs"),
+            format!("{p}s0"),
+        );
+        for ns in [&c, &r, &s] {
+            ip(&["netns", "add", ns])?;
+            exec(ns, "ip", &["link", "set", "lo", "up"])?;
+        }
+        ip(&[
+            "link", "add", &c0, "netns", &c, "type", "veth", "peer", "name", &rc, "netns", &r,
+        ])?;
+        ip(&[
+            "link", "add", &s0, "netns", &s, "type", "veth", "peer", "name", &rs, "netns", &r,
+        ])?;
+        let quiet = |ns: &str, dev: &str| -> io::Result<()> {
+            exec(ns, "ip", &["link", "set", dev, "up"])?;
+            // full checksums, MTU-sized segments
+            exec(
+                ns,
+                "ethtool",
+                &[
+                    "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )
+        };
+        for (ns, dev) in [(&c, &c0), (&r, &rc), (&r, &rs), (&s, &s0)] {
+            quiet(ns, dev)?;
+        }
+        exec(
+            &c,
+            "ip",
+            &["addr", "add", &format!("{CLIENT}/24"), "dev", &c0],
+        )?;
+        exec(&c, "ip", &["route", "add", "default", "via", "10.0.0.1"])?;
+        exec(
+            &s,
+            "ip",
+            &["addr", "add", &format!("{SERVER}/24"), "dev", &s0],
+        )?;
+        exec(
+            &s,
+            "ip",
+            &["route", "add", "default", "via", "198.51.100.1"],
+        )?;
+        exec(&r, "ip", &["addr", "add", "10.0.0.1/24", "dev", &rc])?;
+        exec(&r, "ip", &["addr", "add", "198.51.100.1/24", "dev", &rs])?;
+        for kv in [
+            "net.ipv4.ip_forward=1",
+            "net.ipv4.fib_multipath_hash_policy=3",
+            "net.ipv4.fib_multipath_hash_fields=0x0037",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+        ] {
+            exec(&r, "sysctl", &["-qw", kv])?;
+        }
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        for i in 0..self.nodes {
+            let n = self.node(i);
+            let (a, b) = self.node_ifaces(i);
+            let (f, k) = (format!("{p}f{i}"), format!("{p}k{i}"));
+            ip(&["netns", "add", &n])?;
+            exec(&n, "ip", &["link", "set", "lo", "up"])?;
+            ip(&[
+                "link", "add", &f, "netns", &r, "type", "veth", "peer", "name", &a, "netns", &n,
+            ])?;
+            ip(&[
+                "link", "add", &k, "netns", &r, "type", "veth", "peer", "name", &b, "netns", &n,
+            ])?;
+            for (ns, dev) in [(&r, &f), (&r, &k), (&n, &a), (&n, &b)] {
+                quiet(ns, dev)?;
+            }
+            // a frame sent on f leaves the node by b unchanged: it must be
+            // addressed to k, and the other way round
+            let (fmac, kmac) = (mac(&r, &f)?, mac(&r, &k)?);
+            let (fgw, kgw) = (format!("10.8.{i}.2"), format!("10.9.{i}.2"));
+            neighbour(&r, &fgw, &kmac, &f)?;
+            neighbour(&r, &kgw, &fmac, &k)?;
+            let (fid, kid) = (
+                (FRONT + 1 + i as u32).to_string(),
+                (BACK + 1 + i as u32).to_string(),
+            );
+            exec(
+                &r,
+                "ip",
+                &[
+                    "nexthop", "add", "id", &fid, "via", &fgw, "dev", &f, "onlink",
+                ],
+            )?;
+            exec(
+                &r,
+                "ip",
+                &[
+                    "nexthop", "add", "id", &kid, "via", &kgw, "dev", &k, "onlink",
+                ],
+            )?;
+            // the node's NAT pool comes back to it
+            exec(
+                &r,
+                "ip",
+                &[
+                    "route",
+                    "add",
+                    &Self::nat_pool(i),
+                    "nhid",
+                    &kid,
+                    "table",
+                    "20",
+                ],
+            )?;
+            front.push(fid);
+            back.push(kid);
+        }
+        let b = self.buckets.to_string();
+        for (id, members) in [(FRONT, &front), (BACK, &back)] {
+            exec(
+                &r,
+                "ip",
+                &[
+                    "nexthop",
+                    "add",
+                    "id",
+                    &id.to_string(),
+                    "group",
+                    &members.join("/"),
+                    "type",
+                    "resilient",
+                    "buckets",
+                    &b,
+                    "idle_timer",
+                    "0",
+                ],
+            )?;
+        }
+        exec(&r, "ip", &["rule", "add", "iif", &rc, "lookup", "10"])?;
+        exec(&r, "ip", &["rule", "add", "iif", &rs, "lookup", "20"])?;
+        exec(
+            &r,
+            "ip",
+            &[
+                "route",
+                "add",
+                "198.51.100.0/24",
+                "nhid",
+                &FRONT.to_string(),
+                "table",
+                "10",
+            ],
+        )?;
+        exec(
+            &r,
+            "ip",
+            &[
+                "route",
+                "add",
+                "10.0.0.0/24",
+                "nhid",
+                &BACK.to_string(),
+                "table",
+                "20",
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Makes `nodes` the members of both groups (weight 1 each).
+    pub fn set_members(&self, nodes: &[usize]) -> io::Result<()> {
+        let r = self.router();
+        for base in [FRONT, BACK] {
+            let members: Vec<String> = nodes
+                .iter()
+                .map(|&n| (base + 1 + n as u32).to_string())
+                .collect();
+            exec(
+                &r,
+                "ip",
+                &[
+                    "nexthop",
+                    "replace",
+                    "id",
+                    &base.to_string(),
+                    "group",
+                    &members.join("/"),
+                    "type",
+                    "resilient",
+                    "buckets",
+                    &self.buckets.to_string(),
+                    "idle_timer",
+                    "0",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The node of every bucket of each group (front, back), read back from
+    /// the kernel.
+    pub fn bucket_nodes(&self) -> io::Result<(Vec<usize>, Vec<usize>)> {
+        Ok((self.group_buckets(FRONT)?, self.group_buckets(BACK)?))
+    }
+
+    fn group_buckets(&self, base: u32) -> io::Result<Vec<usize>> {
+        let out = std::process::Command::new("ip")
+            .args([
+                "-n",
+                &self.router(),
+                "nexthop",
+                "bucket",
+                "show",
+                "id",
+                &base.to_string(),
+            ])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
+        }
+        let mut v = vec![usize::MAX; self.buckets];
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let field = |name: &str| {
+                w.iter()
+                    .position(|x| *x == name)
+                    .and_then(|i| w.get(i + 1))
+                    .and_then(|x| x.parse::<usize>().ok())
+            };
+            if let (Some(i), Some(nh)) = (field("index"), field("nhid")) {
+                if i < v.len() {
+                    v[i] = nh - (base as usize + 1);
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Moves node `from`'s NAT pool route to node `to` (its replies go there).
+    pub fn move_nat_pool(&self, from: usize, to: usize) -> io::Result<()> {
+        exec(
+            &self.router(),
+            "ip",
+            &[
+                "route",
+                "replace",
+                &Self::nat_pool(from),
+                "nhid",
+                &(BACK + 1 + to as u32).to_string(),
+                "table",
+                "20",
+            ],
+        )
+    }
+
+    fn remove(&self) {
+        let mut names = vec![self.client(), self.router(), self.server()];
+        names.extend((0..self.nodes).map(|i| self.node(i)));
+        for ns in names {
+            let _ = ip(&["netns", "del", &ns]);
+        }
+    }
+}
+
+impl Drop for PoolBed {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
