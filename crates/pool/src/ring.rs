@@ -1,8 +1,15 @@
 //! The pool's pairing and routing, as its controller keeps them: nodes in a
 //! ring, each the secondary of the node before it (Sirius's card pairs,
 //! generalised to a ring so that every node is both), and the router's
-//! buckets, each sending its flows to one node — the buckets of a resilient
-//! nexthop group, which the controller sets one by one.
+//! buckets, each sending its flows to one node.
+//!
+//! On the real router (`netio::poolbed`) the buckets are a resilient nexthop
+//! group's, and the kernel decides which bucket moves: taking a member out
+//! moves only its buckets (what [`Ring::fail`] models, though the kernel
+//! spreads them over the members rather than giving them all to the
+//! secondary), and adding one takes buckets from every member, where
+//! [`Ring::take_buckets`] takes them from the joiner's primary only — a joiner
+//! on the real router needs every node's checkpoint first.
 //!
 //! A node that fails gives its buckets to its secondary, which holds its
 //! flows' state; the node before it gets a new secondary (and syncs to it).
