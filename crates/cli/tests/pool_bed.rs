@@ -5,7 +5,10 @@
 //! pool addresses. Then the controller's move: node 2 leaves both groups (the
 //! kernel gives its buckets, and only those, to the others, the same way in
 //! both directions), its NAT pool goes to node 0, and it is killed
-//! (`kill -9`); new connections all complete through nodes 0 and 1. (Connections established through a killed
+//! (`kill -9`); new connections all complete through nodes 0 and 1. Last,
+//! node 1's buckets are redirected, bucket for bucket, to node 0 (its member
+//! nexthops re-pointed, as failover to a secondary does) and node 1 is killed:
+//! node 0 carries every new connection. (Connections established through a killed
 //! node need the replication of `pool::replica`, which the nodes do not run
 //! yet.)
 

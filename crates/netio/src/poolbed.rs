@@ -25,7 +25,9 @@
 //!
 //! A pool controller changes the groups' members ([`PoolBed::set_members`]):
 //! the kernel moves only the buckets of a member that leaves, to the others,
-//! and the same way in both groups (checked by [`PoolBed::bucket_nodes`]).
+//! and the same way in both groups (checked by [`PoolBed::bucket_nodes`]). To
+//! hand a failed node's buckets to its secondary only, it re-points the
+//! node's member nexthops at the secondary's links ([`PoolBed::redirect`]).
 //! It does not let a program set a bucket's member directly (iproute2 6.1 has
 //! no `nexthop bucket set`; the kernel only lists buckets), so which buckets a
 //! joining member takes is the kernel's choice.
@@ -297,6 +299,33 @@ impl PoolBed {
                     &self.buckets.to_string(),
                     "idle_timer",
                     "0",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Sends node `from`'s traffic to node `to` instead, bucket for bucket:
+    /// `from`'s member nexthops are re-pointed at `to`'s links, so every
+    /// bucket of `from` — and only those — now reaches `to` (its secondary,
+    /// which holds the state of its flows), in both directions at once.
+    pub fn redirect(&self, from: usize, to: usize) -> io::Result<()> {
+        let r = self.router();
+        let p = &self.prefix;
+        for (base, side, gw) in [(FRONT, "f", "10.8"), (BACK, "k", "10.9")] {
+            exec(
+                &r,
+                "ip",
+                &[
+                    "nexthop",
+                    "replace",
+                    "id",
+                    &(base + 1 + from as u32).to_string(),
+                    "via",
+                    &format!("{gw}.{to}.2"),
+                    "dev",
+                    &format!("{p}{side}{to}"),
+                    "onlink",
                 ],
             )?;
         }

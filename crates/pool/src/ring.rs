@@ -4,12 +4,13 @@
 //! buckets, each sending its flows to one node.
 //!
 //! On the real router (`netio::poolbed`) the buckets are a resilient nexthop
-//! group's, and the kernel decides which bucket moves: taking a member out
-//! moves only its buckets (what [`Ring::fail`] models, though the kernel
-//! spreads them over the members rather than giving them all to the
-//! secondary), and adding one takes buckets from every member, where
-//! [`Ring::take_buckets`] takes them from the joiner's primary only — a joiner
-//! on the real router needs every node's checkpoint first.
+//! group's. [`Ring::fail`] is done there by re-pointing the failed node's
+//! member nexthops at its secondary's links (`PoolBed::redirect`): every one
+//! of its buckets, and no other, then reaches the secondary. The kernel does
+//! not let a program pick buckets otherwise: adding a member takes buckets
+//! from every member, where [`Ring::take_buckets`] takes them from the
+//! joiner's primary only — a joiner on the real router needs every node's
+//! checkpoint first.
 //!
 //! A node that fails gives its buckets to its secondary, which holds its
 //! flows' state; the node before it gets a new secondary (and syncs to it).
