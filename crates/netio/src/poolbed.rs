@@ -390,6 +390,21 @@ impl PoolBed {
         )
     }
 
+    /// Leaves the bed up after this value is gone (`scripts/pool.sh up`).
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+
+    /// Deletes the bed of `nodes` nodes with names starting with `prefix`.
+    pub fn down(prefix: &str, nodes: usize) {
+        PoolBed {
+            prefix: prefix.to_string(),
+            nodes,
+            buckets: 0,
+        }
+        .remove();
+    }
+
     fn remove(&self) {
         let mut names = vec![self.client(), self.router(), self.server()];
         names.extend((0..self.nodes).map(|i| self.node(i)));
