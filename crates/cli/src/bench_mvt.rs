@@ -396,17 +396,7 @@ fn fig5c(t: usize, ops: usize) -> (f64, f64) {
         let secs = on_threads(t, |_| {
             let mut v = 0u32;
             churn(&mut |free| {
-                let mut p = shared.lock().expect("not poisoned");
-                match free {
-                    Some(port) => {
-                        p.free(0, PortClass::Tcp, port);
-                        None
-                    }
-                    None => {
-                        v = (v + 1) & 127;
-                        p.alloc(0, PortClass::Tcp, v)
-                    }
-                }
+                open_or_close(&mut shared.lock().expect("not poisoned"), &mut v, free)
             });
         });
         d = d.max(mops(t * ops, secs));
@@ -416,18 +406,24 @@ fn fig5c(t: usize, ops: usize) -> (f64, f64) {
         let secs = on_threads(t, |i| {
             let mut p = pools[i].lock().expect("not poisoned");
             let mut v = 0u32;
-            churn(&mut |free| match free {
-                Some(port) => {
-                    p.free(0, PortClass::Tcp, port);
-                    None
-                }
-                None => {
-                    v = (v + 1) & 127;
-                    p.alloc(0, PortClass::Tcp, v)
-                }
-            });
+            churn(&mut |free| open_or_close(&mut p, &mut v, free));
         });
         m = m.max(mops(t * ops, secs));
     }
     (d, m)
+}
+
+/// Closes the mapping of `free`'s port, or opens one (a port of the next group
+/// `v`).
+fn open_or_close(pool: &mut PortPool, v: &mut u32, free: Option<u16>) -> Option<u16> {
+    match free {
+        Some(port) => {
+            pool.free(0, PortClass::Tcp, port);
+            None
+        }
+        None => {
+            *v = (*v + 1) & 127;
+            pool.alloc(0, PortClass::Tcp, *v)
+        }
+    }
 }

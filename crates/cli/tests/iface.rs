@@ -123,30 +123,8 @@ fn pattern(seed: u8) -> Vec<u8> {
 /// `CONNECTIONS` downloads from the client namespace, 8 at a time; each must
 /// arrive whole.
 fn downloads(bed: &Bed, port: u16) {
-    let ns = bed.client();
-    let per = CONNECTIONS / 8;
-    let hs: Vec<_> = (0..8)
-        .map(|t| {
-            let ns = ns.clone();
-            std::thread::spawn(move || {
-                netns::enter(&ns).unwrap();
-                let to = SocketAddr::new(SERVER.parse().unwrap(), port);
-                for i in 0..per {
-                    let seed = (t * per + i) as u8;
-                    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
-                        .unwrap_or_else(|e| panic!("connection {seed}: {e}"));
-                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    s.write_all(&[seed]).unwrap();
-                    let mut got = Vec::new();
-                    s.read_to_end(&mut got).unwrap();
-                    assert!(got == pattern(seed), "download {seed}: {} bytes", got.len());
-                }
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    let to = SocketAddr::new(SERVER.parse().unwrap(), port);
+    common::downloads(&bed.client(), to, CONNECTIONS, 8, pattern);
 }
 
 /// UDP echo, ICMP echo and a denied connection, from the client namespace.

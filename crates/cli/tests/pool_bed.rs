@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use netio::netns;
 use netio::poolbed::{PoolBed, SERVER};
+
+mod common;
 
 const PORT: u16 = 8800;
 const BYTES: usize = 50_000;
@@ -94,30 +96,8 @@ fn server(bed: &PoolBed, peers: Arc<Mutex<BTreeSet<IpAddr>>>) {
 
 /// `n` downloads from the client namespace, 6 at a time, each whole.
 fn downloads(bed: &PoolBed, n: usize) {
-    let ns = bed.client();
-    let per = n / 6;
-    let hs: Vec<_> = (0..6)
-        .map(|t| {
-            let ns = ns.clone();
-            std::thread::spawn(move || {
-                netns::enter(&ns).unwrap();
-                let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
-                for i in 0..per {
-                    let seed = (t * per + i) as u8;
-                    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
-                        .unwrap_or_else(|e| panic!("connection {seed}: {e}"));
-                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    s.write_all(&[seed]).unwrap();
-                    let mut got = Vec::new();
-                    s.read_to_end(&mut got).unwrap();
-                    assert!(got == pattern(seed), "download {seed}: {} bytes", got.len());
-                }
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
+    common::downloads(&bed.client(), to, n, 6, pattern);
 }
 
 /// Packets each node's interfaces received so far.

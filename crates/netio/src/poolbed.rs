@@ -166,7 +166,6 @@ impl PoolBed {
         ] {
             exec(&r, "sysctl", &["-qw", kv])?;
         }
-        let (mut front, mut back) = (Vec::new(), Vec::new());
         for i in 0..self.nodes {
             let n = self.node(i);
             let (a, b) = self.node_ifaces(i);
@@ -220,30 +219,8 @@ impl PoolBed {
                     "20",
                 ],
             )?;
-            front.push(fid);
-            back.push(kid);
         }
-        let b = self.buckets.to_string();
-        for (id, members) in [(FRONT, &front), (BACK, &back)] {
-            exec(
-                &r,
-                "ip",
-                &[
-                    "nexthop",
-                    "add",
-                    "id",
-                    &id.to_string(),
-                    "group",
-                    &members.join("/"),
-                    "type",
-                    "resilient",
-                    "buckets",
-                    &b,
-                    "idle_timer",
-                    "0",
-                ],
-            )?;
-        }
+        self.groups("add", &(0..self.nodes).collect::<Vec<_>>())?;
         exec(&r, "ip", &["rule", "add", "iif", &rc, "lookup", "10"])?;
         exec(&r, "ip", &["rule", "add", "iif", &rs, "lookup", "20"])?;
         exec(
@@ -277,6 +254,11 @@ impl PoolBed {
 
     /// Makes `nodes` the members of both groups (weight 1 each).
     pub fn set_members(&self, nodes: &[usize]) -> io::Result<()> {
+        self.groups("replace", nodes)
+    }
+
+    /// `ip nexthop VERB` of both resilient groups with `nodes` as members.
+    fn groups(&self, verb: &str, nodes: &[usize]) -> io::Result<()> {
         let r = self.router();
         for base in [FRONT, BACK] {
             let members: Vec<String> = nodes
@@ -288,7 +270,7 @@ impl PoolBed {
                 "ip",
                 &[
                     "nexthop",
-                    "replace",
+                    verb,
                     "id",
                     &base.to_string(),
                     "group",

@@ -4,7 +4,7 @@
 //! be enumerated, and the sifted BDD's DSOP equal to the on-set.
 
 use proptest::prelude::*;
-use steer::roger::{plan, sift, sum_squares, Bdd, Reduce, RogerParams, Route};
+use steer::roger::{enumerated_optimum, plan, sift, sum_squares, Bdd, Reduce, RogerParams, Route};
 
 fn params(bits: u32, budget: usize, cores: u16, reduce: Reduce) -> RogerParams {
     RogerParams {
@@ -13,27 +13,6 @@ fn params(bits: u32, budget: usize, cores: u16, reduce: Reduce) -> RogerParams {
         cores,
         sift_work: u64::MAX,
         reduce,
-    }
-}
-
-fn brute_min(weights: &[u64], cores: usize) -> u128 {
-    let n = weights.len();
-    let mut best = u128::MAX;
-    let mut a = vec![0usize; n];
-    loop {
-        best = best.min(sum_squares(weights, &a, cores));
-        let mut k = 0;
-        loop {
-            if k == n {
-                return best;
-            }
-            a[k] += 1;
-            if a[k] < cores {
-                break;
-            }
-            a[k] = 0;
-            k += 1;
-        }
     }
 }
 
@@ -83,7 +62,7 @@ proptest! {
             // the assignment is the least-variance one where it can be enumerated
             if t.rules.len() <= 6 && cores <= 3 {
                 let got = sum_squares(&p.rule_weight, &assign_of(&p), usize::from(cores));
-                prop_assert_eq!(got, brute_min(&p.rule_weight, usize::from(cores)));
+                prop_assert_eq!(got, enumerated_optimum(&p.rule_weight, usize::from(cores)));
             }
             // a budget of one rule per distinct key and more reaches the finest cut
             let distinct = {

@@ -3,8 +3,11 @@
 
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use netio::testbed::Bed;
 
@@ -17,6 +20,39 @@ pub fn bed(prefix: &str) -> Option<Bed> {
             eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
             None
         }
+    }
+}
+
+/// `total` downloads from namespace `ns` to `to`, `threads` at a time:
+/// download k sends the byte k and must receive `pattern(k)` whole.
+pub fn downloads(
+    ns: &str,
+    to: SocketAddr,
+    total: usize,
+    threads: usize,
+    pattern: fn(u8) -> Vec<u8>,
+) {
+    let per = total / threads;
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let ns = ns.to_string();
+            std::thread::spawn(move || {
+                netio::netns::enter(&ns).unwrap();
+                for i in 0..per {
+                    let seed = (t * per + i) as u8;
+                    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
+                        .unwrap_or_else(|e| panic!("connection {seed}: {e}"));
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    s.write_all(&[seed]).unwrap();
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got).unwrap();
+                    assert!(got == pattern(seed), "download {seed}: {} bytes", got.len());
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
     }
 }
 

@@ -41,7 +41,7 @@ pub use bdd::{sift, Bdd, Sifted};
 pub use bits::{Field, KeyBits, KeyBitsError, Slice, MAX_BITS};
 pub use cube::{low_bits, Cube};
 pub use merge::{merge_to, Weighted};
-pub use partition::{balance, sum_squares, EXACT_LIMIT};
+pub use partition::{balance, enumerated_optimum, sum_squares, EXACT_LIMIT};
 pub use steering::RuleSteering;
 pub use table::{Route, Rule, RuleTable};
 pub use tree::tree_cut;
