@@ -70,7 +70,8 @@ enum Command {
     /// Steering by ternary NIC rules within a rule budget (NFLOW/MVT's Roger).
     #[command(subcommand)]
     Steer(steer::SteerCommand),
-    /// The Sirius pool of nodes: tenant (fNIC) packing.
+    /// The Sirius pool of nodes: tenant (fNIC) packing, and its replication and
+    /// failover in a simulated network.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
 }
