@@ -2,8 +2,14 @@
 //! (τ, 1 s) the long-timescale model picks how many working and offloading cores
 //! are active; every round (ε) the short-timescale model, with those counts, picks
 //! shard assignments, offloading cores and offload ratios. Each solve has a time
-//! limit of at most ε/2; on a timeout or an infeasible model the previous plan is
-//! kept (nothing changes) and the event is counted.
+//! limit of at most ε/2; a solve the limit stops gives the best feasible plan
+//! found so far (counted as `dyssect_incumbents`), or none. When no plan meets
+//! the caps (Table III infeasible), the controller falls back to the balance
+//! model (Table IV, which has no caps and always a solution): with more load
+//! than the caps allow, spreading it evenly is the best it can do (counted as
+//! `dyssect_fallbacks`). A round without a plan keeps the previous one, counted.
+//! Use Case II's configuration is `objective = "balance"` with
+//! `long_timescale = false` (every core active, no Table II).
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +25,9 @@ use crate::model::{solve, Instance, Objective, SolveError};
 pub struct DyssectConfig {
     /// Long timescale τ, ns (1 s).
     pub long_period_ns: u64,
+    /// Run the long-timescale model (Table II, fewest active cores). Off: every
+    /// core stays active (Use Case II).
+    pub long_timescale: bool,
     /// Upper bound on a solve's time, ns (the controller also caps it at ε/2).
     pub time_limit_ns: u64,
     /// Utilisation cap of any core (0.9).
@@ -53,6 +62,7 @@ impl Default for DyssectConfig {
     fn default() -> Self {
         DyssectConfig {
             long_period_ns: 1_000_000_000,
+            long_timescale: true,
             time_limit_ns: 50_000_000,
             u_cap: 0.9,
             slo_priority_ns: 500_000.0,
@@ -91,8 +101,13 @@ pub struct DyssectStats {
     pub short_solves: u64,
     /// Solves that found the model infeasible (SLOs cannot be met).
     pub infeasible: u64,
-    /// Solves stopped by the time limit.
+    /// Solves stopped by the time limit without a feasible plan.
     pub timeouts: u64,
+    /// Solves stopped by the time limit whose best feasible plan was used.
+    pub incumbents: u64,
+    /// Rounds whose Table III model was infeasible and that took the balance
+    /// model's plan instead.
+    pub fallbacks: u64,
     /// Other solver errors.
     pub errors: u64,
     /// Duration of each solve, ns.
@@ -213,6 +228,24 @@ impl Dyssect {
         Some((inst, fixed))
     }
 
+    /// One short-timescale solve, timed; an infeasible model is counted here
+    /// (the caller may fall back).
+    fn short_solve(
+        &mut self,
+        inst: &Instance,
+        obj: Objective,
+        limit: Duration,
+    ) -> Result<crate::model::Solution, SolveError> {
+        self.stats.short_solves += 1;
+        let t = Instant::now();
+        let r = solve(inst, obj, limit);
+        self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
+        if let Err(SolveError::Infeasible) = &r {
+            self.count(&SolveError::Infeasible);
+        }
+        r
+    }
+
     fn count(&mut self, e: &SolveError) {
         match e {
             SolveError::Infeasible => self.stats.infeasible += 1,
@@ -241,6 +274,8 @@ impl Balancer for Dyssect {
             ("dyssect_short_solves", st.short_solves as f64),
             ("dyssect_infeasible", st.infeasible as f64),
             ("dyssect_timeouts", st.timeouts as f64),
+            ("dyssect_incumbents", st.incumbents as f64),
+            ("dyssect_fallbacks", st.fallbacks as f64),
             ("dyssect_errors", st.errors as f64),
             ("dyssect_rounded_down", st.rounded_down as f64),
             ("dyssect_solve_ms_p50", pct(0.5)),
@@ -262,10 +297,21 @@ impl Balancer for Dyssect {
                 .max(1_000_000),
         );
         let (nw, nk) = (inst.workers, inst.offloaders);
+        let every_core = (
+            nw,
+            if nk > 0 && nw >= self.cfg.min_served {
+                nk
+            } else {
+                0
+            },
+        );
+        if !self.cfg.long_timescale {
+            self.counts = Some(every_core);
+        }
         let long_due = self
             .last_long
             .is_none_or(|t| snap.now_ns.saturating_sub(t) >= self.cfg.long_period_ns);
-        if long_due || self.counts.is_none() {
+        if self.cfg.long_timescale && (long_due || self.counts.is_none()) {
             self.last_long = Some(snap.now_ns);
             self.stats.long_solves += 1;
             let t = Instant::now();
@@ -279,41 +325,43 @@ impl Balancer for Dyssect {
                 Err(e) => {
                     self.count(&e);
                     // try with every core
-                    (
-                        nw,
-                        if nk > 0 && nw >= self.cfg.min_served {
-                            nk
-                        } else {
-                            0
-                        },
-                    )
+                    every_core
                 }
             });
         }
         let (working, offloading) = self.counts.expect("set above");
+        let balance = Objective::Balance {
+            working,
+            offloading,
+            alpha: self.cfg.alpha,
+        };
         let obj = if self.cfg.objective == ShortObjective::Migrations {
             Objective::Migrations {
                 working,
                 offloading,
             }
         } else {
-            Objective::Balance {
-                working,
-                offloading,
-                alpha: self.cfg.alpha,
-            }
+            balance
         };
-        self.stats.short_solves += 1;
-        let t = Instant::now();
-        let r = solve(&inst, obj, limit);
-        self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
+        let mut r = self.short_solve(&inst, obj, limit);
+        if matches!(r, Err(SolveError::Infeasible)) && obj != balance {
+            // no plan meets the caps: spread the load as evenly as it goes
+            self.stats.fallbacks += 1;
+            r = self.short_solve(&inst, balance, limit);
+        }
         let sol = match r {
             Ok(s) => s,
             Err(e) => {
-                self.count(&e);
+                // an infeasible model was counted as it happened
+                if e != SolveError::Infeasible {
+                    self.count(&e);
+                }
                 return plan;
             }
         };
+        if !sol.optimal {
+            self.stats.incumbents += 1;
+        }
         for (s, &c) in sol.owner.iter().enumerate() {
             if c != inst.owner[s] && !fixed[s] {
                 plan.moves.push((s as ShardId, c as CoreId));
