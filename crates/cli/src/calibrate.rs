@@ -49,8 +49,8 @@ use trace::{Generator, Trace, TraceSpec};
 /// Options of `flowshift calibrate`.
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
-    /// Chain configuration (TOML) whose NFs to price; without it, the default
-    /// chain (firewall → NAT → sequence check).
+    /// Configuration (TOML, as `run --config` takes it) whose chain's NFs to
+    /// price; without it, the default chain (firewall → NAT → sequence check).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Where to write the model.
@@ -280,10 +280,8 @@ fn monotone(points: Vec<(f64, f64)>) -> Curve {
 }
 
 pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
-    let (cfg, base) = match &a.config {
-        Some(p) => ChainConfig::from_file(p)?,
-        None => (ChainConfig::default_chain(), PathBuf::from(".")),
-    };
+    // the same file `run` takes: its `[run]` table (if any) does not change prices
+    let (cfg, _, base) = crate::run::load(a.config.as_deref())?;
     // prices are per packet on one shard (the shard term is measured on its own)
     let user_cfg = cfg.clone();
     let mut cfg = cfg;

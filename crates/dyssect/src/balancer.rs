@@ -177,9 +177,22 @@ impl Dyssect {
         let tau = busy / pkts as f64;
         let packets = snap.shard_packets();
         let prio = snap.shard_priority();
+        // a core whose queue dropped ran less than arrived for it: its shards'
+        // demand is what it ran, scaled up by its queue's drops
+        let demand = |s: usize| {
+            let c = snap.owner.get(s).map_or(usize::MAX, |&c| usize::from(c));
+            let ran = snap.core_packets.get(c).copied().unwrap_or(0);
+            let lost = snap.core_drops.get(c).copied().unwrap_or(0);
+            if ran == 0 {
+                1.0
+            } else {
+                (ran + lost) as f64 / ran as f64
+            }
+        };
         let load: Vec<f64> = packets
             .iter()
-            .map(|&p| p as f64 * tau / snap.period_ns as f64)
+            .enumerate()
+            .map(|(s, &p)| p as f64 * demand(s) * tau / snap.period_ns as f64)
             .collect();
         let r_max: Vec<f64> = (0..snap.shards)
             .map(|s| {
@@ -343,10 +356,12 @@ impl Balancer for Dyssect {
         } else {
             balance
         };
+        let mut used = obj;
         let mut r = self.short_solve(&inst, obj, limit);
         if matches!(r, Err(SolveError::Infeasible)) && obj != balance {
             // no plan meets the caps: spread the load as evenly as it goes
             self.stats.fallbacks += 1;
+            used = balance;
             r = self.short_solve(&inst, balance, limit);
         }
         let sol = match r {
@@ -367,6 +382,18 @@ impl Balancer for Dyssect {
                 plan.moves.push((s as ShardId, c as CoreId));
             }
         }
+        // the balance model has no caps: there, rounding up may take an
+        // offloading core as far as the plan's busiest core, no further
+        let busiest = sol
+            .u_work
+            .iter()
+            .chain(&sol.u_off)
+            .fold(0.0f64, |m, u| m.max(*u));
+        let cap = if used == balance {
+            inst.u_off.max(busiest)
+        } else {
+            inst.u_off
+        };
         let (ratios, down) = round_to_flows(
             &sol.ratio,
             &Offloading {
@@ -375,7 +402,8 @@ impl Balancer for Dyssect {
                 load: &inst.load,
                 scale: inst.offload_scale,
                 u_off: &sol.u_off,
-                cap: inst.u_off,
+                cap,
+                work: (used == balance).then_some((&sol.u_work[..], inst.residual)),
             },
             &snap.shard_heavy,
         );
@@ -406,39 +434,71 @@ struct Offloading<'a> {
     /// Each offloading core's utilisation with the solution's exact ratios.
     u_off: &'a [f64],
     cap: f64,
+    /// Each working core's utilisation with the solution's exact ratios, and
+    /// the share of an offloaded packet's cost it keeps (δ): with these, a
+    /// ratio may also go up past the cap when that lowers the busier of its
+    /// two cores (the balance model's goal; `None` under Table III's caps).
+    work: Option<(&'a [f64], f64)>,
 }
 
 /// Each shard's ratio rounded to a flow boundary where its heaviest flows'
 /// cumulative shares are known (`heavy[s]`, increasing): up, as Dyssect's code
 /// does, unless the extra share would take its offloading core past the cap —
-/// then down to the largest boundary below (possibly none: 0). Returns the
-/// ratios and how many were rounded down.
+/// then down to the largest boundary below (possibly none: 0). A ratio beyond
+/// every known flow stays as it is (the runtime makes up the rest with slices
+/// of the other flows). Every ratio is
+/// first taken down, then the heaviest shards go up first while the cap
+/// allows: an elephant that must leave its core whole is not refused because
+/// lighter shards took the room. With `work` (the balance model), a ratio also
+/// goes up past the cap when that lowers the busier of its working and its
+/// offloading core. Returns the ratios and how many were rounded down.
 fn round_to_flows(ratio: &[f64], o: &Offloading<'_>, heavy: &[Vec<f64>]) -> (Vec<f64>, usize) {
     let mut u = o.u_off.to_vec();
+    let mut uw = o.work.map(|(w, _)| w.to_vec()).unwrap_or_default();
+    let keep = 1.0 - o.work.map_or(0.0, |(_, d)| d);
+    let mut out = ratio.to_vec();
+    // (shard, offloading core, boundary below, boundary above)
+    let mut open = Vec::new();
+    for (s, &r) in ratio.iter().enumerate() {
+        let Some(cum) = heavy.get(s).filter(|c| r > 0.0 && !c.is_empty()) else {
+            continue;
+        };
+        // beyond the flows it knows, the runtime offloads slices of the others:
+        // any ratio is exact there
+        let Some(up) = cum.iter().copied().find(|c| *c >= r) else {
+            continue;
+        };
+        let Some(k) = o.offload_core.get(o.owner[s]).copied().flatten() else {
+            out[s] = up;
+            continue;
+        };
+        let lower = cum.iter().copied().rfind(|c| *c <= r).unwrap_or(0.0);
+        u[k] -= o.scale * o.load[s] * (r - lower);
+        if let Some(w) = uw.get_mut(o.owner[s]) {
+            *w += keep * o.load[s] * (r - lower);
+        }
+        out[s] = lower;
+        open.push((s, k, lower, up));
+    }
+    open.sort_by(|a, b| o.load[b.0].total_cmp(&o.load[a.0]).then(a.0.cmp(&b.0)));
     let mut down = 0;
-    let out = ratio
-        .iter()
-        .enumerate()
-        .map(|(s, &r)| {
-            let Some(cum) = heavy.get(s).filter(|c| r > 0.0 && !c.is_empty()) else {
-                return r;
-            };
-            let up = cum.iter().copied().find(|c| *c >= r).unwrap_or(r);
-            let Some(k) = o.offload_core.get(o.owner[s]).copied().flatten() else {
-                return up;
-            };
-            let extra = o.scale * o.load[s] * (up - r);
-            if u[k] + extra <= o.cap + 1e-9 {
-                u[k] += extra;
-                up
-            } else {
-                down += 1;
-                let lower = cum.iter().copied().rfind(|c| *c <= r).unwrap_or(0.0);
-                u[k] -= o.scale * o.load[s] * (r - lower);
-                lower
+    for (s, k, lower, up) in open {
+        let extra = o.scale * o.load[s] * (up - lower);
+        let c = o.owner[s];
+        let evens = uw.get(c).is_some_and(|&w| {
+            let w_up = w - keep * o.load[s] * (up - lower);
+            (u[k] + extra).max(w_up) < u[k].max(w) - 1e-9
+        });
+        if u[k] + extra <= o.cap + 1e-9 || evens {
+            u[k] += extra;
+            if let Some(w) = uw.get_mut(c) {
+                *w -= keep * o.load[s] * (up - lower);
             }
-        })
-        .collect();
+            out[s] = up;
+        } else if up > lower {
+            down += 1;
+        }
+    }
     (out, down)
 }
 
@@ -459,6 +519,7 @@ mod rounding_tests {
                 scale: 1.0,
                 u_off: &[u_off],
                 cap,
+                work: None,
             };
             round_to_flows(&[0.4, 0.4], &o, &heavy)
         };
@@ -476,6 +537,7 @@ mod rounding_tests {
             scale: 1.0,
             u_off: &[0.9],
             cap: 0.9,
+            work: None,
         };
         assert_eq!(round_to_flows(&[0.2], &o, &heavy[..1]), (vec![0.0], 1));
         // unknown heavy flows or no offloading core: as the solver said / up

@@ -10,8 +10,10 @@
 
 pub mod kingman;
 pub mod model;
+pub mod start;
 
 mod balancer;
 
 pub use balancer::{Dyssect, DyssectConfig, DyssectStats, ShortObjective};
 pub use model::{solve, Instance, Objective, Solution, SolveError};
+pub use start::{balance_start, Start};

@@ -401,7 +401,52 @@ pub fn solve(inst: &Instance, obj: Objective, limit: Duration) -> Result<Solutio
             }
         }
     }
+    // the balance model starts from a greedy plan (a stopped solve keeps at
+    // least that)
+    let start = match obj {
+        Objective::Balance {
+            working,
+            offloading,
+            alpha,
+        } => crate::start::balance_start(inst, working, offloading, alpha),
+        _ => None,
+    };
+    let start_cols = start.map(|st| {
+        let mut x = vec![0.0; pb.num_cols()];
+        let mut set = |c: highs::Col, v: f64| x[c.index()] = v;
+        for c in 0..nw {
+            set(f[c], f64::from(u8::from(st.working[c])));
+        }
+        for k in 0..nk {
+            set(g[k], f64::from(u8::from(st.offloading[k])));
+        }
+        let mut vc = vec![0.0; nw];
+        for s in 0..ns {
+            let c = st.owner[s];
+            set(a[s][c], 1.0);
+            if st.offload_core[c].is_some() {
+                set(y[s][c], st.ratio[s]);
+                vc[c] += inst.load[s] * st.ratio[s];
+            }
+        }
+        for c in 0..nw {
+            set(v[c], vc[c]);
+            if let Some(k) = st.offload_core[c] {
+                set(o[c][k], 1.0);
+                set(w[c][k], vc[c]);
+            }
+        }
+        if let Some(u) = umax {
+            let (uw, uo) = inst.utilisation(&st.owner, &st.offload_core, &st.ratio);
+            set(u, uw.iter().chain(&uo).fold(0.0f64, |m, x| m.max(*x)));
+        }
+        x
+    });
     let mut model = pb.optimise(Sense::Minimise);
+    if let Some(x) = &start_cols {
+        // a start HiGHS finds infeasible is ignored by it
+        let _ = model.try_set_solution(Some(x), None, None, None);
+    }
     model.make_quiet();
     model.set_option("time_limit", limit.as_secs_f64().max(1e-3));
     model.set_option("threads", 1);

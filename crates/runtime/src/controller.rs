@@ -236,6 +236,9 @@ impl Controller {
             offload_core: self.apply.offload_core().to_vec(),
             bucket_priority,
             core_queue,
+            // the NIC model's drops are not kept per queue (replay waits for
+            // room by default)
+            core_drops: Vec::new(),
             shard_heavy: (0..owner.len())
                 .map(|s| {
                     now.get(usize::from(owner[s]))

@@ -44,6 +44,10 @@ pub struct Snapshot {
     pub bucket_priority: Vec<u64>,
     /// Packets waiting in each core's queue when the snapshot was taken.
     pub core_queue: Vec<u64>,
+    /// Packets each working core's queue dropped, full, over the period (a
+    /// NIC's per-queue drop counter; empty when not measured). A saturated
+    /// core's own counts show what it ran, not what arrived for it.
+    pub core_drops: Vec<u64>,
     /// Per shard, the cumulative shares of its traffic carried by its heaviest
     /// flows (heaviest first; at most a few; empty when unknown), so an offload
     /// ratio can be rounded to a flow boundary.

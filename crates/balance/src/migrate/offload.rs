@@ -82,9 +82,9 @@ struct ShardSide {
     lease: Vec<Lease>,
     /// Entries away or returning.
     out: usize,
-    /// Heaviest-flows selection: the flows that may be offloaded (instead of
-    /// slices below the ratio).
-    eligible: Option<Vec<EntryIdx>>,
+    /// Heaviest-flows selection: the flows that may be offloaded, and the
+    /// slice below which the others may too (instead of slices below the ratio).
+    eligible: Option<(Vec<EntryIdx>, u32)>,
 }
 
 /// What to do with a packet after its lookup.
@@ -217,7 +217,7 @@ impl<P> WorkingOffload<P> {
                     if !priority
                         && self.changing.is_none()
                         && match &side.eligible {
-                            Some(ids) => ids.contains(&(e as EntryIdx)),
+                            Some((ids, rest)) => slice < *rest || ids.contains(&(e as EntryIdx)),
                             None => slice < side.ratio,
                         }
                         && offloadable() =>
@@ -263,17 +263,25 @@ impl<P> WorkingOffload<P> {
 
     /// Heaviest-flows selection (Dyssect's code offloads a shard's heaviest flows
     /// whose cumulative share stays within r_s, rounded up to a flow boundary):
-    /// from now on exactly the flows `ids` of `shard` may be offloaded (`None`:
-    /// back to slices below the ratio). Away flows no longer eligible are recalled.
-    pub fn set_eligible(&mut self, shard: ShardId, ids: Option<Vec<EntryIdx>>) -> Option<Recall> {
+    /// from now on exactly the flows `ids` of `shard` may be offloaded, and the
+    /// others whose slice is below `rest` (the share of r_s the heavy flows do
+    /// not carry); `None`: back to slices below the ratio. Away flows no longer
+    /// eligible are recalled.
+    pub fn set_eligible(
+        &mut self,
+        shard: ShardId,
+        ids: Option<(Vec<EntryIdx>, u32)>,
+    ) -> Option<Recall> {
         let side = &mut self.shards[usize::from(shard)];
         side.eligible = ids;
-        let keep: Option<Vec<EntryIdx>> = side.eligible.clone();
+        let keep = side.eligible.clone();
         let ratio = side.ratio;
         self.recall_where(|s, e, l| {
             s == shard
                 && match (l, &keep) {
-                    (Lease::Away { .. }, Some(ids)) => !ids.contains(&e),
+                    (Lease::Away { slice, .. }, Some((ids, rest))) => {
+                        *slice >= *rest && !ids.contains(&e)
+                    }
                     (Lease::Away { slice, .. }, None) => *slice >= ratio,
                     _ => false,
                 }
@@ -512,7 +520,7 @@ mod tests {
     fn heaviest_selection_offloads_exactly_the_eligible_flows() {
         let mut w: WorkingOffload<u32> = WorkingOffload::new(1, Some(0));
         w.set_ratio(0, RATIO_ONE / 10);
-        assert_eq!(w.set_eligible(0, Some(vec![7, 9])), None);
+        assert_eq!(w.set_eligible(0, Some((vec![7, 9], 0))), None);
         // slices no longer matter: flow 7 has a high slice but is eligible
         assert_eq!(
             w.route(0, Some(7), 60_000, false, 0, || true),
@@ -524,7 +532,7 @@ mod tests {
             Route::Offload { to: 0, lease: true }
         );
         // 9 drops out of the heavy set: recalled; 7 stays away
-        let r = w.set_eligible(0, Some(vec![7])).expect("a recall");
+        let r = w.set_eligible(0, Some((vec![7], 0))).expect("a recall");
         assert_eq!(r.entries, vec![(0, 9)]);
         // a ratio change does not recall by slice in this mode
         assert_eq!(w.set_ratio(0, 0), None);

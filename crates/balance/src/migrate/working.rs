@@ -395,11 +395,12 @@ impl<P> WorkingCore<P> {
     }
 
     /// Heaviest-first selection: offload the shard's heaviest flows while the
-    /// share before each stays below r_s.
+    /// share before each stays below r_s, and slices of the others for what
+    /// r_s asks beyond them.
     fn select_heaviest(&mut self, shard: ShardId) {
         let r = f64::from(self.offload.ratio(shard)) / f64::from(RATIO_ONE);
-        let ids = heavy::eligible(&self.last_heavy[usize::from(shard)], r);
-        if let Some(rc) = self.offload.set_eligible(shard, Some(ids)) {
+        let pick = heavy::eligible(&self.last_heavy[usize::from(shard)], r, RATIO_ONE);
+        if let Some(rc) = self.offload.set_eligible(shard, Some(pick)) {
             self.actions.push_back(Action::PushRecall(rc));
         }
     }

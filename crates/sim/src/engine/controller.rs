@@ -96,6 +96,7 @@ impl Engine<'_> {
             offload_core: self.apply.offload_core().to_vec(),
             bucket_priority: std::mem::replace(&mut self.bucket_priority, vec![0; self.mask + 1]),
             core_queue,
+            core_drops: std::mem::replace(&mut self.queue_drops, vec![0; self.working.len()]),
             shard_heavy: (0..shards)
                 .map(|s| {
                     self.working[usize::from(owner[s])]

@@ -207,6 +207,8 @@ pub(crate) struct Engine<'a> {
     apply: PlanApplier,
     period: u64,
     bucket_packets: Vec<u64>,
+    /// Drops at each working core's full queue since the last snapshot.
+    queue_drops: Vec<u64>,
     bucket_priority: Vec<u64>,
     prev_t: u64,
     // flow model
@@ -309,6 +311,7 @@ impl<'a> Engine<'a> {
             apply: PlanApplier::new(top.owner, top.ratio, top.offload_core, o),
             period,
             bucket_packets: vec![0; buckets],
+            queue_drops: vec![0; cfg.workers],
             bucket_priority: vec![0; buckets],
             prev_t: 0,
             win_id: 1,

@@ -62,6 +62,7 @@ impl Engine<'_> {
                 let q = usize::from(self.table.queue_of(info.hash));
                 if self.working[q].ring.len() >= self.cfg.ring_size {
                     self.t.ring_full += 1;
+                    self.queue_drops[q] += 1;
                 } else {
                     self.working[q].ring.push_back(SimPkt {
                         idx: i as u32,
