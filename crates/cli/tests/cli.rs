@@ -547,11 +547,21 @@ fn sim_compare_plots_and_validate() {
     let e = flowshift(&["compare", "--sim", "--input", i, "--cores", "2,x"]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("`x` in --cores"));
-    // calibrate (quick) writes a model that sim accepts
+    // calibrate (quick) takes the file `run` takes (its `[run]` table too) and
+    // writes a model that sim accepts
     let model = tmp("model.toml");
+    let run_cfg = tmp("calibrate-run.toml");
+    std::fs::write(
+        &run_cfg,
+        "[run]\nring_size = 4096\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n[[nf]]\nkind = \"seqcheck\"\n",
+    )
+    .unwrap();
     ok(&flowshift(&[
         "calibrate",
         "--quick",
+        "--config",
+        run_cfg.to_str().unwrap(),
         "--input",
         i,
         "--out",

@@ -16,6 +16,7 @@ fn instance(shards: usize, workers: usize, offloaders: usize) -> Instance {
     Instance {
         load,
         r_max: vec![0.9; shards],
+        r_min: vec![0.0; shards],
         workers,
         offloaders,
         owner: (0..shards).map(|s| s % workers).collect(),

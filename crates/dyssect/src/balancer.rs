@@ -205,6 +205,16 @@ impl Dyssect {
                 regular.clamp(0.0, 1.0).min(self.cfg.r_max)
             })
             .collect();
+        // offloading takes a shard's flows whole, heaviest first
+        let r_min: Vec<f64> = (0..snap.shards)
+            .map(|s| {
+                snap.shard_heavy
+                    .get(s)
+                    .and_then(|h| h.first())
+                    .copied()
+                    .unwrap_or(0.0)
+            })
+            .collect();
         let has_priority = prio.iter().any(|&p| p > 0);
         let cap = |slo: f64| utilisation_cap(slo, tau, self.cfg.ca2, self.cfg.cs2);
         let mut u_work = self.cfg.u_cap.min(cap(self.cfg.slo_regular_ns));
@@ -218,6 +228,7 @@ impl Dyssect {
         let inst = Instance {
             load,
             r_max,
+            r_min,
             workers: nw,
             offloaders: snap.offloaders,
             owner: snap.owner.iter().map(|&o| usize::from(o)).collect(),

@@ -12,7 +12,11 @@
 //! Variables: A_{s,c} (shard s on working core c), O_{c,k} (c offloads to k),
 //! f_c, g_k (core active); the products with binaries are linearised exactly:
 //! y_{s,c} = r_s·A_{s,c} is a variable with y ≤ r_s^max·A_{s,c} and
-//! r_s = Σ_c y_{s,c}; v_c = Σ_s l_s·y_{s,c} is what core c offloads; and
+//! r_s = Σ_c y_{s,c}, semi-continuous where the shard's heaviest flow is known:
+//! 0 or at least that flow's share r_s^min (flowshift's addition: offloading
+//! moves whole flows, heaviest first, so a smaller ratio cannot be carried
+//! out — an elephant's shard could otherwise be planned to offload a slice of
+//! it); v_c = Σ_s l_s·y_{s,c} is what core c offloads; and
 //! w_{c,k} = v_c·O_{c,k} with w ≤ M·O, w ≤ v, w ≥ v − M(1 − O).
 //!
 //! Constraints (all models): each shard on one working core (Eq. 3), only on
@@ -56,6 +60,9 @@ pub struct Instance {
     pub load: Vec<f64>,
     /// Largest offload ratio of each shard (1 − its priority share, capped).
     pub r_max: Vec<f64>,
+    /// Smallest non-zero offload ratio of each shard: the share of its heaviest
+    /// flow, since offloading takes flows whole, heaviest first (0: any).
+    pub r_min: Vec<f64>,
     /// Working cores available.
     pub workers: usize,
     /// Offloading cores available.
@@ -154,8 +161,12 @@ impl Instance {
         if self.workers == 0 {
             return bad("no working core".into());
         }
-        if self.r_max.len() != s || self.owner.len() != s || self.fixed.len() != s {
-            return bad("load, r_max, owner and fixed must have one entry per shard".into());
+        if self.r_max.len() != s
+            || self.r_min.len() != s
+            || self.owner.len() != s
+            || self.fixed.len() != s
+        {
+            return bad("load, r_max, r_min, owner and fixed must have one entry per shard".into());
         }
         if self.owner.iter().any(|&c| c >= self.workers) {
             return bad("an owner is not a working core".into());
@@ -167,6 +178,7 @@ impl Instance {
             .load
             .iter()
             .chain(&self.r_max)
+            .chain(&self.r_min)
             .any(|x| !x.is_finite() || *x < 0.0)
         {
             return bad("loads and ratios must be finite and ≥ 0".into());
@@ -268,7 +280,18 @@ pub fn solve(inst: &Instance, obj: Objective, limit: Duration) -> Result<Solutio
     let y: Vec<Vec<_>> = (0..ns)
         .map(|s| {
             (0..nw)
-                .map(|_| pb.add_column(0.0, 0.0..=inst.r_max[s]))
+                .map(|_| {
+                    let (lo, hi) = (inst.r_min[s], inst.r_max[s]);
+                    if lo <= 0.0 {
+                        pb.add_column(0.0, 0.0..=hi)
+                    } else if lo > hi {
+                        // its heaviest flow alone is more than it may offload
+                        pb.add_column(0.0, 0.0..=0.0)
+                    } else {
+                        // 0, or at least its heaviest flow
+                        pb.add_semi_continuous_column(0.0, lo..=hi)
+                    }
+                })
                 .collect()
         })
         .collect();

@@ -12,7 +12,8 @@
 //! to active offloading cores, and a water level T is found by bisection such
 //! that every working core above T offloads down to it (its shards' regular
 //! shares permitting, a packet leaving δ of its cost behind) and no offloading
-//! core ends above T; each core offloads from its heaviest shards first.
+//! core ends above T; each core offloads from its heaviest shards first, and
+//! skips a shard whose heaviest flow is more than it needs (r_s^min).
 
 use crate::model::Instance;
 
@@ -198,6 +199,10 @@ pub fn balance_start(
                     break;
                 }
                 let r = (left / inst.load[s]).min(inst.r_max[s]);
+                if r < inst.r_min[s] {
+                    // less than its heaviest flow: this shard cannot give it
+                    continue;
+                }
                 ratio[s] = r;
                 left -= r * inst.load[s];
             }
@@ -220,6 +225,7 @@ mod tests {
         Instance {
             load: load.to_vec(),
             r_max: vec![1.0; load.len()],
+            r_min: vec![0.0; load.len()],
             workers,
             offloaders,
             owner: owner.to_vec(),

@@ -12,6 +12,7 @@ fn inst(load: &[f64], workers: usize, offloaders: usize) -> Instance {
     Instance {
         load: load.to_vec(),
         r_max: vec![0.9; load.len()],
+        r_min: vec![0.0; load.len()],
         workers,
         offloaders,
         owner: (0..load.len()).map(|s| s % workers).collect(),
@@ -173,6 +174,34 @@ fn balance_matches_brute_force() {
             assert!(umax > i.u_work, "an overloaded instance: {s:?}");
         }
     }
+}
+
+/// A shard whose heaviest flow carries 70 % of it offloads 0 or at least 70 %:
+/// the model plans only ratios the runtime can carry out.
+#[test]
+fn a_ratio_is_zero_or_at_least_the_heaviest_flow() {
+    let mut i = inst(&[1.2, 0.5, 0.5], 2, 1);
+    let obj = Objective::Balance {
+        working: 2,
+        offloading: 1,
+        alpha: 0.0,
+    };
+    let free = solve(&i, obj, LIMIT).unwrap();
+    assert!(
+        free.ratio[0] > 0.0 && free.ratio[0] < 0.7,
+        "without r_min the elephant's shard offloads a slice: {free:?}"
+    );
+    i.r_min = vec![0.7, 0.0, 0.0];
+    let s = solve(&i, obj, LIMIT).unwrap();
+    assert!(
+        s.ratio[0] == 0.0 || s.ratio[0] >= 0.7 - 1e-6,
+        "{:?}",
+        s.ratio
+    );
+    // an elephant larger than the shard may offload cannot go at all
+    i.r_max = vec![0.6; 3];
+    let s = solve(&i, obj, LIMIT).unwrap();
+    assert_eq!(s.ratio[0], 0.0, "{s:?}");
 }
 
 /// Table III with both working cores active and no offloading core.
@@ -372,4 +401,31 @@ fn the_controller_moves_shards_and_sets_ratios() {
     })
     .unwrap_err();
     assert!(e.contains("u_cap"), "{e}");
+}
+
+/// A saturated core ran less than arrived for it: its shards' loads are what
+/// it ran scaled by its queue's drops.
+#[test]
+fn a_saturated_cores_shards_count_its_queues_drops() {
+    let mut snap = balance::Snapshot {
+        now_ns: 1,
+        period_ns: 100_000_000,
+        shards: 2,
+        workers: 2,
+        owner: vec![0, 1],
+        bucket_packets: vec![1_000_000, 500_000],
+        core_load: vec![1.0, 0.5],
+        core_packets: vec![1_000_000, 500_000],
+        offload_core: vec![None, None],
+        ratio: vec![0, 0],
+        ..Default::default()
+    };
+    let d = Dyssect::new(DyssectConfig::default()).unwrap();
+    let (before, _) = d.instance(&snap).unwrap();
+    assert!((before.load[0] - 1.0).abs() < 1e-9, "{:?}", before.load);
+    // core 0's queue dropped half as much again as it ran
+    snap.core_drops = vec![500_000, 0];
+    let (after, _) = d.instance(&snap).unwrap();
+    assert!((after.load[0] - 1.5).abs() < 1e-9, "{:?}", after.load);
+    assert!((after.load[1] - before.load[1]).abs() < 1e-12);
 }
