@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
-# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|all]
+# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|all]
 # Traces and results go to out/exp/ (ignored by git). Needs a release build:
 #   cargo build --release -p flowshift-cli
 set -euo pipefail
@@ -147,5 +147,23 @@ if [[ $what == uc1 || $what == all ]]; then
       --input out/exp/uc1.pcap --cores 8 --offloaders 1 --offload-select heaviest \
       --speed "$s" --period 100ms --duration 4s --balancers rsspp@128,dyssect@16 \
       --json "out/exp/uc1-$s.json" | tee -a out/exp/uc1.txt
+  done
+fi
+
+if [[ $what == tablev || $what == all ]]; then
+  # Dyssect Table V: shard migrations over 60 s (the paper's run length) at
+  # batch 1, Use Case II's setup, α 0.7, 0.9 and 1.1
+  uc_setup
+  { cat out/exp/uc.toml; printf '[run.dyssect]\nobjective = "balance"\nlong_timescale = false\n'; } \
+    > out/exp/uc2.toml
+  : > out/exp/tablev.txt
+  for a in 0.7 0.9 1.1; do
+    gen "uc2-$a" --flows 100000 --active-flows 100000 --packets 2000000 --alpha "$a" \
+      --sizes fixed:1001 --rate 5mpps --tcp-share 1.0
+    echo "# alpha $a, 60 s" | tee -a out/exp/tablev.txt
+    "$fs" compare "${sim[@]}" --model out/exp/model-uc.toml --config out/exp/uc2.toml \
+      --input "out/exp/uc2-$a.pcap" --cores 8 --offloaders 1 --offload-select heaviest \
+      --speed 0.9 --period 100ms --duration 60s --balancers rsspp@128,dyssect@16 \
+      --json "out/exp/tablev-$a.json" | tee -a out/exp/tablev.txt
   done
 fi

@@ -196,6 +196,11 @@ impl<P> WorkingCore<P> {
             offloadable: asked,
             route,
         });
+        if matches!(route, Route::Offload { lease: true, .. }) {
+            // a flow leased after the stopping recall (a held packet run late)
+            // is recalled by the next one
+            self.recalled_all = false;
+        }
         route
     }
 
@@ -247,7 +252,7 @@ impl<P> WorkingCore<P> {
     /// Sets r_s of `shard` (ignored unless the shard is here and staying).
     pub fn handle_ratio(&mut self, shard: ShardId, ratio: u32) {
         log::step(self.id, || Step::Ratio { shard, ratio });
-        if !self.present[usize::from(shard)] || self.moves.is_releasing(shard) {
+        if !self.present[usize::from(shard)] || self.leaving(shard) {
             return;
         }
         if let Some(r) = self.offload.set_ratio(shard, ratio) {
@@ -312,7 +317,7 @@ impl<P> WorkingCore<P> {
     }
 
     /// The run is ending and the core is idle: every offloaded flow is recalled
-    /// (once).
+    /// (once, and again for flows leased after that).
     pub fn handle_stopping(&mut self) {
         log::step(self.id, || Step::Stopping);
         if self.offload.away() > 0 && !self.recalled_all {
@@ -383,6 +388,13 @@ impl<P> WorkingCore<P> {
 
     // ---- rules -----------------------------------------------------------
 
+    /// True from the release of `shard` until it is handed over: while it
+    /// drains its queue and while its hand-over waits for its offloaded flows
+    /// to come home, no flow of it may be leased.
+    fn leaving(&self, shard: ShardId) -> bool {
+        self.moves.is_releasing(shard) || self.deferred.iter().any(|d| d.0 == shard)
+    }
+
     fn hand_over_when_settled(&mut self, shard: ShardId, to: CoreId) {
         // the shard is no longer among this core's
         self.generation += 1;
@@ -415,7 +427,7 @@ impl<P> WorkingCore<P> {
             }
             self.published[s] = h.iter().map(|x| x.1).collect();
             self.last_heavy[s] = h;
-            if self.heaviest && !self.moves.is_releasing(s as ShardId) {
+            if self.heaviest && !self.leaving(s as ShardId) {
                 self.select_heaviest(s as ShardId);
             }
         }
@@ -457,9 +469,10 @@ mod tests {
             panic!("{a:?}")
         };
         assert!(w.holds(0) && !w.finished());
-        // a ratio for the leaving shard is ignored
+        // a ratio for the leaving shard is ignored: no other flow of it leaves
         w.handle_ratio(0, RATIO_ONE);
         assert!(drain(&mut w).is_empty());
+        assert_eq!(w.route(0, Some(6), 0, false, 0, || true), Route::Local);
         assert_eq!(
             w.route(0, Some(5), 0, false, 0, || true),
             Route::Pend(r.ticket)
@@ -515,5 +528,15 @@ mod tests {
         let a = drain(&mut w);
         assert!(matches!(&a[..], [Action::PushRecall(r)] if r.entries == vec![(0, 2)]));
         assert!(!w.must_recall_all() && !w.finished());
+        // a held packet run late leases another flow: it is recalled too
+        assert_eq!(
+            w.route(0, Some(3), 0, false, IDLE_RECALL_NS + 2, || true),
+            Route::Offload { to: 0, lease: true }
+        );
+        assert!(w.must_recall_all());
+        w.handle_stopping();
+        let a = drain(&mut w);
+        assert!(matches!(&a[..], [Action::PushRecall(r)] if r.entries == vec![(0, 3)]));
+        assert!(!w.must_recall_all());
     }
 }

@@ -55,6 +55,12 @@ impl Engine<'_> {
             self.table.set(b, to);
         }
         self.version = self.version.max(version);
+        if self.feeding_done {
+            // a delayed rewrite after the last packet: nothing left to steer
+            for order in self.apply.on_nic_seen(u64::MAX) {
+                self.order(order);
+            }
+        }
     }
 
     pub(super) fn snapshot(&mut self) -> Snapshot {

@@ -83,6 +83,12 @@ impl Engine<'_> {
         if self.n >= self.total {
             if !self.feeding_done {
                 self.feeding_done = true;
+                // no packet is left to steer by an old table: every rewrite is
+                // seen (as the runtime's feeder says when it finishes), so a
+                // move begun late goes on
+                for order in self.apply.on_nic_seen(u64::MAX) {
+                    self.order(order);
+                }
                 self.maybe_stop();
             }
         } else {
