@@ -285,3 +285,31 @@ fn moves_carry_live_entries_only() {
         moved[1]
     );
 }
+
+/// A move the controller begins while the NIC model steers its last packets:
+/// the NIC then sees every newer table at once (nothing is left to steer), so
+/// the move completes and the run ends with every offloaded flow home. Periods
+/// are swept so that rounds land at every point of the last bursts.
+#[test]
+fn a_move_begun_at_the_end_of_the_trace_completes() {
+    let t = trace(2000, 20_000, 1.1);
+    let c = chain();
+    let prep = Prepared::new(&c, &t, 46);
+    let m = model();
+    for i in 0..40u64 {
+        let mut cfg = cfg(3, BalancerKind::Random);
+        cfg.offloaders = 1;
+        cfg.offload_ratio = 0.5;
+        cfg.seed = i;
+        cfg.pace = trace::Pace::Timed { speed: 1.0 };
+        cfg.period = Duration::from_micros(97 + 13 * i);
+        let out = simulate(&prep, &t, &cfg, &m).unwrap();
+        assert_eq!(
+            (out.held, out.leftover_leases),
+            (0, 0),
+            "period {:?}: {:?}",
+            cfg.period,
+            out.report.migrations
+        );
+    }
+}
