@@ -137,13 +137,16 @@ if [[ $what == uc1 || $what == all ]]; then
   # flows) and a regular one, Zipf α 1.1 over 100 K flows; p99.5 latency of the
   # priority class, dyssect (Tables II and III, τ = 1 s, ε = 100 ms) vs rsspp,
   # offered at 50–90 % of the 8 cores' capacity
+  # (both scale their cores: RSS++ with its autoscale, Dyssect with Table II,
+  # as the paper's Figure 4b compares the cores they use)
   uc_setup
+  { cat out/exp/uc.toml; printf '[run.rsspp]\nautoscale = true\n'; } > out/exp/uc1.toml
   gen uc1 --flows 100000 --active-flows 100000 --packets 2000000 --alpha 1.1 \
     --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --priority-traffic 0.001
   : > out/exp/uc1.txt
   for s in 0.5 0.7 0.8 0.9; do
     echo "# speed $s (offered $(awk -v s="$s" 'BEGIN { print 5 * s }') Mpps)" | tee -a out/exp/uc1.txt
-    "$fs" compare "${sim[@]}" --model out/exp/model-uc.toml --config out/exp/uc.toml \
+    "$fs" compare "${sim[@]}" --model out/exp/model-uc.toml --config out/exp/uc1.toml \
       --input out/exp/uc1.pcap --cores 8 --offloaders 1 --offload-select heaviest \
       --speed "$s" --period 100ms --duration 4s --balancers rsspp@128,dyssect@16 \
       --json "out/exp/uc1-$s.json" | tee -a out/exp/uc1.txt
