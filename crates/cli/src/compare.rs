@@ -192,8 +192,8 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     println!(
         "(max/min: busiest over least busy core's load over the run; imb med: median over controller periods of \
          (max − min) / min of the working cores' loads; pkt med: the same of the packets their queues delivered, \
-         RSS++ Fig. 12's measure; latencies in µs; solver!: Dyssect solves that timed out \
-         or were infeasible — the previous plan was kept)"
+         RSS++ Fig. 12's measure; latencies in µs; solver!: Dyssect rounds with no feasible plan \
+         in time, which kept the previous plan)"
     );
     if let Some(p) = &a.run.json {
         let all: Vec<&RunReport> = reports.iter().map(|(_, r)| r).collect();
@@ -219,11 +219,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
 
 fn print_row(spec: &str, cores: usize, r: &RunReport) {
     let l = &r.latency_ns;
-    let solver = r.controller.get("dyssect_timeouts").copied().unwrap_or(0.0)
-        + r.controller
-            .get("dyssect_infeasible")
-            .copied()
-            .unwrap_or(0.0);
+    let solver = r.controller.get("dyssect_kept").copied().unwrap_or(0.0);
     let us = |v: u64| v as f64 / 1e3;
     println!(
         "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",

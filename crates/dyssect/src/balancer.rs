@@ -108,6 +108,9 @@ pub struct DyssectStats {
     /// Rounds whose Table III model was infeasible and that took the balance
     /// model's plan instead.
     pub fallbacks: u64,
+    /// Rounds that kept the previous plan: no feasible plan in time, or an
+    /// error.
+    pub kept: u64,
     /// Other solver errors.
     pub errors: u64,
     /// Duration of each solve, ns.
@@ -300,6 +303,7 @@ impl Balancer for Dyssect {
             ("dyssect_timeouts", st.timeouts as f64),
             ("dyssect_incumbents", st.incumbents as f64),
             ("dyssect_fallbacks", st.fallbacks as f64),
+            ("dyssect_kept", st.kept as f64),
             ("dyssect_errors", st.errors as f64),
             ("dyssect_rounded_down", st.rounded_down as f64),
             ("dyssect_solve_ms_p50", pct(0.5)),
@@ -382,6 +386,7 @@ impl Balancer for Dyssect {
                 if e != SolveError::Infeasible {
                     self.count(&e);
                 }
+                self.stats.kept += 1;
                 return plan;
             }
         };

@@ -429,3 +429,29 @@ fn a_saturated_cores_shards_count_its_queues_drops() {
     assert!((after.load[0] - 1.5).abs() < 1e-9, "{:?}", after.load);
     assert!((after.load[1] - before.load[1]).abs() < 1e-12);
 }
+
+/// A round whose solves give no plan keeps the previous one and says so (here
+/// a snapshot naming an owner the model has no core for: a bad instance).
+#[test]
+fn a_round_without_a_plan_is_counted_as_kept() {
+    let snap = balance::Snapshot {
+        now_ns: 1,
+        period_ns: 100_000_000,
+        shards: 2,
+        workers: 1,
+        owner: vec![0, 3],
+        bucket_packets: vec![500_000, 500_000],
+        core_load: vec![1.0],
+        core_packets: vec![1_000_000],
+        offload_core: vec![None],
+        ratio: vec![0, 0],
+        ..Default::default()
+    };
+    let mut d = Dyssect::new(DyssectConfig::default()).unwrap();
+    let plan = balance::Balancer::plan(&mut d, &snap);
+    assert_eq!(plan, balance::Plan::default());
+    let st = d.stats();
+    assert_eq!((st.kept, st.fallbacks), (1, 0), "{st:?}");
+    let c: std::collections::BTreeMap<_, _> = balance::Balancer::counters(&d).into_iter().collect();
+    assert_eq!(c["dyssect_kept"], 1.0);
+}
