@@ -4,8 +4,8 @@
 //! shard assignments, offloading cores and offload ratios. Each solve has a time
 //! limit of at most ε/2; a solve the limit stops gives the best feasible plan
 //! found so far (counted as `dyssect_incumbents`), or none. When no plan meets
-//! the caps (Table III infeasible), the controller falls back to the balance
-//! model (Table IV, which has no caps and always a solution): with more load
+//! the caps (Table III infeasible, or no plan of it found in time), the
+//! controller falls back to the balance model (Table IV, which has no caps and always a solution): with more load
 //! than the caps allow, spreading it evenly is the best it can do (counted as
 //! `dyssect_fallbacks`). A round without a plan keeps the previous one, counted.
 //! Use Case II's configuration is `objective = "balance"` with
@@ -105,8 +105,8 @@ pub struct DyssectStats {
     pub timeouts: u64,
     /// Solves stopped by the time limit whose best feasible plan was used.
     pub incumbents: u64,
-    /// Rounds whose Table III model was infeasible and that took the balance
-    /// model's plan instead.
+    /// Rounds whose Table III model was infeasible (or found no plan in time)
+    /// and that took the balance model's plan instead.
     pub fallbacks: u64,
     /// Rounds that kept the previous plan: no feasible plan in time, or an
     /// error.
@@ -373,8 +373,12 @@ impl Balancer for Dyssect {
         };
         let mut used = obj;
         let mut r = self.short_solve(&inst, obj, limit);
-        if matches!(r, Err(SolveError::Infeasible)) && obj != balance {
-            // no plan meets the caps: spread the load as evenly as it goes
+        if obj != balance && matches!(r, Err(SolveError::Infeasible | SolveError::TimeLimit)) {
+            // no plan meets the caps, or none was found in time: spread the
+            // load as evenly as it goes (the two solves stay within ε)
+            if let Err(e @ SolveError::TimeLimit) = &r {
+                self.count(&e.clone());
+            }
             self.stats.fallbacks += 1;
             used = balance;
             r = self.short_solve(&inst, balance, limit);
