@@ -377,7 +377,7 @@ impl Balancer for Dyssect {
             // no plan meets the caps, or none was found in time: spread the
             // load as evenly as it goes (the two solves stay within ε)
             if let Err(e @ SolveError::TimeLimit) = &r {
-                self.count(&e.clone());
+                self.count(e);
             }
             self.stats.fallbacks += 1;
             used = balance;

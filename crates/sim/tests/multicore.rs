@@ -88,6 +88,50 @@ fn static_rss_loads_are_the_sums_of_their_buckets() {
     );
 }
 
+/// Static RSS and RSS++ (at a fixed 1 ms period) on 8 simulated cores over
+/// `t` at its own pace, queues of `ring_size`: both reports, checked for
+/// conservation and order, RSS++ having moved shards.
+fn static_and_rsspp(
+    chain: &nf::Chain,
+    t: &Trace,
+    model: &sim::CostModel,
+    ring_size: usize,
+) -> (runspec::RunReport, runspec::RunReport) {
+    let prep = Prepared::new(chain, t, 46);
+    let run = |balancer| {
+        let cfg = RunConfig {
+            workers: 8,
+            balancer,
+            period: Duration::from_millis(1),
+            pin: false,
+            pace: trace::Pace::Timed { speed: 1.0 },
+            ring_size,
+            ..RunConfig::default()
+        };
+        simulate(&prep, t, &cfg, model).unwrap().report
+    };
+    let rsspp = BalancerKind::Rsspp(balance::balancers::RssppConfig {
+        min_period_ns: 1_000_000,
+        max_period_ns: 1_000_000,
+        ..Default::default()
+    });
+    let (s, r) = (run(BalancerKind::Static), run(rsspp));
+    println!(
+        "static {:?} drops {}, rsspp {:?} drops {}, moves {}",
+        s.imbalance,
+        s.dropped(),
+        r.imbalance,
+        r.dropped(),
+        r.migrations["shard_moves"]
+    );
+    for x in [&s, &r] {
+        assert_eq!(x.packets_in, x.packets_out + x.dropped());
+        assert_eq!(x.reordered, 0);
+    }
+    assert!(r.migrations["shard_moves"] > 0);
+    (s, r)
+}
+
 #[test]
 fn rsspp_is_never_worse_than_static_rss_per_period() {
     let chain = chain(128);
@@ -104,34 +148,9 @@ fn rsspp_is_never_worse_than_static_rss_per_period() {
             ..TraceSpec::default()
         };
         let t = Trace::from_generated(Generator::new(&spec).unwrap());
-        let prep = Prepared::new(&chain, &t, 46);
-        let run = |balancer| {
-            let cfg = RunConfig {
-                workers: 8,
-                balancer,
-                period: Duration::from_millis(1),
-                pin: false,
-                pace: trace::Pace::Timed { speed: 1.0 },
-                ..RunConfig::default()
-            };
-            simulate(&prep, &t, &cfg, &model).unwrap().report
-        };
-        let rsspp = BalancerKind::Rsspp(balance::balancers::RssppConfig {
-            min_period_ns: 1_000_000,
-            max_period_ns: 1_000_000,
-            ..Default::default()
-        });
-        let (s, r) = (run(BalancerKind::Static), run(rsspp));
+        println!("α {alpha} {lifetimes}:");
+        let (s, r) = static_and_rsspp(&chain, &t, &model, RunConfig::default().ring_size);
         let (si, ri) = (&s.imbalance, &r.imbalance);
-        println!(
-            "α {alpha} {lifetimes}: static {si:?}, rsspp {ri:?}, moves {}",
-            r.migrations["shard_moves"]
-        );
-        for x in [&s, &r] {
-            assert_eq!(x.packets_in, x.packets_out + x.dropped());
-            assert_eq!(x.reordered, 0);
-        }
-        assert!(r.migrations["shard_moves"] > 0);
         assert!(
             ri["period_median"] < 0.5 * si["period_median"],
             "α {alpha}: per-period imbalance rsspp {} vs static {}",
@@ -171,37 +190,8 @@ fn rsspp_is_never_worse_than_static_rss_on_the_use_case_workload() {
         ..TraceSpec::default()
     };
     let t = Trace::from_generated(Generator::new(&spec).unwrap());
-    let prep = Prepared::new(&chain, &t, 46);
-    let run = |balancer| {
-        let cfg = RunConfig {
-            workers: 8,
-            balancer,
-            period: Duration::from_millis(1),
-            pin: false,
-            pace: trace::Pace::Timed { speed: 1.0 },
-            ring_size: 4096,
-            ..RunConfig::default()
-        };
-        simulate(&prep, &t, &cfg, &model).unwrap().report
-    };
-    let rsspp = BalancerKind::Rsspp(balance::balancers::RssppConfig {
-        min_period_ns: 1_000_000,
-        max_period_ns: 1_000_000,
-        ..Default::default()
-    });
-    let (s, r) = (run(BalancerKind::Static), run(rsspp));
+    let (s, r) = static_and_rsspp(&chain, &t, &model, 4096);
     let (si, ri) = (&s.imbalance, &r.imbalance);
-    println!(
-        "static {si:?} drops {}, rsspp {ri:?} drops {}, moves {}",
-        s.dropped(),
-        r.dropped(),
-        r.migrations["shard_moves"]
-    );
-    for x in [&s, &r] {
-        assert_eq!(x.packets_in, x.packets_out + x.dropped());
-        assert_eq!(x.reordered, 0);
-    }
-    assert!(r.migrations["shard_moves"] > 0);
     assert!(
         ri["period_median"] <= si["period_median"],
         "per-period imbalance rsspp {} vs static {}",
