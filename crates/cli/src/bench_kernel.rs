@@ -60,15 +60,19 @@ enum Variant {
     /// The same, the NIC-model thread reading a `TPACKET_V3` ring instead of
     /// calling `recvmmsg`.
     FlowshiftUserRing,
+    /// The same, `recvmmsg` in, and the working core sending through a
+    /// `TPACKET_V2` ring instead of calling `sendmmsg`.
+    FlowshiftUserTxRing,
 }
 
 impl Variant {
-    const ALL: [Variant; 5] = [
+    const ALL: [Variant; 6] = [
         Variant::KernelRouting,
         Variant::Nftables,
         Variant::FlowshiftKernelSteer,
         Variant::FlowshiftUserSteer,
         Variant::FlowshiftUserRing,
+        Variant::FlowshiftUserTxRing,
     ];
 
     fn name(self) -> &'static str {
@@ -78,21 +82,25 @@ impl Variant {
             Variant::FlowshiftKernelSteer => "flowshift fw+nat --steer kernel",
             Variant::FlowshiftUserSteer => "flowshift fw+nat --steer user",
             Variant::FlowshiftUserRing => "flowshift fw+nat --steer user --rx ring",
+            Variant::FlowshiftUserTxRing => "flowshift fw+nat --steer user --tx ring",
         }
     }
 
-    /// How flowshift's sockets receive (`run --rx`).
-    fn rx(self) -> &'static str {
+    /// How flowshift's sockets receive and send (`run --rx`, `--tx`).
+    fn io(self) -> (&'static str, &'static str) {
         match self {
-            Variant::FlowshiftUserRing => "ring",
-            _ => "recvmmsg",
+            Variant::FlowshiftUserRing => ("ring", "sendmmsg"),
+            Variant::FlowshiftUserTxRing => ("recvmmsg", "ring"),
+            _ => ("recvmmsg", "sendmmsg"),
         }
     }
 
     fn flowshift(self) -> Option<&'static str> {
         match self {
             Variant::FlowshiftKernelSteer => Some("kernel"),
-            Variant::FlowshiftUserSteer | Variant::FlowshiftUserRing => Some("user"),
+            Variant::FlowshiftUserSteer
+            | Variant::FlowshiftUserRing
+            | Variant::FlowshiftUserTxRing => Some("user"),
             _ => None,
         }
     }
@@ -195,8 +203,9 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                     bed.set_forwarding(true)?;
                 }
                 Some(steer) => {
-                    let json = dir.join(format!("run-{round}-{steer}-{}.json", v.rx()));
-                    child = Some(start_flowshift(&bed, steer, v.rx(), &chain, &json)?);
+                    let (rx, tx) = v.io();
+                    let json = dir.join(format!("run-{round}-{steer}-{rx}-{tx}.json"));
+                    child = Some(start_flowshift(&bed, steer, v.io(), &chain, &json)?);
                     probes = wait_forwarding(&bed, &c0, &s0, &batch)?;
                     // the last probes leave before counting starts
                     std::thread::sleep(Duration::from_millis(200));
@@ -235,7 +244,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 flowshift: fs.clone(),
             };
             eprintln!(
-                "  round {round}: {:<32} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
+                "  round {round}: {:<39} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
                 s.variant,
                 s.offered_mpps,
                 s.delivered_mpps,
@@ -260,13 +269,13 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     };
     let nft_rate = median(Variant::Nftables, |s| s.delivered_mpps);
     println!(
-        "{:<32} {:>13} {:>15} {:>12}",
+        "{:<39} {:>13} {:>15} {:>12}",
         "variant", "offered Mpps", "delivered Mpps", "vs nftables"
     );
     for v in Variant::ALL {
         let d = median(v, |s| s.delivered_mpps);
         println!(
-            "{:<32} {:>13.3} {:>15.3} {:>12.2}",
+            "{:<39} {:>13.3} {:>15.3} {:>12.2}",
             v.name(),
             median(v, |s| s.offered_mpps),
             d,
@@ -419,7 +428,7 @@ impl Drop for Flowshift {
 fn start_flowshift(
     bed: &Bed,
     steer: &str,
-    rx: &str,
+    (rx, tx): (&str, &str),
     chain: &std::path::Path,
     json: &std::path::Path,
 ) -> anyhow::Result<Flowshift> {
@@ -431,7 +440,7 @@ fn start_flowshift(
         .arg(exe)
         .args(["run", "--iface", &format!("{a},{b}"), "--steer", steer])
         .args(["--workers", "1", "--balancer", "static"])
-        .args(["--rx", rx])
+        .args(["--rx", rx, "--tx", tx])
         .arg("--config")
         .arg(chain)
         .arg("--json")

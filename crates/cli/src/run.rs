@@ -20,6 +20,15 @@ pub enum RxArg {
     Ring,
 }
 
+/// `run --tx`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TxArg {
+    /// `sendmmsg(2)` bursts, one socket per interface for all cores.
+    Sendmmsg,
+    /// A `TPACKET_V2` ring per core and interface.
+    Ring,
+}
+
 /// Options of `flowshift run`. Flags override the config file's `[run]` table.
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -69,6 +78,11 @@ pub struct RunArgs {
     /// or a `TPACKET_V3` ring shared with the kernel.
     #[arg(long, value_enum, default_value_t = RxArg::Recvmmsg)]
     pub rx: RxArg,
+    /// With --iface: how cores send frames, `sendmmsg` bursts on one socket
+    /// per interface, or a `TPACKET_V2` ring per core and interface (a burst
+    /// written in place, sent by one empty `send`).
+    #[arg(long, value_enum, default_value_t = TxArg::Sendmmsg)]
+    pub tx: TxArg,
     /// Allocate every packet's buffer and free it on the core that ends it,
     /// instead of reusing buffers the cores give back to the NIC model (for
     /// comparison).
@@ -249,6 +263,10 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     netio::set_rx_mode(match a.rx {
         RxArg::Recvmmsg => netio::RxMode::Recvmmsg,
         RxArg::Ring => netio::RxMode::Ring,
+    });
+    netio::set_tx_mode(match a.tx {
+        TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
+        TxArg::Ring => netio::TxMode::Ring,
     });
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {

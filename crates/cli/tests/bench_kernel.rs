@@ -1,7 +1,7 @@
 //! `flowshift bench-kernel` end to end, small: every variant (kernel routing,
-//! nftables firewall + NAT, flowshift with kernel and user steering) forwards
-//! the sender's frames, flowshift's own report balances, and nothing is left
-//! behind (namespaces, processes).
+//! nftables firewall + NAT, flowshift with kernel and user steering, receive
+//! and transmit rings) forwards the sender's frames, flowshift's own report
+//! balances, and nothing is left behind (namespaces, processes).
 
 use std::process::Command;
 
@@ -47,7 +47,7 @@ fn bench_kernel_measures_every_variant() {
     let samples: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
-    assert_eq!(samples.len(), 5, "{samples:?}");
+    assert_eq!(samples.len(), 6, "{samples:?}");
     for s in &samples {
         let (sent, delivered) = (
             s["sent"].as_u64().unwrap(),

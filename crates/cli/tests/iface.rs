@@ -208,7 +208,7 @@ fn tcp_counters(bed: &Bed) -> (u64, u64) {
     )
 }
 
-fn start(bed: &Bed, balancer: &str, steer: &str, json: &Path) -> Running {
+fn start(bed: &Bed, balancer: &str, (steer, tx): (&str, &str), json: &Path) -> Running {
     let child = Running::start(
         bed,
         &config("fw-nat"),
@@ -219,6 +219,8 @@ fn start(bed: &Bed, balancer: &str, steer: &str, json: &Path) -> Running {
             "5ms",
             "--steer",
             steer,
+            "--tx",
+            tx,
             "--json",
             json.to_str().unwrap(),
             "--metrics",
@@ -304,6 +306,10 @@ fn check_report(r: &serde_json::Value) {
     );
     assert_eq!(pin, pout + drops, "in = out + drops: {}", r["drops"]);
     assert_eq!(r["reordered"], 0);
+    // offered over the time frames were taken in (a few thousand packets in
+    // a few seconds), whoever took them
+    let offered = r["throughput"]["offered_mpps"].as_f64().unwrap();
+    assert!(offered > 0.0 && offered < 1.0, "offered {offered} Mpps");
     assert!(
         pout > (CONNECTIONS * BYTES / 1500) as u64,
         "{pout} packets out"
@@ -321,14 +327,20 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     let srv = server(&bed, peers.clone());
     let mut ofo = Vec::new();
-    let runs = [("static", "user"), ("random", "user"), ("random", "kernel")];
+    // (balancer, steering, how cores send): moving shards with each core
+    // sending through its own transmit ring, and with all sharing a socket
+    let runs = [
+        ("static", "user", "sendmmsg"),
+        ("random", "user", "ring"),
+        ("random", "kernel", "sendmmsg"),
+    ];
     assert_eq!(runs.len(), usize::from(RUNS));
-    for (port, (balancer, steer)) in (ALLOWED..).zip(runs) {
+    for (port, (balancer, steer, tx)) in (ALLOWED..).zip(runs) {
         let json = tmp(&format!("iface-{balancer}-{steer}.json"));
         let _ = std::fs::remove_file(&json);
         let before = tcp_counters(&bed);
         let t = Instant::now();
-        let child = start(&bed, balancer, steer, &json);
+        let child = start(&bed, balancer, (steer, tx), &json);
         let t_start = t.elapsed();
         downloads(&bed, port);
         let t_dl = t.elapsed();

@@ -5,7 +5,8 @@
 //!
 //! - [`PacketSocket`]: an `AF_PACKET` raw socket bound to one interface —
 //!   non-blocking bursts in (from a `TPACKET_V3` ring shared with the kernel,
-//!   or `recvmmsg`), frames out, its own transmissions ignored.
+//!   or `recvmmsg`), frames out (through a `TPACKET_V2` ring or `sendmmsg`),
+//!   its own transmissions ignored.
 //! - [`steering::KernelRss`]: RSS in the kernel — an eBPF program (assembled
 //!   here, loaded with `bpf(2)`: no compiler, no loader) hashing like the NIC
 //!   model through an indirection table in a BPF map, with per-bucket counters.
@@ -23,5 +24,6 @@ mod ring;
 mod socket;
 pub mod steering;
 pub mod testbed;
+mod txring;
 
-pub use socket::{set_rx_mode, PacketSocket, RxBatch, RxMode, SocketError};
+pub use socket::{set_rx_mode, set_tx_mode, PacketSocket, RxBatch, RxMode, SocketError, TxMode};

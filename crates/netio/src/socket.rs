@@ -74,6 +74,10 @@ pub struct PacketSocket {
     /// The `TPACKET_V3` receive ring, when the socket receives and the kernel
     /// gave one (else `recvmmsg`).
     ring: Option<crate::ring::RxRing>,
+    /// The `TPACKET_V2` transmit ring, when the socket only sends and the
+    /// kernel gave one (else `sendmmsg`); frames too long for its slots leave
+    /// by `jumbo`, a plain socket on the same interface.
+    tx_ring: Option<(crate::txring::TxRing, Box<PacketSocket>)>,
 }
 
 /// How receiving sockets opened from now on read frames.
@@ -88,7 +92,29 @@ pub enum RxMode {
     Ring,
 }
 
+/// How sending sockets opened from now on send frames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TxMode {
+    /// `sendmmsg(2)` bursts (the default).
+    Sendmmsg,
+    /// A `TPACKET_V2` ring shared with the kernel: a burst's frames written in
+    /// place and sent by one empty `send(2)`.
+    Ring,
+}
+
 static RX_RING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TX_RING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets how sockets opened from now on send.
+pub fn set_tx_mode(m: TxMode) {
+    // a setting read when sockets are opened; nothing else depends on it
+    TX_RING.store(m == TxMode::Ring, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn want_tx_ring() -> bool {
+    // pairs with the store in `set_tx_mode` (a plain flag)
+    TX_RING.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Sets how sockets opened from now on receive.
 pub fn set_rx_mode(m: RxMode) {
@@ -108,9 +134,36 @@ impl PacketSocket {
         PacketSocket::open_proto(iface, libc::ETH_P_ALL as u16)
     }
 
-    /// Opens a socket that only sends out of `iface` (it receives nothing).
+    /// Opens a socket that only sends out of `iface` (it receives nothing),
+    /// through a transmit ring when [`set_tx_mode`] asked for one. A socket
+    /// with a ring has one sender at a time: open one per sending core.
     pub fn open_tx(iface: &str) -> Result<PacketSocket, SocketError> {
-        PacketSocket::open_proto(iface, 0)
+        let mut s = PacketSocket::open_proto(iface, 0)?;
+        if want_tx_ring() {
+            let jumbo = PacketSocket::open_proto(iface, 0)?;
+            let sys = |what, source| SocketError::Sys {
+                iface: iface.to_string(),
+                what,
+                source,
+            };
+            let mtu = mtu(s.fd.as_raw_fd(), iface).map_err(|e| sys("SIOCGIFMTU", e))?;
+            // the kernel drops a ring's frame longer than the MTU and its
+            // link header without a word: those go by the plain socket,
+            // which says so
+            let ring = crate::txring::TxRing::new(s.fd.as_raw_fd(), mtu + 14)
+                .map_err(|e| sys("PACKET_TX_RING", e))?;
+            s.tx_ring = Some((ring, Box::new(jumbo)));
+        }
+        Ok(s)
+    }
+
+    /// How this socket sends: `ring` (`TPACKET_V2`) or `sendmmsg`.
+    pub fn tx_mode(&self) -> &'static str {
+        if self.tx_ring.is_some() {
+            "ring"
+        } else {
+            "sendmmsg"
+        }
     }
 
     fn open_proto(iface: &str, proto: u16) -> Result<PacketSocket, SocketError> {
@@ -176,6 +229,7 @@ impl PacketSocket {
             iface: iface.into(),
             ifindex,
             ring,
+            tx_ring: None,
         })
     }
 
@@ -363,6 +417,12 @@ impl PacketSocket {
 
     /// Sends one frame out of the interface, as it is.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        if self.tx_ring.is_some() {
+            while self.send_many(&[frame])? == 0 {
+                std::thread::yield_now();
+            }
+            return Ok(());
+        }
         loop {
             // SAFETY: `frame` is a valid readable slice for the call.
             let n =
@@ -381,9 +441,27 @@ impl PacketSocket {
 }
 
 impl PacketSocket {
-    /// Sends a burst of frames with one `sendmmsg(2)`; returns how many the
-    /// interface took (0 when its queue is full).
+    /// Sends a burst of frames, in order, with one system call (`sendmmsg(2)`,
+    /// or one kick of the transmit ring); returns how many the interface took
+    /// (0 when its queue or the ring is full).
     pub fn send_many(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        if let Some((ring, jumbo)) = &self.tx_ring {
+            // frames a slot holds go by the ring; a longer one goes by the plain
+            // socket once those before it are sent (a kick sends every marked
+            // slot before it returns), so the order holds
+            let fit = frames
+                .iter()
+                .position(|f| f.len() > ring.limit())
+                .unwrap_or(frames.len());
+            if fit > 0 {
+                return ring.send(&frames[..fit]);
+            }
+            ring.kick()?;
+            if ring.waiting() {
+                return Ok(0);
+            }
+            return jumbo.send_many(&frames[..1]);
+        }
         let mut iov: Vec<libc::iovec> = frames
             .iter()
             .map(|f| libc::iovec {
@@ -428,6 +506,27 @@ fn mmsghdr(iov: &mut libc::iovec, name: Option<&mut libc::sockaddr_ll>) -> libc:
         msg_hdr: h,
         msg_len: 0,
     }
+}
+
+/// The MTU of `iface`, asked through the socket `fd`.
+fn mtu(fd: RawFd, iface: &str) -> io::Result<usize> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req
+        .ifr_name
+        .iter_mut()
+        .zip(iface.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq naming the interface; the kernel writes
+    // the MTU into it.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFMTU filled the union's `ifru_mtu`.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
 }
 
 /// `setsockopt(fd, level, opt, &v)` for an `int` option.

@@ -118,12 +118,12 @@ impl KernelRx {
 /// queued its frame — after a kernel RCU grace period
 /// ([`netio::steering::wait_for_steering`]), or [`GRACE`] where the kernel
 /// refuses that — and ends the feed when `stop` is set or `duration_ns` has
-/// passed.
+/// passed. Returns how long the feed lasted, ns.
 pub(crate) fn kernel_nic(
     shared: &Arc<Shared>,
     stop: Option<runspec::Stop>,
     duration_ns: Option<u64>,
-) {
+) -> u64 {
     let t0 = shared.now_ns();
     let mut acked = None;
     loop {
@@ -149,4 +149,5 @@ pub(crate) fn kernel_nic(
         acked = Some(v);
     }
     shared.finish_feeding();
+    shared.now_ns() - t0
 }

@@ -33,19 +33,22 @@ pub(crate) struct Ports {
     pub per_core: Vec<Vec<(u8, PacketSocket)>>,
     /// Kernel steering: the program and its maps.
     pub kernel: Option<Arc<KernelRss>>,
-    /// Where forwarded packets leave.
-    pub tx: Arc<Tx>,
+    /// Where forwarded packets leave, per core (working, then offloading):
+    /// one set of sockets shared by all with `sendmmsg`, a set per core with
+    /// transmit rings (a ring has one writer).
+    pub tx: Vec<Arc<Tx>>,
 }
 
 impl Ports {
     /// Opens `names` for `workers` working cores, shard s of `owner` on core
-    /// `owner[s]`.
+    /// `owner[s]`, and `cores` sending cores (working and offloading).
     pub fn open(
         names: &[String],
         steering: Steering,
         chain: &Chain,
         owner: &[CoreId],
         workers: usize,
+        cores: usize,
     ) -> Result<Ports, RunError> {
         let cfg = |m: String| RunError::Config(m);
         if names.is_empty() || names.len() > 2 {
@@ -60,7 +63,15 @@ impl Ports {
                 .map(|n| f(n).map_err(|e| cfg(e.to_string())))
                 .collect::<Result<Vec<_>, _>>()
         };
-        let tx = Arc::new(Tx(open(PacketSocket::open_tx)?));
+        let first = Arc::new(Tx(open(PacketSocket::open_tx)?));
+        let mut tx = vec![first.clone()];
+        for _ in 1..cores.max(1) {
+            if first.0[0].tx_mode() == "ring" {
+                tx.push(Arc::new(Tx(open(PacketSocket::open_tx)?)));
+            } else {
+                tx.push(first.clone());
+            }
+        }
         if steering == Steering::User {
             return Ok(Ports {
                 rx: open(PacketSocket::open)?,

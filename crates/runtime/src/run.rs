@@ -108,6 +108,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 chain,
                 &top.owner,
                 cfg.workers,
+                cfg.workers + cfg.offloaders,
             )?)
         }
         Input::Trace(_) => None,
@@ -130,7 +131,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         top: &top,
         spray,
         cpus: core_affinity::get_core_ids().unwrap_or_default(),
-        tx: ports.as_ref().map(|p| p.tx.clone()),
+        tx: ports.as_ref().map(|p| p.tx.clone()).unwrap_or_default(),
         kernel: ports.as_ref().and_then(|p| p.kernel.clone()),
         per_core: std::sync::Mutex::new(
             ports
@@ -236,7 +237,9 @@ struct Threads<'a> {
     top: &'a Topology,
     spray: bool,
     cpus: Vec<Cpu>,
-    tx: Option<Arc<Tx>>,
+    /// With interfaces: each core's sockets to send by (working, then
+    /// offloading cores).
+    tx: Vec<Arc<Tx>>,
     kernel: Option<Arc<netio::steering::KernelRss>>,
     /// Kernel steering: each working core's sockets, taken by its worker.
     per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
@@ -273,12 +276,12 @@ impl Threads<'_> {
         per
     }
 
-    /// A core's sink (sending forwarded packets out with interfaces).
-    fn sink(&self, exit_order: bool) -> Sink {
+    /// Core `i`'s sink (sending forwarded packets out with interfaces).
+    fn sink(&self, i: usize, exit_order: bool) -> Sink {
         let mut s = Sink::new(self.cfg.keep_output, self.cfg.priority_dscp, exit_order);
         s.tap = self.cfg.output_tap.clone();
-        if let Some(tx) = self.tx.clone() {
-            s.set_tx(tx);
+        if let Some(tx) = self.tx.get(i) {
+            s.set_tx(tx.clone());
         }
         s
     }
@@ -302,7 +305,7 @@ impl Threads<'_> {
             shared: self.shared.clone(),
             burst: cfg.burst,
             stats: self.stats[i].clone(),
-            sink: self.sink(self.spray),
+            sink: self.sink(i, self.spray),
             core: WorkingCore::new(WorkingStart {
                 core: i as CoreId,
                 shards: self.top.owner.len(),
@@ -376,7 +379,7 @@ impl Threads<'_> {
                     shared: self.shared.clone(),
                     burst: cfg.burst,
                     stats: self.stats[w + k].clone(),
-                    sink: self.sink(false),
+                    sink: self.sink(w + k, false),
                     metrics: cfg.metrics.clone().map(|m| (m, w + k)),
                 };
                 if let Some(r) = give_back.next() {
@@ -419,8 +422,12 @@ impl Threads<'_> {
             let hasher = &hasher;
             let feeder = start(sc, shared, feeder_cpu, move || match ports {
                 Some(p) if p.kernel.is_some() => {
-                    crate::kernel::kernel_nic(shared, opts.stop, opts.duration_ns);
-                    FeederStats::default()
+                    // the frames are counted by the cores that read them; the
+                    // feed lasted as long as the kernel steered
+                    FeederStats {
+                        duration_ns: crate::kernel::kernel_nic(shared, opts.stop, opts.duration_ns),
+                        ..FeederStats::default()
+                    }
                 }
                 Some(p) => feed_ports(&p.rx, hasher, shared, queues, opts),
                 None => feed(trace, hasher, shared, queues, opts),
