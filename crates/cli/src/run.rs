@@ -76,13 +76,15 @@ pub struct RunArgs {
     pub presteer: bool,
     /// With --iface: how the NIC-model thread reads frames, `recvmmsg` bursts
     /// or a `TPACKET_V3` ring shared with the kernel.
-    #[arg(long, value_enum, default_value_t = RxArg::Recvmmsg)]
-    pub rx: RxArg,
+    /// [default: recvmmsg]
+    #[arg(long, value_enum)]
+    pub rx: Option<RxArg>,
     /// With --iface: how cores send frames, `sendmmsg` bursts on one socket
     /// per interface, or a `TPACKET_V2` ring per core and interface (a burst
     /// written in place, sent by one empty `send`).
-    #[arg(long, value_enum, default_value_t = TxArg::Sendmmsg)]
-    pub tx: TxArg,
+    /// [default: sendmmsg]
+    #[arg(long, value_enum)]
+    pub tx: Option<TxArg>,
     /// Allocate every packet's buffer and free it on the core that ends it,
     /// instead of reusing buffers the cores give back to the NIC model (for
     /// comparison).
@@ -147,12 +149,32 @@ pub(crate) struct RunSection {
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
-    /// Interfaces, as `--iface`.
-    iface: Option<String>,
+    /// Moved to `[io] iface`: refused with a message saying so.
+    iface: Option<toml::Value>,
     /// RSS++ parameters (`[run.rsspp]`).
     rsspp: Option<balance::balancers::RssppConfig>,
     /// Dyssect parameters (`[run.dyssect]`).
     pub dyssect: Option<dyssect::DyssectConfig>,
+    /// The `[io]` table (a table of its own in the file).
+    #[serde(skip)]
+    pub io: IoSection,
+}
+
+/// The `[io]` table: the interfaces a run is a network function on, and how it
+/// uses them; `run`'s flags of the same names override it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IoSection {
+    /// `"IN,OUT"` or one interface, as `--iface`.
+    pub iface: Option<String>,
+    /// `user` or `kernel`, as `--steer`.
+    pub steer: Option<String>,
+    /// `recvmmsg` or `ring`, as `--rx`.
+    pub rx: Option<String>,
+    /// `sendmmsg` or `ring`, as `--tx`.
+    pub tx: Option<String>,
+    /// An address to serve Prometheus metrics at, as `--metrics`.
+    pub metrics: Option<String>,
 }
 
 fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
@@ -183,6 +205,20 @@ pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSec
         }
         Some(_) => anyhow::bail!("{}: `run` must be a table ([run])", path.display()),
         None => RunSection::default(),
+    };
+    let mut run = run;
+    if run.iface.is_some() {
+        anyhow::bail!(
+            "{}: `[run] iface` is now `[io] iface` (with `steer`, `rx`, `tx`, `metrics`)",
+            path.display()
+        );
+    }
+    run.io = match table.remove("io") {
+        Some(toml::Value::Table(t)) => {
+            nf::config::from_table("io", t).with_context(|| path.display().to_string())?
+        }
+        Some(_) => anyhow::bail!("{}: `io` must be a table ([io])", path.display()),
+        None => IoSection::default(),
     };
     let chain: ChainConfig =
         nf::config::from_table("", table).with_context(|| path.display().to_string())?;
@@ -260,11 +296,24 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
     cfg.recycle = !a.no_buffer_pool;
-    netio::set_rx_mode(match a.rx {
+    let io = &sec.io;
+    let rx = match (a.rx, io.rx.as_deref()) {
+        (Some(r), _) => r,
+        (None, None | Some("recvmmsg")) => RxArg::Recvmmsg,
+        (None, Some("ring")) => RxArg::Ring,
+        (None, Some(o)) => bail!("[io] rx = `{o}`: expected `recvmmsg` or `ring`"),
+    };
+    netio::set_rx_mode(match rx {
         RxArg::Recvmmsg => netio::RxMode::Recvmmsg,
         RxArg::Ring => netio::RxMode::Ring,
     });
-    netio::set_tx_mode(match a.tx {
+    let tx = match (a.tx, io.tx.as_deref()) {
+        (Some(t), _) => t,
+        (None, None | Some("sendmmsg")) => TxArg::Sendmmsg,
+        (None, Some("ring")) => TxArg::Ring,
+        (None, Some(o)) => bail!("[io] tx = `{o}`: expected `sendmmsg` or `ring`"),
+    };
+    netio::set_tx_mode(match tx {
         TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
         TxArg::Ring => netio::TxMode::Ring,
     });
@@ -306,7 +355,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     let ifaces: Option<Vec<String>> = a
         .iface
         .as_deref()
-        .or(sec.iface.as_deref())
+        .or(sec.io.iface.as_deref())
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
     if ifaces.is_some() && cfg.presteer {
         bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
@@ -356,6 +405,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         mut cfg,
         trace,
         ifaces,
+        sec,
         ..
     } = setup(&a)?;
     // output paths are checked before the run, not after it
@@ -363,7 +413,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         crate::output::check(p)?;
     }
     cfg.stop = Some(stop_on_signals()?);
-    if let Some(addr) = &a.metrics {
+    if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
         let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
         let at = crate::metrics::serve(addr, m.clone())?;
         eprintln!("flowshift: metrics at http://{at}/metrics");
@@ -380,7 +430,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         cfg.balancer.name(),
         chain.describe()
     );
-    let steering = match a.steer.as_deref() {
+    let steering = match a.steer.as_deref().or(sec.io.steer.as_deref()) {
         Some("kernel") => runtime::Steering::Kernel,
         None | Some("user") => runtime::Steering::User,
         Some(o) => bail!("`steer` = `{o}`: expected `kernel` or `user`"),

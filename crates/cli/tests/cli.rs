@@ -329,6 +329,24 @@ fn run_rejects_what_it_cannot_do() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // the [io] table: its settings are used, and wrong ones named
+    let io = |name: &str, text: &str| {
+        let cfg = tmp(name);
+        std::fs::write(&cfg, format!("{text}\n[[nf]]\nkind = \"seqcheck\"\n")).unwrap();
+        let o = flowshift(&["run", "--config", cfg.to_str().unwrap()]);
+        assert!(!o.status.success(), "{text}");
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let e = io("io-iface.toml", "[io]\niface = \"fsnone0\"");
+    assert!(e.contains("interface `fsnone0`: no such interface"), "{e}");
+    let e = io("io-rx.toml", "[io]\niface = \"lo\"\nrx = \"mmap\"");
+    assert!(e.contains("[io] rx = `mmap`"), "{e}");
+    let e = io("io-steer.toml", "[io]\niface = \"lo\"\nsteer = \"nic\"");
+    assert!(e.contains("`steer` = `nic`"), "{e}");
+    let e = io("io-unknown.toml", "[io]\nifaces = \"lo\"");
+    assert!(e.contains("ifaces"), "{e}");
+    let e = io("io-moved.toml", "[run]\niface = \"lo\"");
+    assert!(e.contains("`[run] iface` is now `[io] iface`"), "{e}");
 }
 
 #[test]

@@ -40,14 +40,17 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 /// The chain: TCP to ALLOWED, UDP and ICMP from the inside pass; the rest is
-/// denied. NAT 10.0.0.0/8 → 203.0.113.0/24. Sequence check last.
-fn config(test: &str) -> PathBuf {
+/// denied. NAT 10.0.0.0/8 → 203.0.113.0/24. Sequence check last. `io`: the
+/// `[io]` table's lines.
+fn config(test: &str, io: &str) -> PathBuf {
     // one file per test: tests run at the same time
     let p = tmp(&format!("iface-chain-{test}.toml"));
     std::fs::write(
         &p,
         format!(
             r#"
+[io]
+{io}
 [[nf]]
 kind = "firewall"
 rules = """
@@ -209,23 +212,29 @@ fn tcp_counters(bed: &Bed) -> (u64, u64) {
 }
 
 fn start(bed: &Bed, balancer: &str, (steer, tx): (&str, &str), json: &Path) -> Running {
+    // the interface settings by flags, or by the config's [io] table
+    let io = format!("steer = \"{steer}\"\ntx = \"{tx}\"\nmetrics = \"127.0.0.1:19100\"");
+    let (io, flags) = if balancer == "static" {
+        (
+            String::new(),
+            vec!["--steer", steer, "--tx", tx, "--metrics", "127.0.0.1:19100"],
+        )
+    } else {
+        (io, vec![])
+    };
+    let mut args = vec![
+        "--balancer",
+        balancer,
+        "--period",
+        "5ms",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(flags);
     let child = Running::start(
         bed,
-        &config("fw-nat"),
-        &[
-            "--balancer",
-            balancer,
-            "--period",
-            "5ms",
-            "--steer",
-            steer,
-            "--tx",
-            tx,
-            "--json",
-            json.to_str().unwrap(),
-            "--metrics",
-            "127.0.0.1:19100",
-        ],
+        &config(&format!("fw-nat-{balancer}-{steer}"), &io),
+        &args,
     );
     // ready once a UDP echo crosses it
     let ns = bed.client();
@@ -410,7 +419,7 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
 
 #[test]
 fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
-    let cfg = config("gone");
+    let cfg = config("gone", "");
     // a TPACKET_V3 ring makes no system call while frames flow: it must notice
     // too
     for (steer, rx) in [
