@@ -3,12 +3,13 @@
 //! Linux TCP, UDP and ICMP endpoints on both sides, firewall → NAT → seqcheck.
 //! Every download arrives byte for byte, the server sees only NAT pool
 //! addresses, a connection the ACL denies fails, and Ctrl-C ends the run with a
-//! complete report — with shards moving every few milliseconds too, without a
-//! single reordered packet (the client's kernel sees no out-of-order segment),
-//! with the NIC model steering and with the kernel steering (eBPF; the middle's
-//! receive work on one CPU, as a NIC queue's). A run whose interface goes away
-//! ends with its report and an error. Skipped, with a
-//! message, where the kernel refuses network namespaces.
+//! complete report and nothing left loaded in the kernel — with shards moving
+//! every few milliseconds too, without a single reordered packet (the client's
+//! kernel sees no out-of-order segment), with the NIC model steering and with
+//! the kernel steering (eBPF; the middle's receive work on one CPU, as a NIC
+//! queue's), cores sending through a shared socket or their own transmit rings.
+//! A run whose interface goes away ends with its report and an error. Skipped,
+//! with a message, where the kernel refuses network namespaces.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -366,7 +367,13 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
         if balancer == "random" {
             assert!(metric(&m, "flowshift_migrations_total{what=\"shard_moves\"}") > 0.0);
         }
+        // the kernel steering program is loaded while the run lasts, and
+        // gone with it (nothing pinned, nothing attached elsewhere)
+        let program = netio::steering::program_name(child.pid());
+        let loaded = || netio::bpf::loaded_named(&program).unwrap();
+        assert_eq!(loaded(), usize::from(steer == "kernel"), "{program}");
         let (stdout, r) = sigint_and_report(child, &json);
+        assert_eq!(loaded(), 0, "{program} still loaded after the run");
         println!(
             "{balancer}/{steer}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",
             t.elapsed()

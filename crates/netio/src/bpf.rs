@@ -13,6 +13,11 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
+const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// Bytes of an object's name, NUL included (`BPF_OBJ_NAME_LEN`).
+const NAME_LEN: usize = 16;
 
 const MAP_TYPE_ARRAY: u32 = 2;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
@@ -304,8 +309,10 @@ pub struct Program {
 }
 
 impl Program {
-    /// Loads a socket-filter program; a refusal carries the verifier's log.
-    pub fn socket_filter(insns: &[Insn]) -> Result<Program, String> {
+    /// Loads a socket-filter program named `name` (letters, digits, `_` and
+    /// `.`; cut to 15 bytes), the name `bpftool prog` and
+    /// [`loaded_named`] show; a refusal carries the verifier's log.
+    pub fn socket_filter(name: &str, insns: &[Insn]) -> Result<Program, String> {
         let license = b"GPL\0";
         let mut log = vec![0u8; 1 << 16];
         let mut a = Attr::new();
@@ -316,6 +323,9 @@ impl Program {
             .u32(24, 1)
             .u32(28, log.len() as u32)
             .u64(32, log.as_mut_ptr() as u64);
+        for (i, b) in name.bytes().take(NAME_LEN - 1).enumerate() {
+            a.0[48 + i] = b;
+        }
         match bpf(BPF_PROG_LOAD, &mut a) {
             Ok(fd) => Ok(Program {
                 // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
@@ -346,5 +356,44 @@ impl Program {
             .u32(32, 1);
         bpf(BPF_PROG_TEST_RUN, &mut a)?;
         Ok(a.get_u32(4))
+    }
+}
+
+/// How many eBPF programs named `name` the kernel holds (any process's, or
+/// none left by one that ended): for checking that a run leaves nothing loaded.
+/// Needs `CAP_SYS_ADMIN`.
+pub fn loaded_named(name: &str) -> io::Result<usize> {
+    let want: Vec<u8> = name.bytes().take(NAME_LEN - 1).collect();
+    let mut n = 0;
+    let mut id = 0u32;
+    loop {
+        let mut a = Attr::new();
+        a.u32(0, id);
+        match bpf(BPF_PROG_GET_NEXT_ID, &mut a) {
+            Ok(_) => id = a.get_u32(4),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(n),
+            Err(e) => return Err(e),
+        }
+        let mut a = Attr::new();
+        a.u32(0, id);
+        let fd = match bpf(BPF_PROG_GET_FD_BY_ID, &mut a) {
+            // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
+            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            // unloaded since it was listed
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        // struct bpf_prog_info up to its name (at byte 64)
+        let mut info = [0u8; 64 + NAME_LEN];
+        let mut a = Attr::new();
+        a.u32(0, fd.as_raw_fd() as u32)
+            .u32(4, info.len() as u32)
+            .u64(8, info.as_mut_ptr() as u64);
+        bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)?;
+        let got = &info[64..];
+        let end = got.iter().position(|b| *b == 0).unwrap_or(NAME_LEN);
+        if got[..end] == want[..] {
+            n += 1;
+        }
     }
 }

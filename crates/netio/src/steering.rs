@@ -76,7 +76,7 @@ impl KernelRss {
         }
         let counts = Map::percpu_counters(buckets).map_err(io)?;
         let insns = program(&contrib, &table, &counts, buckets, fields);
-        let program = Program::socket_filter(&insns)?;
+        let program = Program::socket_filter(&program_name(std::process::id()), &insns)?;
         Ok(KernelRss {
             _contrib: contrib,
             table,
@@ -116,6 +116,12 @@ impl KernelRss {
     pub fn all_packets(&self) -> io::Result<Vec<u64>> {
         (0..self.buckets).map(|b| self.counts.sum(b)).collect()
     }
+}
+
+/// The name of the steering program process `pid` loads (what `bpftool prog`
+/// shows; [`crate::bpf::loaded_named`] finds it).
+pub fn program_name(pid: u32) -> String {
+    format!("fs_rss_{pid}")
 }
 
 /// Waits until every CPU that was steering a frame when called has put it in

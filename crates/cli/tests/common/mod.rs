@@ -82,6 +82,12 @@ impl Running {
         Running(Some(child))
     }
 
+    /// The run's process id (`ip netns exec` runs flowshift in its place).
+    #[allow(dead_code)] // not every test binary asks
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
     /// Ctrl-C, then the run's exit status and output.
     pub fn interrupt(mut self) -> Output {
         let child = self.0.take().expect("running");
