@@ -77,7 +77,7 @@ impl Hit<'_> {
 
 /// NFs on one core, with the steering their state needs.
 pub struct Chain {
-    nfs: Vec<Box<dyn Nf>>,
+    pub(crate) nfs: Vec<Box<dyn Nf>>,
     steering: SteerKey,
     hasher: RssHasher,
     shards: usize,

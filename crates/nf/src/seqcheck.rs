@@ -17,7 +17,7 @@ use serde::Deserialize;
 use crate::{Ctx, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
 /// The highest sequence number seen on a connection.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeqState {
     /// Highest tag seen.
     pub last: u32,

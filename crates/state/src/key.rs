@@ -6,7 +6,7 @@ use core::net::IpAddr;
 use wire::FiveTuple;
 
 /// Which endpoint of a [`FlowKey`] sent a packet.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Side {
     /// The lower endpoint sent it.
     Lo,
@@ -27,7 +27,19 @@ pub enum Dir {
 
 /// Canonical bidirectional key: endpoints ordered, addresses as 16 bytes
 /// (IPv4-mapped for IPv4). 40 bytes, compared with one `memcmp`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[repr(C)]
 pub struct FlowKey {
     lo_addr: [u8; 16],

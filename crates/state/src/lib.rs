@@ -28,7 +28,7 @@ mod wheel;
 pub use fast::FastStats;
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
-    CapPolicy, Detached, EntryId, FlowTable, IndexHash, InsertError, Lookup, Slot, TableConfig,
-    TableStats,
+    CapPolicy, Detached, EntryId, FlowTable, Image, IndexHash, InsertError, Lookup, Slot,
+    TableConfig, TableStats,
 };
 pub use wheel::TimerWheel;

@@ -5,6 +5,9 @@
 
 use std::collections::VecDeque;
 
+mod image;
+pub use image::Image;
+
 use crate::fast::{FastStats, FastTable, Place};
 use crate::prefetch::prefetch;
 use crate::{Dir, FlowKey, Side, TimerWheel};

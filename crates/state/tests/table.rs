@@ -536,3 +536,88 @@ fn stale_wheel_items_do_not_pile_up() {
     t.expire(now + 1_100_000_000, |_, nf, _| assert_eq!(nf, 1));
     assert_eq!(t.len(), 0);
 }
+
+/// An entry's image installed in another table (another clock) is found there
+/// by both keys, in both directions, with its slots, the time each had left,
+/// and its assured mark; a second image updates it; an image of empty slots
+/// removes it. Deadlines keep their remaining time, not the clock reading.
+#[test]
+fn an_image_installs_in_another_table_by_both_keys() {
+    let ms_ticks = TableConfig {
+        tick_ns: 1_000_000,
+        ..cfg(100, CapPolicy::Refuse)
+    };
+    let mut a: FlowTable<Option<u32>> = FlowTable::new(ms_ticks.clone());
+    let mut b: FlowTable<Option<u32>> = FlowTable::new(ms_ticks);
+    let (k, s) = FlowKey::of(&tuple(7));
+    let (ak, aside) = FlowKey::of(&tuple(20_007));
+    let id = a.insert(k, s, weak_hash(7), |_, _, _| {}).unwrap();
+    *a.slot_mut(id, 0) = Some(70);
+    *a.slot_mut(id, 1) = Some(71);
+    a.set_deadline(id, 0, 1_000_000 + 5_000_000);
+    a.set_deadline(id, 1, 1_000_000 + 20_000_000);
+    a.add_alias(id, 1, ak, aside, weak_hash(20_007));
+    // a reply seen: assured
+    let reply = if s == state::Side::Lo {
+        state::Side::Hi
+    } else {
+        state::Side::Lo
+    };
+    assert_eq!(a.lookup(&k, reply, weak_hash(7)).unwrap().dir, Dir::Reply);
+    let img = a.image(id, 1_000_000);
+    assert_eq!(
+        img.slots,
+        vec![(Some(70), 5_000_000), (Some(71), 20_000_000)]
+    );
+    assert!(img.assured);
+
+    // the other table's clock reads 50 ms
+    let got = b.install(&img, 50_000_000, |_, _, _| {}).unwrap().unwrap();
+    assert_eq!(b.len(), 1);
+    assert_eq!(b.slot(got, 0), &Some(70));
+    assert_eq!(b.slot(got, 1), &Some(71));
+    assert!(b.is_assured(got));
+    let l = b.lookup(&k, s, weak_hash(7)).unwrap();
+    assert_eq!((l.id, l.dir), (got, Dir::Original));
+    // the alias key's other side is the reply direction
+    let alias_reply = if aside == state::Side::Lo {
+        state::Side::Hi
+    } else {
+        state::Side::Lo
+    };
+    let l = b.lookup(&ak, alias_reply, weak_hash(20_007)).unwrap();
+    assert_eq!((l.id, l.dir), (got, Dir::Reply));
+    // slot 0 expires 5 ms after the install, not at the first table's deadline
+    let mut gone = Vec::new();
+    b.expire(50_000_000 + 3_000_000, |_, nf, st| gone.push((nf, st)));
+    assert!(gone.is_empty(), "{gone:?}");
+    b.expire(50_000_000 + 8_000_000, |_, nf, st| gone.push((nf, st)));
+    assert_eq!(gone, vec![(0, Some(70))]);
+
+    // an update: slot 0 back, slot 1 changed, into the same entry
+    *a.slot_mut(id, 1) = Some(72);
+    let img2 = a.image(id, 1_000_000);
+    let again = b.install(&img2, 60_000_000, |_, _, _| {}).unwrap().unwrap();
+    assert_eq!(again, got);
+    assert_eq!(b.len(), 1);
+    assert_eq!((b.slot(got, 0), b.slot(got, 1)), (&Some(70), &Some(72)));
+
+    // every slot emptied: the entry goes, its state handed back
+    let mut empty = img2.clone();
+    for s in &mut empty.slots {
+        *s = (None, 0);
+    }
+    let mut released = Vec::new();
+    assert_eq!(
+        b.install(&empty, 61_000_000, |_, nf, st| released.push((nf, st)))
+            .unwrap(),
+        None
+    );
+    assert_eq!(b.len(), 0);
+    assert!(b.lookup(&k, s, weak_hash(7)).is_none());
+    assert!(b.lookup(&ak, alias_reply, weak_hash(20_007)).is_none());
+    assert_eq!(released, vec![(0, Some(70)), (1, Some(72))]);
+    // and an image of nothing makes nothing
+    assert_eq!(b.install(&empty, 62_000_000, |_, _, _| {}).unwrap(), None);
+    assert_eq!(b.len(), 0);
+}

@@ -3,14 +3,14 @@
 
 use core::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use state::Dir;
 use wire::{L4Info, TcpFlags};
 
 use crate::DropCause;
 
 /// TCP connection states.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TcpState {
     /// SYN seen from the originator.
     SynSent,
@@ -32,7 +32,7 @@ pub enum TcpState {
 }
 
 /// A tracked connection (the firewall's per-flow state).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Conn {
     /// TCP.
     Tcp(TcpState),

@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub use config::NatSection;
 use ipnet::Ipv4Net;
 pub use pool::{PortClass, PortPlan, PortPool};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use state::{Dir, FlowKey};
 use wire::{FiveTuple, IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
@@ -69,7 +69,7 @@ impl Default for NatTimeouts {
 }
 
 /// TCP progress, for the timeout.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NatTcp {
     /// No reply yet.
     Opening,
@@ -80,7 +80,7 @@ pub enum NatTcp {
 }
 
 /// A mapping (the NAT's per-flow state).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NatMap {
     /// Internal address.
     pub int_addr: Ipv4Addr,
@@ -88,6 +88,10 @@ pub struct NatMap {
     pub int_port: u16,
     /// Index of the external address in the pool.
     pub ext_idx: u16,
+    /// The external address itself: a mapping installed from another node
+    /// (a Sirius secondary) keeps its node's address, which may not be in this
+    /// NAT's pool (then `ext_idx` means nothing here).
+    pub ext_addr: Ipv4Addr,
     /// External port (ICMP: echo id).
     pub ext_port: u16,
     /// IP protocol.
@@ -240,6 +244,7 @@ impl Nat {
                     int_addr: src,
                     int_port: t.src_port,
                     ext_idx: e as u16,
+                    ext_addr: self.shared.external[e],
                     ext_port: p,
                     proto: t.proto,
                     tcp: NatTcp::Opening,
@@ -458,8 +463,7 @@ impl Nf for Nat {
                 // an error about a mapped flow: translated like the flow's own
                 // packets (outer address and the quoted packet), the mapping untouched
                 if pkt.dir == Dir::Original {
-                    let ext = self.shared.external[usize::from(m.ext_idx)];
-                    rewrite(pkt, true, ext, m.ext_port);
+                    rewrite(pkt, true, m.ext_addr, m.ext_port);
                 } else {
                     rewrite(pkt, false, m.int_addr, m.int_port);
                 }
@@ -486,12 +490,7 @@ impl Nf for Nat {
             }
             cx.set_timeout(self.timeout(&m2, cx.emergency).as_nanos() as u64);
             if pkt.dir == Dir::Original {
-                rewrite(
-                    pkt,
-                    true,
-                    self.shared.external[usize::from(m.ext_idx)],
-                    m.ext_port,
-                );
+                rewrite(pkt, true, m.ext_addr, m.ext_port);
                 self.counters.out += 1;
             } else {
                 rewrite(pkt, false, m.int_addr, m.int_port);
@@ -519,8 +518,7 @@ impl Nf for Nat {
             Ok(m) => m,
             Err(c) => return Verdict::Drop(c),
         };
-        let ext = self.shared.external[usize::from(m.ext_idx)];
-        rewrite(pkt, true, ext, m.ext_port);
+        rewrite(pkt, true, m.ext_addr, m.ext_port);
         // the translated tuple becomes a second key of this entry: replies to it
         // find the mapping with the single lookup, in this same shard
         let translated: FiveTuple = pkt.info.tuple;
@@ -545,6 +543,11 @@ impl Nf for Nat {
     fn release(&mut self, local: &mut ShardLocal, state: FlowState) {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
             let e = usize::from(m.ext_idx);
+            if self.shared.external.get(e) != Some(&m.ext_addr) {
+                // installed from another node: its port is that node's
+                self.counters.released += 1;
+                return;
+            }
             match m.proto {
                 wire::proto::TCP => pool.free(e, PortClass::Tcp, m.ext_port),
                 wire::proto::UDP => pool.free(e, PortClass::Udp, m.ext_port),
