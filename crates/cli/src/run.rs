@@ -158,6 +158,19 @@ pub(crate) struct RunSection {
     /// The `[io]` table (a table of its own in the file).
     #[serde(skip)]
     pub io: IoSection,
+    /// The `[pool]` table (a table of its own in the file).
+    #[serde(skip)]
+    pub pool: Option<PoolSection>,
+}
+
+/// The `[pool]` table: this node's replication in a Sirius pool.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PoolSection {
+    /// Where this node receives its primaries' copies, `IP:PORT` (UDP).
+    pub listen: std::net::SocketAddr,
+    /// Its secondary's `listen`.
+    pub secondary: std::net::SocketAddr,
 }
 
 /// The `[io]` table: the interfaces a run is a network function on, and how it
@@ -219,6 +232,13 @@ pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSec
         }
         Some(_) => anyhow::bail!("{}: `io` must be a table ([io])", path.display()),
         None => IoSection::default(),
+    };
+    run.pool = match table.remove("pool") {
+        Some(toml::Value::Table(t)) => {
+            Some(nf::config::from_table("pool", t).with_context(|| path.display().to_string())?)
+        }
+        Some(_) => anyhow::bail!("{}: `pool` must be a table ([pool])", path.display()),
+        None => None,
     };
     let chain: ChainConfig =
         nf::config::from_table("", table).with_context(|| path.display().to_string())?;
@@ -295,6 +315,10 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         cfg.nic_update_delay = duration("nic_update_delay", d)?;
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
+    cfg.replica = sec.pool.as_ref().map(|p| runspec::Replica {
+        listen: p.listen,
+        secondary: p.secondary,
+    });
     cfg.recycle = !a.no_buffer_pool;
     let io = &sec.io;
     let rx = match (a.rx, io.rx.as_deref()) {

@@ -21,7 +21,9 @@
 //! addresses the router gave them, so each router link takes the MAC address
 //! the opposite link's static neighbour names. A node's NAT pool
 //! (203.0.113.16·i/28) is routed to its back link, for replies to reach the
-//! node that translated them.
+//! node that translated them. A third link per node joins a bridge in the
+//! router's namespace: the sync network (10.77.0.0/24), for replication
+//! between nodes and the controller's heartbeats.
 //!
 //! A pool controller changes the groups' members ([`PoolBed::set_members`]):
 //! the kernel moves only the buckets of a member that leaves, to the others,
@@ -45,6 +47,11 @@ pub const SERVER: &str = "198.51.100.2";
 /// Group ids of the two directions.
 const FRONT: u32 = 1000;
 const BACK: u32 = 2000;
+/// The MAC address of the router's links to the nodes' fronts, and backs.
+const FRONT_MAC: &str = "02:f5:00:00:00:0f";
+const BACK_MAC: &str = "02:f5:00:00:00:0b";
+/// UDP port of the nodes' replication (`[pool] listen`).
+pub const SYNC_PORT: u16 = 7700;
 
 /// The namespaces; deleted on drop.
 #[derive(Debug)]
@@ -99,6 +106,13 @@ impl PoolBed {
             format!("{}a{i}", self.prefix),
             format!("{}b{i}", self.prefix),
         )
+    }
+
+    /// Node `i`'s address on the sync network (its third link, `{p}y{i}`),
+    /// where replicas and heartbeats go. The router's namespace is on it too,
+    /// as `10.77.0.254` (a pool controller runs there).
+    pub fn sync_addr(i: usize) -> String {
+        format!("10.77.0.{}", i + 1)
     }
 
     /// Node `i`'s NAT pool.
@@ -166,6 +180,11 @@ impl PoolBed {
         ] {
             exec(&r, "sysctl", &["-qw", kv])?;
         }
+        let br = format!("{p}br");
+        exec(&r, "ip", &["link", "add", &br, "type", "bridge"])?;
+        exec(&r, "ip", &["link", "set", &br, "up"])?;
+        // the controller's address on the sync network
+        exec(&r, "ip", &["addr", "add", "10.77.0.254/24", "dev", &br])?;
         for i in 0..self.nodes {
             let n = self.node(i);
             let (a, b) = self.node_ifaces(i);
@@ -181,8 +200,12 @@ impl PoolBed {
             for (ns, dev) in [(&r, &f), (&r, &k), (&n, &a), (&n, &b)] {
                 quiet(ns, dev)?;
             }
-            // a frame sent on f leaves the node by b unchanged: it must be
-            // addressed to k, and the other way round
+            // a frame sent on f leaves a node by b unchanged: it must be
+            // addressed to k, and the other way round; every node's front
+            // links share one address and its back links another, so a frame
+            // its secondary sends out for a node is accepted too
+            exec(&r, "ip", &["link", "set", &f, "address", FRONT_MAC])?;
+            exec(&r, "ip", &["link", "set", &k, "address", BACK_MAC])?;
             let (fmac, kmac) = (mac(&r, &f)?, mac(&r, &k)?);
             let (fgw, kgw) = (format!("10.8.{i}.2"), format!("10.9.{i}.2"));
             neighbour(&r, &fgw, &kmac, &f)?;
@@ -203,6 +226,26 @@ impl PoolBed {
                 "ip",
                 &[
                     "nexthop", "add", "id", &kid, "via", &kgw, "dev", &k, "onlink",
+                ],
+            )?;
+            // the sync network: the node's third link, on a bridge in the
+            // router's namespace, for replication and heartbeats
+            let (y, z) = (format!("{p}y{i}"), format!("{p}z{i}"));
+            ip(&[
+                "link", "add", &y, "netns", &n, "type", "veth", "peer", "name", &z, "netns", &r,
+            ])?;
+            exec(&r, "ip", &["link", "set", &z, "master", &format!("{p}br")])?;
+            exec(&r, "ip", &["link", "set", &z, "up"])?;
+            exec(&n, "ip", &["link", "set", &y, "up"])?;
+            exec(
+                &n,
+                "ip",
+                &[
+                    "addr",
+                    "add",
+                    &format!("{}/24", Self::sync_addr(i)),
+                    "dev",
+                    &y,
                 ],
             )?;
             // the node's NAT pool comes back to it
@@ -292,24 +335,33 @@ impl PoolBed {
     /// bucket of `from` — and only those — now reaches `to` (its secondary,
     /// which holds the state of its flows), in both directions at once.
     pub fn redirect(&self, from: usize, to: usize) -> io::Result<()> {
-        let r = self.router();
         let p = &self.prefix;
-        for (base, side, gw) in [(FRONT, "f", "10.8"), (BACK, "k", "10.9")] {
-            exec(
-                &r,
-                "ip",
-                &[
-                    "nexthop",
-                    "replace",
-                    "id",
-                    &(base + 1 + from as u32).to_string(),
-                    "via",
-                    &format!("{gw}.{to}.2"),
-                    "dev",
-                    &format!("{p}{side}{to}"),
-                    "onlink",
-                ],
-            )?;
+        // both rewrites by one `ip` process (a failover waits for it)
+        let batch: String = [(FRONT, "f", "10.8"), (BACK, "k", "10.9")]
+            .iter()
+            .map(|(base, side, gw)| {
+                format!(
+                    "nexthop replace id {} via {gw}.{to}.2 dev {p}{side}{to} onlink\n",
+                    base + 1 + from as u32
+                )
+            })
+            .collect();
+        let mut child = std::process::Command::new("ip")
+            .args(["-n", &self.router(), "-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin.write_all(batch.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "redirecting node {from} to {to}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(())
     }

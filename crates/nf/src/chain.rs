@@ -435,6 +435,18 @@ impl Chain {
         verdict
     }
 
+    /// NFs in the chain (slots per flow entry).
+    pub fn nf_count(&self) -> usize {
+        self.nfs.len()
+    }
+
+    /// Counts a packet the caller forwarded without running the NFs (a pool
+    /// secondary sending a packet its primary ran).
+    pub fn count_passed(&mut self) {
+        self.counters.packets += 1;
+        self.counters.forwarded += 1;
+    }
+
     /// Counts a packet the caller had to drop for `cause` without running the NFs.
     pub fn count_drop(&mut self, cause: DropCause) {
         self.counters.packets += 1;

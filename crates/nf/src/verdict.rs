@@ -54,11 +54,14 @@ pub enum DropCause {
     IdsDrop,
     /// The source was blacklisted by an IDS rule.
     IdsBlacklisted,
+    /// A replica message from a pool primary whose flow entry could not be
+    /// installed (not an entry of this chain, or the table full).
+    ReplicaInvalid,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 18] = [
+    pub const ALL: [DropCause; 19] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -77,6 +80,7 @@ impl DropCause {
         DropCause::LbNoConnection,
         DropCause::IdsDrop,
         DropCause::IdsBlacklisted,
+        DropCause::ReplicaInvalid,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -100,6 +104,7 @@ impl DropCause {
             DropCause::LbNoConnection => "lb_no_connection",
             DropCause::IdsDrop => "ids_drop",
             DropCause::IdsBlacklisted => "ids_blacklisted",
+            DropCause::ReplicaInvalid => "replica_invalid",
         }
     }
 

@@ -168,6 +168,21 @@ pub struct RunConfig {
     /// rings and are reused, as a NIC's receive buffers are (on by default);
     /// off: one allocation per packet, freed by the core.
     pub recycle: bool,
+    /// With interfaces: this node's part in a pool with state replication
+    /// (Sirius ping-pong): where it receives copies and where it sends them.
+    pub replica: Option<Replica>,
+}
+
+/// A pool node's replication: a packet that creates or changes its flow's
+/// state is not sent out here but to the flow's secondary (`secondary`) with
+/// the flow's entry; the secondary installs the entry and sends the packet
+/// out. Copies from the nodes this one is the secondary of arrive at `listen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replica {
+    /// Where this node receives its primaries' copies (UDP).
+    pub listen: std::net::SocketAddr,
+    /// Where this node sends its copies (UDP): its secondary's `listen`.
+    pub secondary: std::net::SocketAddr,
 }
 
 /// A flag that ends a run when set.
@@ -321,6 +336,7 @@ impl Default for RunConfig {
             metrics: None,
             presteer: false,
             recycle: true,
+            replica: None,
         }
     }
 }

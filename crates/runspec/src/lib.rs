@@ -31,8 +31,8 @@ mod tally;
 mod topology;
 
 pub use config::{
-    BalancerKind, ConfigError, MakeBalancer, OffloadSelect, OutputTap, Progress, RunConfig,
-    ScriptedMove, Stop, MAX_BURST, MAX_CORES, MAX_RING,
+    BalancerKind, ConfigError, MakeBalancer, OffloadSelect, OutputTap, Progress, Replica,
+    RunConfig, ScriptedMove, Stop, MAX_BURST, MAX_CORES, MAX_RING,
 };
 pub use report::{
     cdf, period_imbalance_median, period_packet_imbalance_median, Drops, Latency, LoadSample,

@@ -167,6 +167,14 @@ pub struct RunReport {
     /// flow tables of every shard take when full.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub memory: BTreeMap<&'static str, u64>,
+    /// A pool node's replication (runs with `[pool]`): `replicated` packets
+    /// sent to the secondary with their flow's entry, `unprotected` ones sent
+    /// out here instead because the secondary's port refused them (it is
+    /// gone: their state is on this node alone), `replicas_in` messages from
+    /// this node's primaries, `installed` of them, `replica_bad` datagrams
+    /// that were not replica messages.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pool: BTreeMap<&'static str, u64>,
 }
 
 /// The busy share of each core over one controller period.

@@ -84,6 +84,8 @@ pub struct Tally {
     pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Each NF's own counters.
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// A pool node's replication counters ([`RunReport::pool`]).
+    pub pool: Vec<(&'static str, u64)>,
 }
 
 impl Tally {
@@ -119,6 +121,7 @@ impl Tally {
             per_core: Vec::new(),
             load_over_time: Vec::new(),
             nf: BTreeMap::new(),
+            pool: Vec::new(),
         }
     }
 
@@ -176,6 +179,7 @@ impl Tally {
         RunReport {
             nf: self.nf.clone(),
             memory: BTreeMap::new(),
+            pool: self.pool.iter().copied().collect(),
             schema: 1,
             mode: self.mode,
             balancer: cfg.balancer.name(),

@@ -30,6 +30,10 @@ pub(crate) struct FeederStats {
     /// Frames an interface's socket dropped before flowshift read them (its
     /// buffer was full).
     pub rx_overflow: u64,
+    /// Replica messages from this node's primaries (in `offered`).
+    pub replicas_in: u64,
+    /// Datagrams at the replication port that were not replica messages.
+    pub replica_bad: u64,
 }
 
 /// How the feeder plays the trace.
@@ -261,6 +265,7 @@ fn enqueue(
 /// has passed.
 pub(crate) fn feed_ports(
     ports: &[netio::PacketSocket],
+    replica: Option<&crate::replica::ReplicaRx>,
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
@@ -273,6 +278,7 @@ pub(crate) fn feed_ports(
     };
     let t0 = shared.now_ns();
     let mut batch = netio::RxBatch::new(opts.burst.min(64));
+    let mut dgram = vec![0u8; 65_536];
     let mut n = 0u64;
     loop {
         let now = shared.now_ns();
@@ -310,6 +316,30 @@ pub(crate) fn feed_ports(
                 }
             }
         }
+        if let Some(r) = replica {
+            got += replicas(
+                r,
+                &mut dgram,
+                hasher,
+                shared,
+                &mut queues,
+                &mut st,
+                &mut n,
+                &opts,
+            );
+        }
+        if let Some(r) = replica {
+            got += replicas(
+                r,
+                &mut dgram,
+                hasher,
+                shared,
+                &mut queues,
+                &mut st,
+                &mut n,
+                &opts,
+            );
+        }
         // every packet steered with a table of version ≤ v is in its ring now
         shared.ack_version(v);
         publisher.tick(shared.now_ns(), &st);
@@ -323,6 +353,55 @@ pub(crate) fn feed_ports(
     st.duration_ns = shared.now_ns() - t0;
     shared.finish_feeding();
     st
+}
+
+/// Steers up to a burst of waiting replica messages like frames: each becomes
+/// a packet of its frame with its entry appended and
+/// [`REPLICA`](crate::replica::REPLICA) in its port. Returns how many.
+#[allow(clippy::too_many_arguments)]
+fn replicas(
+    r: &crate::replica::ReplicaRx,
+    dgram: &mut [u8],
+    hasher: &RssHasher,
+    shared: &Arc<Shared>,
+    queues: &mut [Producer<Packet>],
+    st: &mut FeederStats,
+    n: &mut u64,
+    opts: &FeedOptions,
+) -> usize {
+    let mut got = 0;
+    while got < opts.burst {
+        let (d, from) = match r.recv(dgram) {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(e) => {
+                shared.fail_input(format!("replication port: receiving: {e}"));
+                break;
+            }
+        };
+        got += 1;
+        if d == crate::replica::HEARTBEAT {
+            r.alive(from);
+            continue;
+        }
+        let Ok((port, entry, frame)) = crate::replica::decode(d) else {
+            st.replica_bad += 1;
+            continue;
+        };
+        *n += 1;
+        st.offered += 1;
+        st.replicas_in += 1;
+        st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
+        match Packet::new(frame.to_vec(), shared.now_ns(), hasher) {
+            Ok(mut p) => {
+                crate::replica::append_entry(&mut p.data, entry);
+                p.port = port | crate::replica::REPLICA;
+                enqueue(p, *n, false, false, shared, queues, st);
+            }
+            Err((_, m)) => st.malformed[m as usize] += 1,
+        }
+    }
+    got
 }
 
 /// Frames the sockets dropped: offered, and dropped as `rx_overflow`.

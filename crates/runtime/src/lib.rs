@@ -50,6 +50,7 @@ mod kernel;
 mod messages;
 mod offloader;
 mod ports;
+mod replica;
 mod run;
 mod shared;
 mod sink;
@@ -61,6 +62,7 @@ mod worker;
 mod loom_tests;
 
 pub use ports::Steering;
+pub use replica::{ALIVE, HEARTBEAT};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,

@@ -37,6 +37,10 @@ pub(crate) struct Ports {
     /// one set of sockets shared by all with `sendmmsg`, a set per core with
     /// transmit rings (a ring has one writer).
     pub tx: Vec<Arc<Tx>>,
+    /// A pool node's replication port, read by the NIC model.
+    pub replica: Option<crate::replica::ReplicaRx>,
+    /// A pool node's links to its secondary, one per working core.
+    pub replica_tx: Vec<crate::replica::ReplicaTx>,
 }
 
 impl Ports {
@@ -49,6 +53,7 @@ impl Ports {
         owner: &[CoreId],
         workers: usize,
         cores: usize,
+        replica: Option<runspec::Replica>,
     ) -> Result<Ports, RunError> {
         let cfg = |m: String| RunError::Config(m);
         if names.is_empty() || names.len() > 2 {
@@ -73,12 +78,38 @@ impl Ports {
             }
         }
         if steering == Steering::User {
+            let (rx, replica_tx) = match replica {
+                Some(r) => {
+                    let rx = crate::replica::ReplicaRx::bind(r.listen).map_err(|e| {
+                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
+                    })?;
+                    let tx = (0..workers)
+                        .map(|_| crate::replica::ReplicaTx::open(r.secondary))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| {
+                            cfg(format!(
+                                "pool: a socket to the secondary {}: {e}",
+                                r.secondary
+                            ))
+                        })?;
+                    (Some(rx), tx)
+                }
+                None => (None, Vec::new()),
+            };
             return Ok(Ports {
                 rx: open(PacketSocket::open)?,
                 per_core: Vec::new(),
                 kernel: None,
                 tx,
+                replica: rx,
+                replica_tx,
             });
+        }
+        if replica.is_some() {
+            return Err(cfg(
+                "pool replication steers replica messages in the NIC model: use --steer user"
+                    .into(),
+            ));
         }
         let h = chain.hasher();
         let buckets = chain.buckets() as u32;
@@ -110,6 +141,8 @@ impl Ports {
             per_core,
             kernel: Some(Arc::new(k)),
             tx,
+            replica: None,
+            replica_tx: Vec::new(),
         })
     }
 }

@@ -83,6 +83,11 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         Input::Ifaces(..) => &empty,
     };
     check(chain, trace, matches!(input, Input::Ifaces(..)), cfg)?;
+    if cfg.replica.is_some() && !matches!(input, Input::Ifaces(..)) {
+        return Err(RunError::Config(
+            "pool replication runs on interfaces (--iface)".into(),
+        ));
+    }
     let spray = cfg.balancer == BalancerKind::Sprayer;
     let shards_n = chain.shard_count();
     let mut top = Topology::new(cfg, shards_n);
@@ -97,6 +102,21 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                         .into(),
                 ));
             }
+            if cfg.replica.is_some() {
+                chain.portable().map_err(RunError::Config)?;
+                if cfg.offloaders > 0 {
+                    return Err(RunError::Config(
+                        "pool replication does not offload flows: use --offloaders 0".into(),
+                    ));
+                }
+                if spray {
+                    return Err(RunError::Config(
+                        "pool replication keeps flows on their cores: the sprayer balancer \
+                         does not"
+                            .into(),
+                    ));
+                }
+            }
             if spray && steering == Steering::Kernel {
                 return Err(RunError::Config(
                     "the sprayer balancer steers in software: use --steer user".into(),
@@ -109,6 +129,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 &top.owner,
                 cfg.workers,
                 cfg.workers + cfg.offloaders,
+                cfg.replica,
             )?)
         }
         Input::Trace(_) => None,
@@ -137,6 +158,12 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
             ports
                 .as_mut()
                 .map(|p| std::mem::take(&mut p.per_core))
+                .unwrap_or_default(),
+        ),
+        replica_tx: std::sync::Mutex::new(
+            ports
+                .as_mut()
+                .map(|p| std::mem::take(&mut p.replica_tx))
                 .unwrap_or_default(),
         ),
     };
@@ -243,6 +270,8 @@ struct Threads<'a> {
     kernel: Option<Arc<netio::steering::KernelRss>>,
     /// Kernel steering: each working core's sockets, taken by its worker.
     per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
+    /// Pool replication: each working core's link to the secondary.
+    replica_tx: std::sync::Mutex<Vec<crate::replica::ReplicaTx>>,
 }
 
 type Joined = (
@@ -324,6 +353,10 @@ impl Threads<'_> {
                 let socks = std::mem::take(&mut self.per_core.lock().expect("not poisoned")[i]);
                 crate::kernel::KernelRx::new(socks, self.chain.hasher().clone(), cfg.ring_size)
             }),
+            replica: {
+                let mut links = self.replica_tx.lock().expect("not poisoned");
+                (!links.is_empty()).then(|| crate::worker::Replication::new(links.remove(0)))
+            },
         }
     }
 
@@ -429,7 +462,7 @@ impl Threads<'_> {
                         ..FeederStats::default()
                     }
                 }
-                Some(p) => feed_ports(&p.rx, hasher, shared, queues, opts),
+                Some(p) => feed_ports(&p.rx, p.replica.as_ref(), hasher, shared, queues, opts),
                 None => feed(trace, hasher, shared, queues, opts),
             });
             (
@@ -527,6 +560,17 @@ fn merge(
     }
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
+    }
+    let replica: Vec<[u64; 3]> = workers.iter().filter_map(|r| r.replica).collect();
+    if !replica.is_empty() {
+        let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
+        t.pool = vec![
+            ("replicated", sum(0)),
+            ("unprotected", sum(1)),
+            ("installed", sum(2)),
+            ("replicas_in", feeder.replicas_in),
+            ("replica_bad", feeder.replica_bad),
+        ];
     }
     let held = workers.iter().map(|r| r.held).sum();
     let leftover_leases = offloaders.iter().map(|r| r.leftover).sum();

@@ -146,11 +146,17 @@ impl Sink {
         p.info.dscp == self.priority_dscp
     }
 
+    /// Counts a packet that left this node another way (to its pool
+    /// secondary, which sends it out): its latency here.
+    pub fn one_away(&mut self, p: &Packet, now: u64) {
+        let class = usize::from(!self.is_priority(p));
+        self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+    }
+
     /// Counts a packet's outcome at `now`: latency per class, and the packet
     /// itself when kept.
     pub fn one(&mut self, p: &Packet, v: Verdict, now: u64) {
-        let class = usize::from(!self.is_priority(p));
-        self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+        self.one_away(p, now);
         if v != Verdict::Forward {
             return;
         }

@@ -32,6 +32,8 @@ pub(crate) struct WorkerResult {
     pub offload_waits: u64,
     /// With kernel steering: what its sockets delivered.
     pub rx: Option<crate::kernel::RxStats>,
+    /// In a pool: replica messages sent, refused by the socket, installed.
+    pub replica: Option<[u64; 3]>,
 }
 
 impl WorkerResult {
@@ -72,6 +74,33 @@ pub(crate) struct Worker {
     /// With kernel steering: this core's sockets, read into its queue (then
     /// `ring` is unused).
     pub rx: Option<crate::kernel::KernelRx>,
+    /// In a pool with replication: the link to this node's secondary.
+    pub replica: Option<Replication>,
+}
+
+/// A working core's part in pool replication: packets that create or change
+/// their flow's state go to the secondary with the flow's entry instead of
+/// out; replica messages from this node's primaries are installed and sent
+/// out.
+pub(crate) struct Replication {
+    pub tx: crate::replica::ReplicaTx,
+    /// Per packet of the burst: its entry's slots before it ran (a packet
+    /// whose flow was found; a new flow has none).
+    before: Vec<Option<nf::FlowState>>,
+    found: Vec<bool>,
+    /// Replica messages installed and sent out.
+    pub installed: u64,
+}
+
+impl Replication {
+    pub fn new(tx: crate::replica::ReplicaTx) -> Replication {
+        Replication {
+            tx,
+            before: Vec::new(),
+            found: Vec::new(),
+            installed: 0,
+        }
+    }
 }
 
 /// Per-burst buffers, reused.
@@ -210,6 +239,10 @@ impl Worker {
                 r.count_overflow();
                 r.stats
             }),
+            replica: self
+                .replica
+                .as_ref()
+                .map(|r| [r.tx.sent, r.tx.failed, r.installed]),
         }
     }
 
@@ -250,11 +283,22 @@ impl Worker {
             }
         }
         let now = self.shared.now_ns();
+        if self.replica.is_some() {
+            self.install_replicas(&mut sc.batch, now);
+        }
         sc.fates.clear();
         let offloading = !self.offload_rings.is_empty();
         let core = &mut self.core;
         let fates = &mut sc.fates;
         let sink = &self.sink;
+        let nfs = self.chain.nf_count();
+        let mut snapshot = self.replica.as_mut();
+        if let Some(r) = snapshot.as_mut() {
+            r.found.clear();
+            r.found.resize(sc.batch.len(), false);
+            r.before.clear();
+            r.before.resize(sc.batch.len() * nfs, None);
+        }
         self.chain.process_burst_routed(
             &mut self.shards,
             &mut sc.batch,
@@ -263,6 +307,12 @@ impl Worker {
             |i, p, hit| {
                 // misses before this packet ran here without asking
                 fates.resize_with(i, || Fate::Here);
+                if let Some(r) = snapshot.as_mut() {
+                    r.found[i] = true;
+                    for nf in 0..nfs {
+                        r.before[i * nfs + nf] = hit.shard.table.slot(hit.entry, nf).clone();
+                    }
+                }
                 let shard = hit.shard.info.index as ShardId;
                 core.sample(shard, hit.entry.0);
                 if !offloading {
@@ -296,10 +346,20 @@ impl Worker {
         // misses never reach the router: they run here
         sc.fates.resize_with(sc.batch.len(), || Fate::Here);
         let mut waits = 0;
-        for ((p, v), fate) in sc.batch.drain(..).zip(&sc.routed).zip(sc.fates.drain(..)) {
+        for (i, ((p, v), fate)) in sc
+            .batch
+            .drain(..)
+            .zip(&sc.routed)
+            .zip(sc.fates.drain(..))
+            .enumerate()
+        {
             match (fate, v) {
                 (_, Some(v)) => {
-                    self.sink.one(&p, *v, done);
+                    if *v == Verdict::Forward && self.replicate(&p, Some(i), done) {
+                        self.sink.one_away(&p, done);
+                    } else {
+                        self.sink.one(&p, *v, done);
+                    }
                     self.sink.give_back(p.data);
                 }
                 (Fate::Away(to, lease), None) => {
@@ -413,18 +473,104 @@ impl Worker {
 
     /// Runs packets of owned shards here, in order (held or pending ones).
     fn process_here(&mut self, mut pkts: Vec<Packet>, verdicts: &mut Vec<Verdict>) {
+        if self.replica.is_some() {
+            self.install_replicas(&mut pkts, self.shared.now_ns());
+        }
         for chunk in pkts.chunks_mut(self.burst.max(1)) {
             let now = self.shared.now_ns();
             self.chain
                 .process_burst(&mut self.shards, chunk, now, verdicts);
             let done = self.shared.now_ns();
             for (p, v) in chunk.iter().zip(verdicts.iter()) {
-                self.sink.one(p, *v, done);
+                // (held packets: whether each changed its flow is not known
+                // here, so each one with an entry goes by the secondary)
+                if *v == Verdict::Forward && self.replicate(p, None, done) {
+                    self.sink.one_away(p, done);
+                } else {
+                    self.sink.one(p, *v, done);
+                }
             }
         }
         for p in pkts {
             self.sink.give_back(p.data);
         }
+    }
+
+    /// Takes the replica messages out of `pkts`: each one's entry is
+    /// installed in its shard (this core owns it: the message was steered by
+    /// its frame) and its frame sent out.
+    fn install_replicas(&mut self, pkts: &mut Vec<Packet>, now: u64) {
+        if !pkts.iter().any(|p| p.port & crate::replica::REPLICA != 0) {
+            return;
+        }
+        let mut keep = Vec::with_capacity(pkts.len());
+        for mut p in pkts.drain(..) {
+            if p.port & crate::replica::REPLICA == 0 {
+                keep.push(p);
+                continue;
+            }
+            p.port &= !crate::replica::REPLICA;
+            let entry = crate::replica::take_entry(&mut p.data);
+            let s = self.chain.shard_of(p.hash);
+            let shard = self.shards[s]
+                .as_mut()
+                .expect("a replica message is steered to its shard's owner");
+            match self.chain.install(shard, &entry, now) {
+                Ok(_) => {
+                    self.chain.count_passed();
+                    if let Some(r) = self.replica.as_mut() {
+                        r.installed += 1;
+                    }
+                    self.sink.one(&p, Verdict::Forward, now);
+                }
+                Err(_) => {
+                    self.chain.count_drop(nf::DropCause::ReplicaInvalid);
+                    self.sink
+                        .one(&p, Verdict::Drop(nf::DropCause::ReplicaInvalid), now);
+                }
+            }
+            self.sink.give_back(p.data);
+        }
+        *pkts = keep;
+    }
+
+    /// In a pool with replication: sends a forwarded packet that created or
+    /// changed its flow's entry to the secondary with the entry, and returns
+    /// true (it leaves from there). `i`: its index in the burst whose
+    /// snapshot says what the entry held before; none: held packets, each
+    /// sent by the secondary.
+    fn replicate(&mut self, p: &Packet, i: Option<usize>, now: u64) -> bool {
+        let Some(r) = self.replica.as_mut() else {
+            return false;
+        };
+        let Some(id) = p.entry else {
+            return false;
+        };
+        let s = self.chain.shard_of(p.hash);
+        let Some(shard) = self.shards[s].as_ref() else {
+            return false;
+        };
+        if !shard.table.is_live(id) {
+            // the packet ended its flow here; the secondary's copy expires
+            return false;
+        }
+        let n = self.chain.nf_count();
+        let changed = match i {
+            Some(i) if r.found[i] => {
+                (0..n).any(|nf| shard.table.slot(id, nf) != &r.before[i * n + nf])
+            }
+            _ => true,
+        };
+        if !changed {
+            return false;
+        }
+        let entry = self.chain.export(shard, id, now);
+        // the flow's packets before it leave before the secondary sends it
+        self.sink.flush();
+        // a secondary that is gone (its socket refuses) leaves the flow on
+        // this node alone: the packet goes out here, counted `unprotected`,
+        // rather than being lost
+        r.tx.send(p.port, &entry, &p.data)
     }
 
     /// Pushes to an offloading core's ring, waiting while it is full (the
