@@ -380,8 +380,7 @@ fn replicas(
             }
         };
         got += 1;
-        if d == crate::replica::HEARTBEAT {
-            r.alive(from);
+        if r.control(d, from) {
             continue;
         }
         let Ok((port, entry, frame)) = crate::replica::decode(d) else {

@@ -62,7 +62,7 @@ mod worker;
 mod loom_tests;
 
 pub use ports::Steering;
-pub use replica::{ALIVE, HEARTBEAT};
+pub use replica::{ALIVE, HEARTBEAT, NEW_SECONDARY};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,

@@ -80,11 +80,12 @@ impl Ports {
         if steering == Steering::User {
             let (rx, replica_tx) = match replica {
                 Some(r) => {
-                    let rx = crate::replica::ReplicaRx::bind(r.listen).map_err(|e| {
-                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
-                    })?;
+                    let secondary = crate::replica::Secondary::new(r.secondary);
+                    let rx = crate::replica::ReplicaRx::bind(r.listen, secondary.clone()).map_err(
+                        |e| cfg(format!("pool: listening for replicas at {}: {e}", r.listen)),
+                    )?;
                     let tx = (0..workers)
-                        .map(|_| crate::replica::ReplicaTx::open(r.secondary))
+                        .map(|_| crate::replica::ReplicaTx::open(secondary.clone()))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| {
                             cfg(format!(

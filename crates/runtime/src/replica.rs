@@ -15,6 +15,8 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Set in a packet's port: the packet is a replica message (its entry after
 /// the frame, its length in the last two bytes).
@@ -71,9 +73,47 @@ pub(crate) fn take_entry(data: &mut Vec<u8>) -> Vec<u8> {
     entry
 }
 
+/// A pool controller's order to replicate to another node from now on (its
+/// secondary failed): `FSSE` and the new secondary's `IP:PORT` as text.
+pub const NEW_SECONDARY: &[u8] = b"FSSE";
+
+/// Where this node's copies go: set at the start, changed by the controller
+/// ([`NEW_SECONDARY`]); each core's link reconnects when it sees a new one.
+pub(crate) struct Secondary {
+    addr: Mutex<SocketAddr>,
+    /// Bumped by every change.
+    gen: AtomicU64,
+}
+
+impl Secondary {
+    pub fn new(addr: SocketAddr) -> Arc<Secondary> {
+        Arc::new(Secondary {
+            addr: Mutex::new(addr),
+            gen: AtomicU64::new(0),
+        })
+    }
+
+    /// Replicate to `addr` from now on.
+    pub fn set(&self, addr: SocketAddr) {
+        *self.addr.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+        // publishes the address written above: pairs with the Acquire in
+        // `ReplicaTx::send`
+        self.gen.fetch_add(1, Ordering::Release);
+    }
+
+    fn get(&self) -> (u64, SocketAddr) {
+        // pairs with the Release in `set`
+        let g = self.gen.load(Ordering::Acquire);
+        (g, *self.addr.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
 /// A core's end of the link to its node's secondary.
 pub(crate) struct ReplicaTx {
     sock: UdpSocket,
+    to: Arc<Secondary>,
+    /// The secondary's generation `sock` is connected to.
+    gen: u64,
     buf: Vec<u8>,
     /// Messages sent.
     pub sent: u64,
@@ -83,17 +123,13 @@ pub(crate) struct ReplicaTx {
 }
 
 impl ReplicaTx {
-    /// A socket sending to `secondary`.
-    pub fn open(secondary: SocketAddr) -> io::Result<ReplicaTx> {
-        let any: SocketAddr = if secondary.is_ipv4() {
-            ([0, 0, 0, 0], 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let sock = UdpSocket::bind(any)?;
-        sock.connect(secondary)?;
+    /// A socket sending to the secondary `to` names.
+    pub fn open(to: Arc<Secondary>) -> io::Result<ReplicaTx> {
+        let (gen, addr) = to.get();
         Ok(ReplicaTx {
-            sock,
+            sock: connected(addr)?,
+            to,
+            gen,
             buf: Vec::with_capacity(2048),
             sent: 0,
             failed: 0,
@@ -103,6 +139,20 @@ impl ReplicaTx {
     /// Sends a packet that came in by `port` with its flow's `entry`; false
     /// when the socket refused it.
     pub fn send(&mut self, port: u8, entry: &[u8], frame: &[u8]) -> bool {
+        // (a relaxed peek first: the secondary changes once per failure)
+        if self.to.gen.load(Ordering::Relaxed) != self.gen {
+            let (gen, addr) = self.to.get();
+            match connected(addr) {
+                Ok(s) => {
+                    self.sock = s;
+                    self.gen = gen;
+                }
+                Err(_) => {
+                    self.failed += 1;
+                    return false;
+                }
+            }
+        }
         encode(port, entry, frame, &mut self.buf);
         loop {
             match self.sock.send(&self.buf) {
@@ -126,17 +176,52 @@ pub const HEARTBEAT: &[u8] = b"FSHB";
 /// The answer to a [`HEARTBEAT`].
 pub const ALIVE: &[u8] = b"FSOK";
 
-/// The NIC model's end: copies from this node's primaries, and heartbeats.
+/// A UDP socket connected to `addr`.
+fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let any: SocketAddr = if addr.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(any)?;
+    sock.connect(addr)?;
+    Ok(sock)
+}
+
+/// The NIC model's end: copies from this node's primaries, heartbeats and
+/// the controller's orders.
 pub(crate) struct ReplicaRx {
     sock: UdpSocket,
+    /// Where this node's own copies go (the controller may change it).
+    pub secondary: Arc<Secondary>,
 }
 
 impl ReplicaRx {
-    /// Listens at `at`.
-    pub fn bind(at: SocketAddr) -> io::Result<ReplicaRx> {
+    /// Listens at `at`; this node replicates to `secondary`.
+    pub fn bind(at: SocketAddr, secondary: Arc<Secondary>) -> io::Result<ReplicaRx> {
         let sock = UdpSocket::bind(at)?;
         sock.set_nonblocking(true)?;
-        Ok(ReplicaRx { sock })
+        Ok(ReplicaRx { sock, secondary })
+    }
+
+    /// Handles a controller's datagram: a heartbeat (answered) or an order
+    /// (carried out, then answered as a heartbeat); false for anything else.
+    pub fn control(&self, d: &[u8], from: SocketAddr) -> bool {
+        if d == HEARTBEAT {
+            self.alive(from);
+            return true;
+        }
+        if let Some(addr) = d.strip_prefix(NEW_SECONDARY) {
+            if let Some(a) = std::str::from_utf8(addr)
+                .ok()
+                .and_then(|a| a.trim().parse().ok())
+            {
+                self.secondary.set(a);
+                self.alive(from);
+                return true;
+            }
+        }
+        false
     }
 
     /// Answers a heartbeat from `to` (a lost answer is a missed beat).
