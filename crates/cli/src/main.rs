@@ -23,6 +23,7 @@ mod metrics;
 mod output;
 mod plots;
 mod pool;
+mod pool_run;
 mod run;
 mod sim;
 mod stats;
@@ -70,8 +71,9 @@ enum Command {
     /// Steering by ternary NIC rules within a rule budget (NFLOW/MVT's Roger).
     #[command(subcommand)]
     Steer(steer::SteerCommand),
-    /// The Sirius pool of nodes: tenant (fNIC) packing, and its replication and
-    /// failover in a simulated network.
+    /// The Sirius pool of nodes: tenant (fNIC) packing, its replication and
+    /// failover in a simulated network, and a pool of real nodes on this
+    /// machine.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
 }

@@ -18,6 +18,11 @@ pub enum PoolCommand {
     /// in a simulated network, optionally killing a node and bringing it back;
     /// print the pool's report.
     Sim(SimArgs),
+    /// Run a pool on this machine: the pool bed's namespaces, one
+    /// `flowshift run` per node with ping-pong replication to the next, and
+    /// the controller (heartbeats, failover to the secondary); until Ctrl-C.
+    /// Needs root.
+    Run(crate::pool_run::RunArgs),
 }
 
 /// Options of `flowshift pool sim`.
@@ -221,6 +226,7 @@ pub fn run(c: PoolCommand) -> anyhow::Result<()> {
     match c {
         PoolCommand::Plan(a) => plan(a),
         PoolCommand::Sim(a) => sim(a),
+        PoolCommand::Run(a) => crate::pool_run::run(a),
     }
 }
 

@@ -411,7 +411,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
 
 /// Ctrl-C / SIGTERM end the run (it drains and reports); a second one exits at
 /// once.
-fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
+pub(crate) fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = runtime::Stop::default();
     for sig in [SIGINT, SIGTERM] {

@@ -11,8 +11,13 @@
 //!
 //! [`sim`] runs the pool in a simulated network and writes the pool's report.
 //!
+//! [`ring`] is the controller's pairing of nodes (each the secondary of the
+//! one before it) and its buckets; [`detect`] its failure detector over
+//! heartbeats. `flowshift pool run` drives both over real nodes.
+//!
 //! Pure logic: no threads, clocks or I/O.
 
+pub mod detect;
 pub mod pack;
 pub mod replica;
 pub mod ring;

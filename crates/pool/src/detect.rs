@@ -1,0 +1,110 @@
+//! The pool controller's failure detector: it sends every node a heartbeat
+//! each period; a node whose last answer is more than `missed` periods old is
+//! down (reported once). Pure: time is an argument.
+
+use crate::replica::NodeId;
+
+/// Heartbeat answers per node, and who is down.
+#[derive(Clone, Debug)]
+pub struct Detector {
+    period_ns: u64,
+    missed: u32,
+    /// Each node's last answer, ns (none before the first).
+    last: Vec<Option<u64>>,
+    down: Vec<bool>,
+}
+
+impl Detector {
+    /// `nodes` nodes, heartbeats every `period_ns`, down after `missed`
+    /// periods without an answer.
+    pub fn new(nodes: usize, period_ns: u64, missed: u32) -> Detector {
+        Detector {
+            period_ns: period_ns.max(1),
+            missed: missed.max(1),
+            last: vec![None; nodes],
+            down: vec![false; nodes],
+        }
+    }
+
+    /// `node` answered at `now`.
+    pub fn alive(&mut self, node: NodeId, now: u64) {
+        if let Some(l) = self.last.get_mut(usize::from(node)) {
+            *l = Some(l.map_or(now, |t| t.max(now)));
+        }
+    }
+
+    /// True once every node has answered (the pool is up).
+    pub fn all_up(&self) -> bool {
+        self.last.iter().all(Option::is_some)
+    }
+
+    /// When `node` last answered.
+    pub fn last(&self, node: NodeId) -> Option<u64> {
+        self.last.get(usize::from(node)).copied().flatten()
+    }
+
+    /// True for a node found down.
+    pub fn is_down(&self, node: NodeId) -> bool {
+        self.down.get(usize::from(node)).copied().unwrap_or(false)
+    }
+
+    /// Nodes found down at `now` that were not before (a node that never
+    /// answered is starting, not down).
+    pub fn check(&mut self, now: u64) -> Vec<NodeId> {
+        let limit = self.period_ns * u64::from(self.missed);
+        let mut out = Vec::new();
+        for (i, (l, d)) in self.last.iter().zip(self.down.iter_mut()).enumerate() {
+            if let Some(t) = l {
+                if !*d && now.saturating_sub(*t) > limit {
+                    *d = true;
+                    out.push(i as NodeId);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_silent_for_the_missed_periods_is_down_once() {
+        let mut d = Detector::new(3, 1_000, 3);
+        assert!(!d.all_up());
+        for n in 0..3 {
+            d.alive(n, 0);
+        }
+        assert!(d.all_up());
+        // node 1 stops answering after 1 µs
+        for t in (1_000..=10_000).step_by(1_000) {
+            d.alive(0, t);
+            d.alive(2, t);
+            if t == 1_000 {
+                d.alive(1, t);
+            }
+            let down = d.check(t);
+            if t <= 4_000 {
+                assert!(down.is_empty(), "at {t}: {down:?}");
+            } else if t == 5_000 {
+                assert_eq!(down, vec![1]);
+            } else {
+                assert!(down.is_empty(), "reported once");
+            }
+        }
+        assert!(d.is_down(1) && !d.is_down(0));
+        assert_eq!(d.last(1), Some(1_000));
+        // an answer from the past moves nothing back
+        d.alive(0, 3);
+        assert_eq!(d.last(0), Some(10_000));
+    }
+
+    #[test]
+    fn a_node_that_never_answered_is_starting_not_down() {
+        let mut d = Detector::new(2, 1_000, 3);
+        d.alive(0, 0);
+        assert!(d.check(1_000_000).contains(&0));
+        assert!(!d.is_down(1));
+    }
+}
