@@ -344,7 +344,7 @@ fn addressed(frames: &[Vec<u8>], dst: [u8; 6], src: [u8; 6], round: usize) -> Ve
         .collect()
 }
 
-fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+pub(crate) fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
     let v: Vec<u8> = s
         .split(':')
         .map(|x| u8::from_str_radix(x, 16))
@@ -373,7 +373,7 @@ fn nft(bed: &Bed, rules: &str) -> anyhow::Result<()> {
 /// Blasts `frames` (in a loop) out of `iface` in namespace `ns` for `dur` or
 /// until `max` are sent, at most `mpps` million frames a second, from a
 /// thread pinned to `cpu`; returns the frames the interface took.
-fn send(
+pub(crate) fn send(
     ns: &str,
     iface: &str,
     frames: &[Vec<u8>],

@@ -14,6 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod bench_kernel;
 mod bench_mvt;
+mod bench_pool;
 mod calibrate;
 mod chain;
 mod compare;

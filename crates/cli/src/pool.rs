@@ -23,6 +23,9 @@ pub enum PoolCommand {
     /// the controller (heartbeats, failover to the secondary); until Ctrl-C.
     /// Needs root.
     Run(crate::pool_run::RunArgs),
+    /// What replication costs: two nodes without and with it, side by side,
+    /// on steady flows and on a new flow in every frame. Needs root.
+    Bench(crate::bench_pool::BenchArgs),
 }
 
 /// Options of `flowshift pool sim`.
@@ -227,6 +230,7 @@ pub fn run(c: PoolCommand) -> anyhow::Result<()> {
         PoolCommand::Plan(a) => plan(a),
         PoolCommand::Sim(a) => sim(a),
         PoolCommand::Run(a) => crate::pool_run::run(a),
+        PoolCommand::Bench(a) => crate::bench_pool::run(a),
     }
 }
 

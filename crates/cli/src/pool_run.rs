@@ -91,8 +91,14 @@ fn sync(i: usize) -> SocketAddr {
     )
 }
 
-/// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1.
-fn node_config(chain: Option<&Path>, i: usize, nodes: usize) -> anyhow::Result<String> {
+/// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1
+/// (with `replicate`).
+pub(crate) fn node_config(
+    chain: Option<&Path>,
+    i: usize,
+    nodes: usize,
+    replicate: bool,
+) -> anyhow::Result<String> {
     let mut t: toml::Table = match chain {
         Some(p) => {
             let text =
@@ -122,25 +128,34 @@ fn node_config(chain: Option<&Path>, i: usize, nodes: usize) -> anyhow::Result<S
             }
         }
     }
-    let mut pool = toml::Table::new();
-    pool.insert("listen".into(), sync(i).to_string().into());
-    pool.insert("secondary".into(), sync((i + 1) % nodes).to_string().into());
-    t.insert("pool".into(), toml::Value::Table(pool));
+    if replicate {
+        let mut pool = toml::Table::new();
+        pool.insert("listen".into(), sync(i).to_string().into());
+        pool.insert("secondary".into(), sync((i + 1) % nodes).to_string().into());
+        t.insert("pool".into(), toml::Value::Table(pool));
+    }
     Ok(toml::to_string(&t)?)
 }
 
-fn start_node(bed: &PoolBed, a: &RunArgs, i: usize) -> anyhow::Result<Child> {
+/// Starts node `i` with `workers` working cores, its config, log and report
+/// `node{i}.toml`, `.log`, `.json` in `dir`.
+pub(crate) fn start_node(
+    bed: &PoolBed,
+    dir: &Path,
+    workers: usize,
+    i: usize,
+) -> anyhow::Result<Child> {
     let (f, b) = bed.node_ifaces(i);
-    let log = std::fs::File::create(a.out.join(format!("node{i}.log")))?;
+    let log = std::fs::File::create(dir.join(format!("node{i}.log")))?;
     Command::new("ip")
         .args(["netns", "exec", &bed.node(i)])
         .arg(std::env::current_exe()?)
         .args(["run", "--iface", &format!("{f},{b}")])
-        .args(["--workers", &a.workers.to_string()])
+        .args(["--workers", &workers.to_string()])
         .arg("--config")
-        .arg(a.out.join(format!("node{i}.toml")))
+        .arg(dir.join(format!("node{i}.toml")))
         .arg("--json")
-        .arg(a.out.join(format!("node{i}.json")))
+        .arg(dir.join(format!("node{i}.json")))
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -186,7 +201,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .transpose()?;
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     for i in 0..a.nodes {
-        let text = node_config(a.config.as_deref(), i, a.nodes)?;
+        let text = node_config(a.config.as_deref(), i, a.nodes, true)?;
         std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
         let _ = std::fs::remove_file(a.out.join(format!("node{i}.json")));
     }
@@ -197,7 +212,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .context("building the pool bed (needs root: network namespaces)")?;
     let mut nodes: Vec<Option<Child>> = Vec::new();
     for i in 0..a.nodes {
-        nodes.push(Some(start_node(&bed, &a, i)?));
+        nodes.push(Some(start_node(&bed, &a.out, a.workers, i)?));
     }
     // the controller lives on the sync network, in the router's namespace
     let router = bed.router();

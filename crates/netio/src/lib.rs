@@ -26,4 +26,7 @@ pub mod steering;
 pub mod testbed;
 mod txring;
 
-pub use socket::{set_rx_mode, set_tx_mode, PacketSocket, RxBatch, RxMode, SocketError, TxMode};
+pub use socket::{
+    grow_receive_buffer, set_rx_mode, set_tx_mode, socket_drops, PacketSocket, RxBatch, RxMode,
+    SocketError, TxMode,
+};

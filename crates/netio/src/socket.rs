@@ -508,6 +508,42 @@ fn mmsghdr(iov: &mut libc::iovec, name: Option<&mut libc::sockaddr_ll>) -> libc:
     }
 }
 
+/// Gives a socket (of any kind) a receive buffer of `bytes`, past the
+/// system's limit where the process may (`SO_RCVBUFFORCE`, as root).
+pub fn grow_receive_buffer(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let fd = sock.as_raw_fd();
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v)
+        .or_else(|_| set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v))
+}
+
+/// Datagrams the kernel dropped for a socket because its receive buffer was
+/// full, since it was opened (`SO_MEMINFO`'s drop count).
+pub fn socket_drops(sock: &impl AsRawFd) -> io::Result<u64> {
+    /// `SO_MEMINFO` and its `SK_MEMINFO_DROPS` index.
+    const SO_MEMINFO: libc::c_int = 55;
+    const DROPS: usize = 8;
+    let mut v = [0u32; 16];
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < (DROPS + 1) * 4 {
+        return Err(io::Error::other("SO_MEMINFO without a drop count"));
+    }
+    Ok(u64::from(v[DROPS]))
+}
+
 /// The MTU of `iface`, asked through the socket `fd`.
 fn mtu(fd: RawFd, iface: &str) -> io::Result<usize> {
     // SAFETY: ifreq is plain old data; all-zero is a valid value.

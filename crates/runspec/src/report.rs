@@ -171,7 +171,9 @@ pub struct RunReport {
     /// sent to the secondary with their flow's entry, `unprotected` ones sent
     /// out here instead because the secondary's port refused them (it is
     /// gone: their state is on this node alone), `replicas_in` messages from
-    /// this node's primaries, `installed` of them, `replica_bad` datagrams
+    /// this node's primaries, `installed` of them, `replicas_dropped` that the
+    /// kernel dropped at the replication port because this node fell behind
+    /// (lost packets, also in `drops.rx_overflow`), `replica_bad` datagrams
     /// that were not replica messages.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pool: BTreeMap<&'static str, u64>,

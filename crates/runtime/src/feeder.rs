@@ -34,6 +34,9 @@ pub(crate) struct FeederStats {
     pub replicas_in: u64,
     /// Datagrams at the replication port that were not replica messages.
     pub replica_bad: u64,
+    /// Replica messages the kernel dropped at the replication port (its
+    /// buffer full): lost packets, counted in `offered` and `rx_overflow`.
+    pub replicas_dropped: u64,
 }
 
 /// How the feeder plays the trace.
@@ -350,6 +353,11 @@ pub(crate) fn feed_ports(
         }
     }
     count_overflow(ports, &mut st);
+    if let Some(r) = replica {
+        st.replicas_dropped = r.dropped();
+        st.offered += st.replicas_dropped;
+        st.rx_overflow += st.replicas_dropped;
+    }
     st.duration_ns = shared.now_ns() - t0;
     shared.finish_feeding();
     st

@@ -201,7 +201,15 @@ impl ReplicaRx {
     pub fn bind(at: SocketAddr, secondary: Arc<Secondary>) -> io::Result<ReplicaRx> {
         let sock = UdpSocket::bind(at)?;
         sock.set_nonblocking(true)?;
+        // room for bursts of copies while the NIC-model thread is away
+        let _ = netio::grow_receive_buffer(&sock, 16 << 20);
         Ok(ReplicaRx { sock, secondary })
+    }
+
+    /// Copies the kernel dropped because the socket's buffer was full (the
+    /// NIC model fell behind): their packets are lost.
+    pub fn dropped(&self) -> u64 {
+        netio::socket_drops(&self.sock).unwrap_or(0)
     }
 
     /// Handles a controller's datagram: a heartbeat (answered) or an order

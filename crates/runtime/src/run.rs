@@ -570,6 +570,7 @@ fn merge(
             ("installed", sum(2)),
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
+            ("replicas_dropped", feeder.replicas_dropped),
         ];
     }
     let held = workers.iter().map(|r| r.held).sum();

@@ -1,0 +1,266 @@
+//! `flowshift pool bench`: what ping-pong replication costs. Two nodes on the
+//! pool bed (`netio::poolbed`) run firewall → NAT, without and with
+//! replication to each other, side by side in one run, on two kinds of
+//! traffic from a sender of ours in the client namespace (64 B UDP frames,
+//! `sendmmsg` on a packet socket): `steady`, a fixed set of flows, where only
+//! a flow's first packet changes state; and `new`, a new flow in every frame,
+//! where every packet is replicated (the connection-rate bound, Sirius's CPS;
+//! each frame sent once). Delivered frames are counted on the server's
+//! interface, over the time the sender took.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use netio::netns;
+use netio::poolbed::{PoolBed, SERVER};
+use serde::Serialize;
+
+use crate::bench_kernel::{parse_mac, send};
+
+/// Options of `flowshift pool bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Seconds each variant is offered traffic, per round.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Flows of the `steady` traffic.
+    #[arg(long, default_value_t = 10_000)]
+    pub flows: u32,
+    /// Rounds; each variant's median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Offer at most this many Mpps (default: as fast as the sender goes).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One variant's measurement in one round.
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    traffic: &'static str,
+    replication: bool,
+    round: usize,
+    sent: u64,
+    delivered: u64,
+    delivered_mpps: f64,
+    /// Packets the nodes sent to their secondary (sum over nodes).
+    replicated: u64,
+    /// Replica messages the nodes installed.
+    installed: u64,
+    /// Replica messages dropped at a secondary's port (it fell behind).
+    replicas_dropped: u64,
+    /// The nodes' drops by cause (summed, those above 0).
+    drops: std::collections::BTreeMap<String, u64>,
+}
+
+const PREFIX: &str = "fspb";
+const NODES: usize = 2;
+/// The frames of a `new` round, each a flow of its own, sent once (what the
+/// nodes' NAT pools hold with room to spare).
+const NEW_FLOWS: u32 = 60_000;
+
+/// 60-byte UDP frames (64 with the FCS) from 10.x.y.z (flow `i`) to the
+/// server's discard port, addressed to the router.
+fn frames(flows: u32, dst: [u8; 6], src: [u8; 6], salt: u8) -> Vec<Vec<u8>> {
+    (0..flows)
+        .map(|i| {
+            let mut f = vec![0u8; 60];
+            f[0..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&src);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..34];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&46u16.to_be_bytes());
+            ip[8] = 64;
+            ip[9] = 17;
+            // the client's /24 (the router checks sources), less the client
+            // and the router: 252 × 16 384 flows
+            ip[12..16].copy_from_slice(&[10, 0, 0, 3 + (i >> 14) as u8]);
+            ip[16..20].copy_from_slice(&[198, 51, 100, 2]);
+            let ck = wire::checksum::checksum(ip);
+            ip[10..12].copy_from_slice(&ck.to_be_bytes());
+            let udp = &mut f[34..42];
+            let port = 1024 + ((i + u32::from(salt) * 4099) & 0x3fff) as u16;
+            udp[0..2].copy_from_slice(&port.to_be_bytes());
+            udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+            udp[4..6].copy_from_slice(&26u16.to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) {
+        bail!(
+            "--seconds {}: expected more than 0 and at most 600",
+            a.seconds
+        );
+    }
+    if a.rounds == 0 || a.flows == 0 {
+        bail!("--rounds and --flows must be at least 1");
+    }
+    if a.rate.is_some_and(|r| !(r > 0.0 && r <= 1000.0)) {
+        bail!(
+            "--rate {:?}: expected Mpps above 0 and at most 1000",
+            a.rate
+        );
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bed = PoolBed::up(PREFIX, NODES, 64)
+        .context("building the pool bed (needs root and network namespaces)")?;
+    let p = PREFIX;
+    let (c0, rc, s0) = (format!("{p}c0"), format!("{p}rc"), format!("{p}s0"));
+    let c_mac = parse_mac(&netns::mac(&bed.client(), &c0)?)?;
+    let r_mac = parse_mac(&netns::mac(&bed.router(), &rc)?)?;
+    // the server's discard port takes the frames without answering (a port
+    // with no socket would send an ICMP error back through the pool)
+    let sink = {
+        let ns = bed.server();
+        std::thread::spawn(move || -> std::io::Result<UdpSocket> {
+            netns::enter(&ns)?;
+            UdpSocket::bind((SERVER, 9))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("binding the server's discard port"))??
+    };
+    let dir = std::env::temp_dir().join(format!("flowshift-pool-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let dur = Duration::from_secs_f64(a.seconds);
+    eprintln!(
+        "flowshift pool bench: {NODES} nodes (FW → NAT, one working core each), 64 B UDP, \
+         {} s per variant at {}, {} round(s)",
+        a.seconds,
+        a.rate
+            .map_or("full speed".to_string(), |r| format!("{r} Mpps")),
+        a.rounds
+    );
+    let mut samples = Vec::new();
+    for round in 0..a.rounds {
+        for (traffic, flows) in [("steady", a.flows), ("new", NEW_FLOWS)] {
+            for replication in [false, true] {
+                let salt = (round * 4
+                    + usize::from(replication) * 2
+                    + usize::from(traffic == "new")) as u8;
+                let batch = frames(flows, r_mac, c_mac, salt & 0x0f);
+                let mut nodes = Vec::new();
+                for i in 0..NODES {
+                    // room for every flow of a `new` run (1 M per node)
+                    let cfg = format!(
+                        "[table]\ncapacity = 65536\n{}",
+                        crate::pool_run::node_config(None, i, NODES, replication)?
+                    );
+                    std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
+                    let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
+                    nodes.push(crate::pool_run::start_node(&bed, &dir, 1, i)?);
+                }
+                // forwarding once a probe crosses
+                let t0 = Instant::now();
+                loop {
+                    let before = netns::counter(&bed.server(), &s0, "rx_packets")?;
+                    send(
+                        &bed.client(),
+                        &c0,
+                        &batch[..16],
+                        (Duration::from_secs(1), 16),
+                        None,
+                        0,
+                    )?;
+                    std::thread::sleep(Duration::from_millis(100));
+                    if netns::counter(&bed.server(), &s0, "rx_packets")? > before + 8 {
+                        break;
+                    }
+                    if t0.elapsed() > Duration::from_secs(20) {
+                        bail!(
+                            "the pool did not forward within 20 s (see {})",
+                            dir.display()
+                        );
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                let rx0 = netns::counter(&bed.server(), &s0, "rx_packets")?;
+                // `new`: each frame once (a repeat would be an old flow)
+                let max = if traffic == "new" {
+                    u64::from(flows)
+                } else {
+                    u64::MAX
+                };
+                let t = Instant::now();
+                let sent = send(&bed.client(), &c0, &batch, (dur, max), a.rate, cpus - 1)?;
+                let took = t.elapsed().as_secs_f64();
+                std::thread::sleep(Duration::from_millis(200));
+                let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
+                let (mut replicated, mut installed, mut dropped) = (0, 0, 0);
+                let mut drops = std::collections::BTreeMap::new();
+                for (i, mut c) in nodes.into_iter().enumerate() {
+                    let _ = Command::new("kill")
+                        .args(["-INT", &c.id().to_string()])
+                        .status();
+                    c.wait()?;
+                    let r: serde_json::Value = serde_json::from_str(
+                        &std::fs::read_to_string(dir.join(format!("node{i}.json")))
+                            .with_context(|| format!("node {i}'s report"))?,
+                    )?;
+                    replicated += r["pool"]["replicated"].as_u64().unwrap_or(0);
+                    installed += r["pool"]["installed"].as_u64().unwrap_or(0);
+                    dropped += r["pool"]["replicas_dropped"].as_u64().unwrap_or(0);
+                    for (k, v) in r["drops"].as_object().into_iter().flatten() {
+                        let v = v.as_u64().unwrap_or(0);
+                        if v > 0 {
+                            *drops.entry(k.clone()).or_insert(0) += v;
+                        }
+                    }
+                }
+                let s = Sample {
+                    traffic,
+                    replication,
+                    round,
+                    sent,
+                    delivered,
+                    delivered_mpps: delivered as f64 / took / 1e6,
+                    replicated,
+                    installed,
+                    replicas_dropped: dropped,
+                    drops,
+                };
+                eprintln!(
+                    "  round {round}: {traffic:<6} replication {:<3}: sent {:.3} Mpps, delivered {:.3} Mpps; replicated {replicated}, installed {installed}, dropped at the secondary {dropped}; node drops {:?}",
+                    if replication { "on" } else { "off" },
+                    sent as f64 / took / 1e6,
+                    s.delivered_mpps,
+                    s.drops
+                );
+                samples.push(s);
+            }
+        }
+    }
+    drop(sink);
+    println!("traffic  replication off  on (Mpps delivered, medians)  on/off");
+    for traffic in ["steady", "new"] {
+        let median = |on: bool| {
+            let mut v: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.traffic == traffic && s.replication == on)
+                .map(|s| s.delivered_mpps)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (off, on) = (median(false), median(true));
+        println!(
+            "{traffic:<8} {off:>15.3}  {on:>5.3}                         {:>6.2}",
+            on / off.max(1e-9)
+        );
+    }
+    if let Some(p) = &a.json {
+        crate::output::json(p, &samples)?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
