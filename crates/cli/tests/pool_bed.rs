@@ -8,9 +8,9 @@
 //! (`kill -9`); new connections all complete through nodes 0 and 1. Last,
 //! node 1's buckets are redirected, bucket for bucket, to node 0 (its member
 //! nexthops re-pointed, as failover to a secondary does) and node 1 is killed:
-//! node 0 carries every new connection. (Connections established through a killed
-//! node need the replication of `pool::replica`, which the nodes do not run
-//! yet.)
+//! node 0 carries every new connection. (These nodes do not replicate:
+//! connections established through a killed node survive only with `[pool]`,
+//! see `pool_failover.rs`.)
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
