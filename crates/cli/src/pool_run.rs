@@ -147,6 +147,7 @@ pub(crate) fn start_node(
 ) -> anyhow::Result<Child> {
     let (f, b) = bed.node_ifaces(i);
     let log = std::fs::File::create(dir.join(format!("node{i}.log")))?;
+    use std::os::unix::process::CommandExt;
     Command::new("ip")
         .args(["netns", "exec", &bed.node(i)])
         .arg(std::env::current_exe()?)
@@ -158,8 +159,23 @@ pub(crate) fn start_node(
         .arg(dir.join(format!("node{i}.json")))
         .stdout(Stdio::null())
         .stderr(log)
+        // a group of its own: a terminal's Ctrl-C reaches the controller,
+        // which stops each node once (a second SIGINT ends a run at once)
+        .process_group(0)
         .spawn()
         .with_context(|| format!("starting node {i}"))
+}
+
+/// The nodes' processes: on an early return, killed (their bed goes too).
+struct Nodes(Vec<Option<Child>>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Sends `what` to node `i` until it answers (or `tries` are spent).
@@ -210,9 +226,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let stop = crate::run::stop_on_signals()?;
     let bed = PoolBed::up(&a.prefix, a.nodes, a.buckets)
         .context("building the pool bed (needs root: network namespaces)")?;
-    let mut nodes: Vec<Option<Child>> = Vec::new();
+    let mut nodes = Nodes(Vec::new());
     for i in 0..a.nodes {
-        nodes.push(Some(start_node(&bed, &a.out, a.workers, i)?));
+        nodes.0.push(Some(start_node(&bed, &a.out, a.workers, i)?));
     }
     // the controller lives on the sync network, in the router's namespace
     let router = bed.router();
@@ -340,14 +356,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     eprintln!();
     // the nodes end with their reports
-    for c in nodes.iter().flatten() {
+    for c in nodes.0.iter().flatten() {
         let _ = Command::new("kill")
             .args(["-INT", &c.id().to_string()])
             .status();
     }
     let mut reports = Vec::new();
-    for (i, n) in nodes.into_iter().enumerate() {
-        let mut c = n.expect("every node was started");
+    for i in 0..a.nodes {
+        let mut c = nodes.0[i].take().expect("every node was started");
         let st = c.wait()?;
         let path = a.out.join(format!("node{i}.json"));
         let r = std::fs::read_to_string(&path)
