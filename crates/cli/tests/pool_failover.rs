@@ -2,7 +2,8 @@
 //! Linux networking. Three flowshift nodes behind the pool bed's router
 //! (`netio::poolbed`), FW → NAT, each node the secondary of the one before it
 //! (a packet that creates or changes its flow's state leaves by the secondary,
-//! which installs the flow's entry first). Long downloads run through all
+//! which installs the flow's entry first; a flow whose copy is not yet
+//! acknowledged has every packet copied). 200 long downloads run through all
 //! three; node 0 is killed with `kill -9` mid-download; the pool's controller
 //! (a heartbeat every millisecond, 25 missed = down) redirects node 0's
 //! buckets — and its NAT pool — to node 1, which holds the state of its flows,
@@ -25,11 +26,11 @@ mod common;
 const PREFIX: &str = "fspf";
 const PORT: u16 = 7100;
 const NODES: usize = 3;
-const CONNECTIONS: usize = 90;
+const CONNECTIONS: usize = 200;
 /// Bytes per download, sent in CHUNK-byte pieces PACE apart.
 const BYTES: usize = 200_000;
 const CHUNK: usize = 4_000;
-const PACE: Duration = Duration::from_millis(8);
+const PACE: Duration = Duration::from_millis(16);
 
 fn tmp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
@@ -256,6 +257,8 @@ fn a_killed_node_breaks_no_connection() {
             n["drops"]
         );
         assert_eq!(n["pool"]["replica_bad"], 0, "node {i}");
+        // the secondary acknowledged copies
+        assert!(n["pool"]["acked"].as_u64().unwrap() > 0, "node {i}: {}", n["pool"]);
         // node 0 was the primary of connections (node 1 installed their
         // changes: a handshake is three), node 1 of others (node 2 did)
         assert!(

@@ -391,7 +391,7 @@ fn replicas(
         if r.control(d, from) {
             continue;
         }
-        let Ok((port, entry, frame)) = crate::replica::decode(d) else {
+        let Ok((port, seq, entry, frame)) = crate::replica::decode(d) else {
             st.replica_bad += 1;
             continue;
         };
@@ -403,7 +403,12 @@ fn replicas(
             Ok(mut p) => {
                 crate::replica::append_entry(&mut p.data, entry);
                 p.port = port | crate::replica::REPLICA;
+                let full = st.ring_full;
                 enqueue(p, *n, false, false, shared, queues, st);
+                if st.ring_full == full {
+                    // queued for the core that installs it
+                    r.ack(from, seq);
+                }
             }
             Err((_, m)) => st.malformed[m as usize] += 1,
         }

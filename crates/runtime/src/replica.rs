@@ -8,8 +8,11 @@
 //! The same port answers a pool controller's heartbeats ([`HEARTBEAT`]).
 //!
 //! On the wire (one UDP datagram): `b"FS"`, the port the frame came in by, the
-//! entry's length (u16, big-endian), the entry (`nf::Chain::export`), the
-//! frame. Inside the secondary, the message travels as a packet of the frame
+//! copy's number (u32), the entry's length (u16; big-endian), the entry
+//! (`nf::Chain::export`), the frame. The secondary acknowledges each copy it
+//! has queued for its core (`FSAK` and the number) to the core that sent it;
+//! until then the flow is *poisoned* at the primary (Sirius §3.2): each of its
+//! packets is copied again, even one that changes nothing. Inside the secondary, the message travels as a packet of the frame
 //! with the entry appended and [`REPLICA`] set in its port, so the rings, the
 //! shard moves and the hand-overs carry it as they carry frames.
 
@@ -32,31 +35,43 @@ pub(crate) enum BadMessage {
     Length,
 }
 
-/// A datagram: `port`, `entry` and `frame`.
-pub(crate) fn encode(port: u8, entry: &[u8], frame: &[u8], out: &mut Vec<u8>) {
+/// A datagram: `port`, the copy's number `seq` (its acknowledgement names
+/// it), `entry` and `frame`.
+pub(crate) fn encode(port: u8, seq: u32, entry: &[u8], frame: &[u8], out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(&MAGIC);
     out.push(port);
+    out.extend_from_slice(&seq.to_be_bytes());
     out.extend_from_slice(&(entry.len() as u16).to_be_bytes());
     out.extend_from_slice(entry);
     out.extend_from_slice(frame);
 }
 
-/// A datagram's (port, entry, frame).
-pub(crate) fn decode(d: &[u8]) -> Result<(u8, &[u8], &[u8]), BadMessage> {
-    if d.len() < 5 {
+/// A replica message read: the port the frame came in by, the copy's
+/// number, the entry, the frame.
+pub(crate) type Message<'a> = (u8, u32, &'a [u8], &'a [u8]);
+
+/// A datagram's message.
+pub(crate) fn decode(d: &[u8]) -> Result<Message<'_>, BadMessage> {
+    const HEAD: usize = 9;
+    if d.len() < HEAD {
         return Err(BadMessage::Short);
     }
     if d[..2] != MAGIC {
         return Err(BadMessage::Magic);
     }
     let port = d[2];
-    let n = usize::from(u16::from_be_bytes([d[3], d[4]]));
-    if d.len() < 5 + n || port & REPLICA != 0 {
+    let seq = u32::from_be_bytes([d[3], d[4], d[5], d[6]]);
+    let n = usize::from(u16::from_be_bytes([d[7], d[8]]));
+    if d.len() < HEAD + n || port & REPLICA != 0 {
         return Err(BadMessage::Length);
     }
-    Ok((port, &d[5..5 + n], &d[5 + n..]))
+    Ok((port, seq, &d[HEAD..HEAD + n], &d[HEAD + n..]))
 }
+
+/// The secondary's acknowledgement of copy `seq`: it is in the ring of the
+/// core that installs it.
+const ACK: &[u8] = b"FSAK";
 
 /// Appends `entry` and its length to a packet's frame.
 pub(crate) fn append_entry(data: &mut Vec<u8>, entry: &[u8]) {
@@ -115,6 +130,8 @@ pub(crate) struct ReplicaTx {
     /// The secondary's generation `sock` is connected to.
     gen: u64,
     buf: Vec<u8>,
+    /// The next copy's number.
+    seq: u32,
     /// Messages sent.
     pub sent: u64,
     /// Messages the socket refused (the secondary is gone): their packets
@@ -131,14 +148,26 @@ impl ReplicaTx {
             to,
             gen,
             buf: Vec::with_capacity(2048),
+            seq: 0,
             sent: 0,
             failed: 0,
         })
     }
 
-    /// Sends a packet that came in by `port` with its flow's `entry`; false
-    /// when the socket refused it.
-    pub fn send(&mut self, port: u8, entry: &[u8], frame: &[u8]) -> bool {
+    /// Calls `f` with the number of every copy the secondary acknowledged
+    /// since the last call.
+    pub fn acks(&mut self, mut f: impl FnMut(u32)) {
+        let mut b = [0u8; 16];
+        while let Ok(n) = self.sock.recv(&mut b) {
+            if n == ACK.len() + 4 && b[..ACK.len()] == *ACK {
+                f(u32::from_be_bytes([b[4], b[5], b[6], b[7]]));
+            }
+        }
+    }
+
+    /// Sends a packet that came in by `port` with its flow's `entry`: the
+    /// copy's number, or none when the socket refused it.
+    pub fn send(&mut self, port: u8, entry: &[u8], frame: &[u8]) -> Option<u32> {
         // (a relaxed peek first: the secondary changes once per failure)
         if self.to.gen.load(Ordering::Relaxed) != self.gen {
             let (gen, addr) = self.to.get();
@@ -149,21 +178,32 @@ impl ReplicaTx {
                 }
                 Err(_) => {
                     self.failed += 1;
-                    return false;
+                    return None;
                 }
             }
         }
-        encode(port, entry, frame, &mut self.buf);
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        encode(port, seq, entry, frame, &mut self.buf);
         loop {
             match self.sock.send(&self.buf) {
                 Ok(_) => {
                     self.sent += 1;
-                    return true;
+                    return Some(seq);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // (non-blocking for the acknowledgements: a full send
+                // buffer waits, as a blocking socket would)
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    std::thread::yield_now();
+                }
                 Err(_) => {
                     self.failed += 1;
-                    return false;
+                    return None;
                 }
             }
         }
@@ -185,6 +225,7 @@ fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
     };
     let sock = UdpSocket::bind(any)?;
     sock.connect(addr)?;
+    sock.set_nonblocking(true)?;
     Ok(sock)
 }
 
@@ -237,6 +278,15 @@ impl ReplicaRx {
         let _ = self.sock.send_to(ALIVE, to);
     }
 
+    /// Acknowledges copy `seq` to the core that sent it (a lost one leaves
+    /// the flow poisoned there: its next packet is copied again).
+    pub fn ack(&self, to: SocketAddr, seq: u32) {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(ACK);
+        b[4..].copy_from_slice(&seq.to_be_bytes());
+        let _ = self.sock.send_to(&b, to);
+    }
+
     /// The next waiting datagram, in `buf`, and its sender, if any.
     pub fn recv<'a>(&self, buf: &'a mut [u8]) -> io::Result<Option<(&'a [u8], SocketAddr)>> {
         match self.sock.recv_from(buf) {
@@ -261,14 +311,17 @@ mod tests {
     #[test]
     fn a_message_decodes_to_what_was_encoded_and_garbage_is_refused() {
         let mut d = Vec::new();
-        encode(1, b"entry", b"frame bytes", &mut d);
-        assert_eq!(decode(&d), Ok((1, &b"entry"[..], &b"frame bytes"[..])));
-        encode(0, b"", b"f", &mut d);
-        assert_eq!(decode(&d), Ok((0, &b""[..], &b"f"[..])));
-        assert_eq!(decode(b"FS\x01"), Err(BadMessage::Short));
-        assert_eq!(decode(b"XX\x01\x00\x00"), Err(BadMessage::Magic));
-        assert_eq!(decode(b"FS\x01\x00\x09abc"), Err(BadMessage::Length));
-        assert_eq!(decode(b"FS\x81\x00\x00"), Err(BadMessage::Length));
+        encode(1, 7, b"entry", b"frame bytes", &mut d);
+        assert_eq!(decode(&d), Ok((1, 7, &b"entry"[..], &b"frame bytes"[..])));
+        encode(0, u32::MAX, b"", b"f", &mut d);
+        assert_eq!(decode(&d), Ok((0, u32::MAX, &b""[..], &b"f"[..])));
+        assert_eq!(decode(b"FS\x01\0\0\0"), Err(BadMessage::Short));
+        assert_eq!(decode(b"XX\x01\0\0\0\0\x00\x00"), Err(BadMessage::Magic));
+        assert_eq!(
+            decode(b"FS\x01\0\0\0\0\x00\x09abc"),
+            Err(BadMessage::Length)
+        );
+        assert_eq!(decode(b"FS\x81\0\0\0\0\x00\x00"), Err(BadMessage::Length));
     }
 
     #[test]

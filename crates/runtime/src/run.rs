@@ -561,13 +561,16 @@ fn merge(
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
     }
-    let replica: Vec<[u64; 3]> = workers.iter().filter_map(|r| r.replica).collect();
+    let replica: Vec<[u64; 6]> = workers.iter().filter_map(|r| r.replica).collect();
     if !replica.is_empty() {
         let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
         t.pool = vec![
             ("replicated", sum(0)),
             ("unprotected", sum(1)),
             ("installed", sum(2)),
+            ("acked", sum(3)),
+            ("recopied", sum(4)),
+            ("poisoned_at_end", sum(5)),
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
             ("replicas_dropped", feeder.replicas_dropped),

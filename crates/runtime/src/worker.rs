@@ -32,8 +32,10 @@ pub(crate) struct WorkerResult {
     pub offload_waits: u64,
     /// With kernel steering: what its sockets delivered.
     pub rx: Option<crate::kernel::RxStats>,
-    /// In a pool: replica messages sent, refused by the socket, installed.
-    pub replica: Option<[u64; 3]>,
+    /// In a pool: replica messages sent, refused by the socket, installed;
+    /// copies acknowledged, packets copied again for a poisoned flow, flows
+    /// still poisoned at the end.
+    pub replica: Option<[u64; 6]>,
 }
 
 impl WorkerResult {
@@ -88,8 +90,18 @@ pub(crate) struct Replication {
     /// whose flow was found; a new flow has none).
     before: Vec<Option<nf::FlowState>>,
     found: Vec<bool>,
+    /// Flows whose last copy the secondary has not acknowledged (shard,
+    /// entry) → (the entry's generation, the copy's number): each of their
+    /// packets is copied again.
+    poisoned: std::collections::HashMap<(usize, u32), (u32, u32)>,
+    /// Copy number → its flow, until acknowledged.
+    unacked: std::collections::HashMap<u32, (usize, u32)>,
     /// Replica messages installed and sent out.
     pub installed: u64,
+    /// Copies acknowledged.
+    pub acked: u64,
+    /// Packets copied only because their flow was poisoned.
+    pub recopied: u64,
 }
 
 impl Replication {
@@ -98,8 +110,25 @@ impl Replication {
             tx,
             before: Vec::new(),
             found: Vec::new(),
+            poisoned: Default::default(),
+            unacked: Default::default(),
             installed: 0,
+            acked: 0,
+            recopied: 0,
         }
+    }
+
+    /// Takes the secondary's acknowledgements in: their flows are safe.
+    fn take_acks(&mut self) {
+        let (poisoned, unacked, acked) = (&mut self.poisoned, &mut self.unacked, &mut self.acked);
+        self.tx.acks(|seq| {
+            if let Some(key) = unacked.remove(&seq) {
+                *acked += 1;
+                if poisoned.get(&key).is_some_and(|(_, s)| *s == seq) {
+                    poisoned.remove(&key);
+                }
+            }
+        });
     }
 }
 
@@ -239,10 +268,17 @@ impl Worker {
                 r.count_overflow();
                 r.stats
             }),
-            replica: self
-                .replica
-                .as_ref()
-                .map(|r| [r.tx.sent, r.tx.failed, r.installed]),
+            replica: self.replica.as_mut().map(|r| {
+                r.take_acks();
+                [
+                    r.tx.sent,
+                    r.tx.failed,
+                    r.installed,
+                    r.acked,
+                    r.recopied,
+                    r.poisoned.len() as u64,
+                ]
+            }),
         }
     }
 
@@ -285,6 +321,9 @@ impl Worker {
         let now = self.shared.now_ns();
         if self.replica.is_some() {
             self.install_replicas(&mut sc.batch, now);
+            if let Some(r) = self.replica.as_mut() {
+                r.take_acks();
+            }
         }
         sc.fates.clear();
         let offloading = !self.offload_rings.is_empty();
@@ -561,16 +600,30 @@ impl Worker {
             }
             _ => true,
         };
-        if !changed {
+        let key = (s, id.0);
+        let gen = shard.table.generation(id);
+        let poisoned = r.poisoned.get(&key).is_some_and(|(g, _)| *g == gen);
+        if !changed && !poisoned {
             return false;
         }
+        r.recopied += u64::from(!changed);
         let entry = self.chain.export(shard, id, now);
         // the flow's packets before it leave before the secondary sends it
         self.sink.flush();
         // a secondary that is gone (its socket refuses) leaves the flow on
         // this node alone: the packet goes out here, counted `unprotected`,
         // rather than being lost
-        r.tx.send(p.port, &entry, &p.data)
+        match r.tx.send(p.port, &entry, &p.data) {
+            Some(seq) => {
+                // poisoned until the secondary acknowledges this copy
+                if let Some((_, old)) = r.poisoned.insert(key, (gen, seq)) {
+                    r.unacked.remove(&old);
+                }
+                r.unacked.insert(seq, key);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Pushes to an offloading core's ring, waiting while it is full (the
