@@ -168,7 +168,9 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub memory: BTreeMap<&'static str, u64>,
     /// A pool node's replication (runs with `[pool]`): `replicated` packets
-    /// sent to the secondary with their flow's entry, `unprotected` ones sent
+    /// sent to the secondary with their flow's entry (`acked` of them
+    /// acknowledged, `recopied` only because their flow's last copy was not
+    /// yet, `poisoned_at_end` flows still waiting), `unprotected` ones sent
     /// out here instead because the secondary's port refused them (it is
     /// gone: their state is on this node alone), `replicas_in` messages from
     /// this node's primaries, `installed` of them, `replicas_dropped` that the
