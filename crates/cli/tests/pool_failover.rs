@@ -5,7 +5,7 @@
 //! which installs the flow's entry first; a flow whose copy is not yet
 //! acknowledged has every packet copied). 200 long downloads run through all
 //! three; node 0 is killed with `kill -9` mid-download; the pool's controller
-//! (a heartbeat every millisecond, 25 missed = down) redirects node 0's
+//! (a heartbeat every millisecond, 200 missed = down) redirects node 0's
 //! buckets — and its NAT pool — to node 1, which holds the state of its flows,
 //! and tells node 2 (whose secondary node 0 was) to replicate to node 1 from
 //! then on. Every download completes byte for byte: 0 connections broken. The
@@ -128,7 +128,10 @@ fn download(
                 }
                 last = now;
             }
-            Err(e) => panic!("download {seed} broke after {} bytes: {e}", got.len()),
+            Err(e) => {
+                eprintln!("download {seed} broke after {} bytes: {e}", got.len());
+                return (false, gap.as_secs_f64() * 1e3);
+            }
         }
     }
     (got == pattern(seed), gap.as_secs_f64() * 1e3)
@@ -155,8 +158,9 @@ fn a_killed_node_breaks_no_connection() {
         .args(["pool", "run", "--prefix", PREFIX, "--nodes", "3"])
         // heartbeats every millisecond; on this loaded 2-CPU machine (the
         // suite builds the fuzz targets beside the tests) a busy node may
-        // not answer for several: down after 25 missed
-        .args(["--heartbeat-us", "1000", "--missed", "25"])
+        // not answer for tens of them, and a live node failed over takes
+        // its adopted flows with it: down after 200 missed
+        .args(["--heartbeat-us", "1000", "--missed", "200"])
         .arg("--config")
         .arg(&chain)
         .arg("--out")
@@ -238,9 +242,9 @@ fn a_killed_node_breaks_no_connection() {
         (f[0]["node"].as_u64(), f[0]["heir"].as_u64()),
         (Some(0), Some(1))
     );
-    // found after 25 missed 1 ms heartbeats, give or take the machine's noise
+    // found after 200 missed 1 ms heartbeats, give or take the machine's noise
     let found = f[0]["detected_ms"].as_f64().unwrap() - f[0]["last_seen_ms"].as_f64().unwrap();
-    assert!((24.0..200.0).contains(&found), "found after {found} ms");
+    assert!((199.0..1000.0).contains(&found), "found after {found} ms");
     assert!(r["node_reports"][0].is_null(), "node 0 was killed");
     for i in 1..NODES {
         let n = &r["node_reports"][i];
@@ -258,7 +262,11 @@ fn a_killed_node_breaks_no_connection() {
         );
         assert_eq!(n["pool"]["replica_bad"], 0, "node {i}");
         // the secondary acknowledged copies
-        assert!(n["pool"]["acked"].as_u64().unwrap() > 0, "node {i}: {}", n["pool"]);
+        assert!(
+            n["pool"]["acked"].as_u64().unwrap() > 0,
+            "node {i}: {}",
+            n["pool"]
+        );
         // node 0 was the primary of connections (node 1 installed their
         // changes: a handshake is three), node 1 of others (node 2 did)
         assert!(
