@@ -19,6 +19,52 @@ const FRAME_SIZE: usize = 1 << 11;
 /// A block not yet full goes to the reader after this long, ms.
 const RETIRE_MS: u32 = 1;
 
+/// Sets `fd` (a bound `AF_PACKET` socket) to ring `version`, asks the kernel
+/// for a ring with option `opt` (`PACKET_RX_RING` or `PACKET_TX_RING`) and
+/// request `req`, and maps its `bytes`.
+pub(crate) fn map<R>(
+    fd: RawFd,
+    version: libc::tpacket_versions,
+    opt: libc::c_int,
+    req: &R,
+    bytes: usize,
+) -> io::Result<*mut u8> {
+    crate::socket::set_int(
+        fd,
+        libc::SOL_PACKET,
+        libc::PACKET_VERSION,
+        version as libc::c_int,
+    )?;
+    // SAFETY: `req` is the request struct the option takes, valid for the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            opt,
+            (req as *const R).cast(),
+            std::mem::size_of::<R>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: maps the ring the kernel just set up on `fd`, of the size asked.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(base.cast())
+}
+
 /// Where reading stands.
 struct Pos {
     block: usize,
@@ -50,20 +96,6 @@ impl std::fmt::Debug for RxRing {
 impl RxRing {
     /// Sets up and maps a ring on `fd` (a bound `AF_PACKET` socket).
     pub(crate) fn new(fd: RawFd) -> io::Result<RxRing> {
-        let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        // SAFETY: `v` is a valid c_int for the call.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_VERSION,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
         let req = libc::tpacket_req3 {
             tp_block_size: BLOCK_SIZE as u32,
             tp_block_nr: BLOCKS as u32,
@@ -73,35 +105,15 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        // SAFETY: `req` is a valid tpacket_req3 for the call.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_RX_RING,
-                (&req as *const libc::tpacket_req3).cast(),
-                std::mem::size_of::<libc::tpacket_req3>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: maps the ring the kernel just set up on `fd`, of the size asked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                BLOCK_SIZE * BLOCKS,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let base = map(
+            fd,
+            libc::tpacket_versions::TPACKET_V3,
+            libc::PACKET_RX_RING,
+            &req,
+            BLOCK_SIZE * BLOCKS,
+        )?;
         Ok(RxRing {
-            base: base.cast(),
+            base,
             pos: Mutex::new(Pos {
                 block: 0,
                 read: 0,

@@ -566,7 +566,12 @@ fn mtu(fd: RawFd, iface: &str) -> io::Result<usize> {
 }
 
 /// `setsockopt(fd, level, opt, &v)` for an `int` option.
-fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: the option value is a c_int that lives for the call.
     let r = unsafe {
         libc::setsockopt(

@@ -57,64 +57,23 @@ impl TxRing {
     /// cannot stall the ring; [`send`](Self::send) lets through only frames of
     /// a length the kernel takes: at most `limit` bytes (and what a slot holds).
     pub(crate) fn new(fd: RawFd, limit: usize) -> io::Result<TxRing> {
-        let set = |opt: libc::c_int, v: libc::c_int| {
-            // SAFETY: `v` is a valid c_int for the call.
-            let r = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_PACKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
-        set(
-            libc::PACKET_VERSION,
-            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
-        )?;
-        set(libc::PACKET_LOSS, 1)?;
+        crate::socket::set_int(fd, libc::SOL_PACKET, libc::PACKET_LOSS, 1)?;
         let req = libc::tpacket_req {
             tp_block_size: BLOCK_SIZE as u32,
             tp_block_nr: BLOCKS as u32,
             tp_frame_size: FRAME_SIZE as u32,
             tp_frame_nr: SLOTS as u32,
         };
-        // SAFETY: `req` is a valid tpacket_req for the call.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_TX_RING,
-                (&req as *const libc::tpacket_req).cast(),
-                std::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: maps the ring the kernel just set up on `fd`, of the size asked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                BLOCK_SIZE * BLOCKS,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let base = crate::ring::map(
+            fd,
+            libc::tpacket_versions::TPACKET_V2,
+            libc::PACKET_TX_RING,
+            &req,
+            BLOCK_SIZE * BLOCKS,
+        )?;
         Ok(TxRing {
             fd,
-            base: base.cast(),
+            base,
             limit: limit.min(SLOT_MAX),
             next: Mutex::new(0),
         })

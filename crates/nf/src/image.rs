@@ -71,19 +71,10 @@ impl Chain {
     /// The state of an NF that cannot travel (see [`portable`](Self::portable))
     /// goes as none.
     pub fn export(&self, shard: &Shard, id: EntryId, now_ns: u64) -> Vec<u8> {
-        let img = shard.table.image(id, now_ns);
-        let img = Image {
-            key: img.key,
-            orig: img.orig,
-            hash: img.hash,
-            alias: img.alias,
-            slots: img
-                .slots
-                .into_iter()
-                .map(|(s, left)| (s.as_ref().and_then(Portable::of), left))
-                .collect(),
-            assured: img.assured,
-        };
+        let img = shard
+            .table
+            .image(id, now_ns)
+            .map_slots(|s| s.as_ref().and_then(Portable::of));
         postcard::to_stdvec(&img).expect("an image encodes")
     }
 
@@ -110,18 +101,7 @@ impl Chain {
                 return Err(InstallError::Malformed(format!("alias of slot {owner}")));
             }
         }
-        let img = Image {
-            key: img.key,
-            orig: img.orig,
-            hash: img.hash,
-            alias: img.alias,
-            slots: img
-                .slots
-                .into_iter()
-                .map(|(s, left)| (s.map(Portable::into_state), left))
-                .collect(),
-            assured: img.assured,
-        };
+        let img = img.map_slots(|s| s.map(Portable::into_state));
         let Shard { table, locals, .. } = shard;
         let nfs = &mut self.nfs;
         table

@@ -331,18 +331,6 @@ pub(crate) fn feed_ports(
                 &opts,
             );
         }
-        if let Some(r) = replica {
-            got += replicas(
-                r,
-                &mut dgram,
-                hasher,
-                shared,
-                &mut queues,
-                &mut st,
-                &mut n,
-                &opts,
-            );
-        }
         // every packet steered with a table of version ≤ v is in its ring now
         shared.ack_version(v);
         publisher.tick(shared.now_ns(), &st);

@@ -27,6 +27,25 @@ pub struct Image<S> {
     pub assured: bool,
 }
 
+impl<S> Image<S> {
+    /// The same entry with each slot's state turned by `f` (e.g. into a form
+    /// that can leave the process, and back).
+    pub fn map_slots<T>(self, mut f: impl FnMut(S) -> T) -> Image<T> {
+        Image {
+            key: self.key,
+            orig: self.orig,
+            hash: self.hash,
+            alias: self.alias,
+            slots: self
+                .slots
+                .into_iter()
+                .map(|(s, left)| (f(s), left))
+                .collect(),
+            assured: self.assured,
+        }
+    }
+}
+
 impl<S: Slot + Clone> FlowTable<S> {
     /// The image of live entry `id` at `now_ns`.
     pub fn image(&self, id: EntryId, now_ns: u64) -> Image<S> {
