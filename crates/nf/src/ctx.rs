@@ -173,6 +173,10 @@ pub trait Nf: Send + Any {
     }
     /// Takes back state that expired or was evicted (e.g. return a NAT port).
     fn release(&mut self, _local: &mut ShardLocal, _state: FlowState) {}
+    /// Takes in state installed from another node (a pool's replica or bulk
+    /// sync): e.g. a NAT mapping on this NAT's own address reserves its port.
+    /// [`release`](Self::release) takes it back like any other.
+    fn adopt(&mut self, _local: &mut ShardLocal, _state: &FlowState) {}
     /// Named counters of this instance (summed across cores by the reader).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -104,12 +104,20 @@ impl Chain {
         let img = img.map_slots(|s| s.map(Portable::into_state));
         let Shard { table, locals, .. } = shard;
         let nfs = &mut self.nfs;
-        table
+        let id = table
             .install(&img, now_ns, |_, nf, st| {
                 if let Some(st) = st {
                     nfs[nf].release(&mut locals[nf], st);
                 }
             })
-            .map_err(|_| InstallError::TableFull)
+            .map_err(|_| InstallError::TableFull)?;
+        if let Some(id) = id {
+            for (nf, f) in nfs.iter_mut().enumerate() {
+                if let Some(st) = table.slot(id, nf) {
+                    f.adopt(&mut locals[nf], st);
+                }
+            }
+        }
+        Ok(id)
     }
 }

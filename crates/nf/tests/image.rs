@@ -3,8 +3,10 @@
 //! — with the first node's external address, not in the second's pool — carry
 //! the connection on there, in both directions, as they would have on the
 //! first node; the second node's own port pool is untouched, before and after
-//! the copy expires. NFs whose state cannot travel are named; bytes that are
-//! not an image are refused, never a panic.
+//! the copy expires. A node that comes back with the same address and takes
+//! its mappings back reserves their ports: its new connections get others.
+//! NFs whose state cannot travel are named; bytes that are not an image are
+//! refused, never a panic.
 
 mod common;
 
@@ -97,6 +99,51 @@ fn an_entry_installed_on_another_node_carries_the_connection_on() {
         unreachable!()
     };
     assert!((32..48).contains(&e2.octets()[3]), "{e2}");
+}
+
+#[test]
+fn mappings_taken_back_on_the_same_address_keep_their_ports() {
+    // node A made 40 mappings, then died; A' (same pool, empty) gets them back
+    let (mut a, mut sa) = chain(&fw_nat(STEERING, "203.0.113.16/28", ""));
+    let (mut b, mut sb) = chain(&fw_nat(STEERING, "203.0.113.16/28", ""));
+    let (client, server) = (v4([10, 0, 0, 2]), v4([198, 51, 100, 2]));
+    let mut taken = std::collections::HashSet::new();
+    for port in 0..40u16 {
+        let syn = frame("tcp", client, 40_000 + port, server, 80, TcpFlags::SYN, b"");
+        let (v, out) = run(&mut a, &mut sa, syn, 1_000_000);
+        assert_eq!(v, Verdict::Forward);
+        let s = a.shard_of(out.hash);
+        let bytes = a.export(&sa[s], out.entry.unwrap(), 1_000_000);
+        // twice: a bulk copy after a live one replaces it, reserving once
+        for _ in 0..2 {
+            b.install(&mut sb[s], &bytes, 2_000_000).unwrap();
+        }
+        taken.insert((out.info.tuple.src, out.info.tuple.src_port));
+    }
+    assert_eq!(sb.iter().map(in_use).sum::<u64>(), 40);
+    // A' makes new connections: none reuses a mapping it took back (a fresh
+    // pool would hand out exactly A's first ports again)
+    for port in 0..200u16 {
+        let syn = frame("tcp", client, 50_000 + port, server, 80, TcpFlags::SYN, b"");
+        let (v, out) = run(&mut b, &mut sb, syn, 3_000_000);
+        assert_eq!(v, Verdict::Forward);
+        let m = (out.info.tuple.src, out.info.tuple.src_port);
+        assert!(!taken.contains(&m), "{m:?} handed out twice");
+    }
+    assert_eq!(sb.iter().map(in_use).sum::<u64>(), 240);
+    let conflicts: u64 = b
+        .nfs()
+        .iter()
+        .flat_map(|n| n.counters())
+        .filter(|(k, _)| *k == "adopt_conflicts")
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(conflicts, 0);
+    // they go back to the pool when they expire
+    for sh in &mut sb {
+        b.expire(sh, 4_000_000 + 6 * 86_400 * 1_000_000_000);
+    }
+    assert_eq!(sb.iter().map(in_use).sum::<u64>(), 0);
 }
 
 #[test]

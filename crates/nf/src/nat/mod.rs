@@ -115,6 +115,10 @@ counters! {
         passed,
         /// ICMP errors about a mapped flow, translated (RELATED).
         related,
+        /// Mappings installed from another node on this NAT's own address
+        /// whose port was in use here or not this shard's: two flows may
+        /// share it.
+        adopt_conflicts,
     }
 }
 
@@ -538,6 +542,24 @@ impl Nf for Nat {
         self.counters.mappings += 1;
         self.counters.out += 1;
         Verdict::Forward
+    }
+
+    fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
+        if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
+            let e = usize::from(m.ext_idx);
+            if self.shared.external.get(e) != Some(&m.ext_addr) {
+                // another node's address: its port is that node's
+                return;
+            }
+            let taken = match m.proto {
+                wire::proto::TCP => pool.reserve(e, PortClass::Tcp, m.ext_port),
+                wire::proto::UDP => pool.reserve(e, PortClass::Udp, m.ext_port),
+                _ => pool.reserve_icmp(e, m.ext_port),
+            };
+            if !taken {
+                self.counters.adopt_conflicts += 1;
+            }
+        }
     }
 
     fn release(&mut self, local: &mut ShardLocal, state: FlowState) {

@@ -57,6 +57,11 @@ impl PortPlan {
     pub fn ports(&self, v: u32) -> &[u16] {
         &self.by_value[v as usize]
     }
+
+    /// True for a port of the plan's range.
+    pub fn covers(&self, port: u16) -> bool {
+        port >= self.lo && usize::from(port - self.lo) < self.value_of.len()
+    }
 }
 
 /// One (address, class, group) slot of a shard's pool.
@@ -144,7 +149,63 @@ impl PortPool {
             free: Vec::new(),
         });
         slot.free.push(port);
-        self.in_use -= 1;
+        self.in_use = self.in_use.saturating_sub(1);
+    }
+
+    /// Takes `port` of `addr` for a mapping made elsewhere (installed from
+    /// another node that held this pool's address): it is handed out no more
+    /// until freed. False, and nothing taken, when the port is not this
+    /// shard's or is in use already.
+    pub fn reserve(&mut self, addr: usize, class: PortClass, port: u16) -> bool {
+        if !self.plan.covers(port) {
+            return false;
+        }
+        let v = self.plan.value_of(port);
+        let Some(at) = self.plan.ports(v).iter().position(|&p| p == port) else {
+            return false;
+        };
+        let at = at as u32;
+        if at % self.shards != self.shard {
+            return false;
+        }
+        let i = self.slot(addr, class, v);
+        let (shard, shards) = (self.shard, self.shards);
+        let slot = self.slots.entry(i).or_insert_with(|| Slot {
+            cursor: shard,
+            free: Vec::new(),
+        });
+        if at >= slot.cursor {
+            // the ports the cursor skips are free
+            let ports = self.plan.ports(v);
+            slot.free
+                .extend((slot.cursor..at).step_by(shards as usize).map(|k| ports[k as usize]));
+            slot.cursor = at + shards;
+        } else if let Some(k) = slot.free.iter().position(|&p| p == port) {
+            slot.free.swap_remove(k);
+        } else {
+            return false;
+        }
+        self.in_use += 1;
+        true
+    }
+
+    /// [`reserve`](Self::reserve) for an ICMP echo id.
+    pub fn reserve_icmp(&mut self, addr: usize, id: u16) -> bool {
+        let id32 = u32::from(id);
+        if id32 % self.shards != self.shard {
+            return false;
+        }
+        let c = self.icmp_cursor[addr];
+        if id32 >= c {
+            self.icmp_free[addr].extend((c..id32).step_by(self.shards as usize).map(|k| k as u16));
+            self.icmp_cursor[addr] = id32 + self.shards;
+        } else if let Some(k) = self.icmp_free[addr].iter().position(|&p| p == id) {
+            self.icmp_free[addr].swap_remove(k);
+        } else {
+            return false;
+        }
+        self.in_use += 1;
+        true
     }
 
     /// A free ICMP echo id for `addr` (ids ≡ shard mod shards; they do not enter the
@@ -168,7 +229,7 @@ impl PortPool {
     /// Returns an ICMP id.
     pub fn free_icmp(&mut self, addr: usize, id: u16) {
         self.icmp_free[addr].push(id);
-        self.in_use -= 1;
+        self.in_use = self.in_use.saturating_sub(1);
     }
 
     /// Ports and ids handed out and not yet returned.
@@ -232,5 +293,47 @@ mod tests {
         if let Some((v, p)) = got.first() {
             assert_eq!(pool.alloc(200, PortClass::Tcp, *v), Some(*p));
         }
+    }
+
+    #[test]
+    fn a_reserved_port_is_not_handed_out_until_freed() {
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let plan = Arc::new(PortPlan::new(&t, 127, 1024, 65535));
+        // what another node's shard 1 of 2 handed out: its first ten ports
+        let mut theirs = PortPool::new(plan.clone(), 1, 2, 1);
+        let taken: Vec<u16> = (0..10)
+            .map(|_| theirs.alloc(0, PortClass::Tcp, 9).unwrap())
+            .collect();
+        // installed here, some out of order; one of them twice
+        let mut ours = PortPool::new(plan.clone(), 1, 2, 1);
+        for &p in [taken[6], taken[2], taken[9], taken[0]].iter() {
+            assert!(ours.reserve(0, PortClass::Tcp, p));
+        }
+        assert!(!ours.reserve(0, PortClass::Tcp, taken[6]), "in use");
+        // not this shard's, or outside the plan
+        let other = plan.ports(9)[0];
+        assert!(!ours.reserve(0, PortClass::Tcp, other));
+        assert!(!ours.reserve(0, PortClass::Tcp, 80));
+        assert_eq!(ours.in_use(), 4);
+        let fresh: Vec<u16> = (0..20)
+            .map(|_| ours.alloc(0, PortClass::Tcp, 9).unwrap())
+            .collect();
+        for p in [taken[6], taken[2], taken[9], taken[0]] {
+            assert!(!fresh.contains(&p), "port {p} handed out while reserved");
+        }
+        // the skipped ones were handed out, each once
+        let mut f = fresh.clone();
+        f.sort_unstable();
+        f.dedup();
+        assert_eq!(f.len(), 20);
+        assert!(fresh.contains(&taken[1]) && fresh.contains(&taken[8]));
+        ours.free(0, PortClass::Tcp, taken[2]);
+        assert!(ours.reserve(0, PortClass::Tcp, taken[2]), "free again");
+        // ICMP ids the same way
+        assert!(ours.reserve_icmp(0, 7));
+        assert!(!ours.reserve_icmp(0, 7));
+        assert!(!ours.reserve_icmp(0, 8), "shard 0's id");
+        let ids: Vec<u16> = (0..4).map(|_| ours.alloc_icmp(0).unwrap()).collect();
+        assert!(!ids.contains(&7), "{ids:?}");
     }
 }

@@ -84,8 +84,8 @@ impl<S: Slot + Clone> FlowTable<S> {
 
     /// Installs `image` at `now_ns`: into the entry of its key when there is
     /// one (its slots, deadlines and alias replaced), else into a new entry.
-    /// Slots left empty by the image are cleared (their state handed to
-    /// `release`); an image with only empty slots leaves no entry. A table
+    /// State it replaces, and slots it leaves empty, are handed to `release`;
+    /// an image with only empty slots leaves no entry. A table
     /// full under its policy refuses it. Returns the entry, if one remains.
     pub fn install(
         &mut self,
@@ -117,7 +117,13 @@ impl<S: Slot + Clone> FlowTable<S> {
                 }
                 continue;
             }
-            self.slots[i * self.cfg.slots + nf].state = state.clone();
+            let old = core::mem::replace(
+                &mut self.slots[i * self.cfg.slots + nf].state,
+                state.clone(),
+            );
+            if !old.is_empty() {
+                release(id, nf, old);
+            }
             if *left != 0 {
                 self.set_deadline(id, nf, now_ns.saturating_add(*left));
             }
