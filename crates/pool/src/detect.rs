@@ -33,6 +33,16 @@ impl Detector {
         }
     }
 
+    /// `node`, found down, is back (it answered at `now`): it is watched
+    /// again.
+    pub fn revive(&mut self, node: NodeId, now: u64) {
+        let i = usize::from(node);
+        if let (Some(l), Some(d)) = (self.last.get_mut(i), self.down.get_mut(i)) {
+            *l = Some(now);
+            *d = false;
+        }
+    }
+
     /// True once every node has answered (the pool is up).
     pub fn all_up(&self) -> bool {
         self.last.iter().all(Option::is_some)
@@ -98,6 +108,14 @@ mod tests {
         // an answer from the past moves nothing back
         d.alive(0, 3);
         assert_eq!(d.last(0), Some(10_000));
+        // node 1 comes back, and is found down again when it stops again
+        d.revive(1, 20_000);
+        assert!(!d.is_down(1));
+        for n in [0, 2] {
+            d.alive(n, 24_000);
+        }
+        assert!(d.check(23_000).is_empty());
+        assert_eq!(d.check(24_001), vec![1]);
     }
 
     #[test]

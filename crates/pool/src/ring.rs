@@ -40,15 +40,22 @@ pub struct Ring {
     nodes: Vec<NodeId>,
     /// Bucket → node.
     buckets: Vec<NodeId>,
+    /// Every node that was ever in the ring, in ring order.
+    all: Vec<NodeId>,
+    /// Bucket → the node it was first given to (its home).
+    home: Vec<NodeId>,
 }
 
 impl Ring {
     /// `nodes` (in ring order) sharing `buckets` buckets round-robin.
     pub fn new(nodes: &[NodeId], buckets: usize) -> Ring {
         assert!(!nodes.is_empty(), "a pool has a node");
+        let buckets: Vec<NodeId> = (0..buckets).map(|b| nodes[b % nodes.len()]).collect();
         Ring {
             nodes: nodes.to_vec(),
-            buckets: (0..buckets).map(|b| nodes[b % nodes.len()]).collect(),
+            all: nodes.to_vec(),
+            home: buckets.clone(),
+            buckets,
         }
     }
 
@@ -129,6 +136,10 @@ impl Ring {
         }
         let i = self.at(after);
         self.nodes.insert(i + 1, n);
+        if !self.all.contains(&n) {
+            let j = self.all.iter().position(|&x| x == after).expect("a node");
+            self.all.insert(j + 1, n);
+        }
         let mut out = vec![self.pairing(after, Vec::new()), self.pairing(n, Vec::new())];
         if let Some(next) = self.secondary_of(n) {
             if next != after {
@@ -136,6 +147,40 @@ impl Ring {
             }
         }
         out
+    }
+
+    /// `n`, which failed, is back: it takes its old place in the ring (after
+    /// the nearest live node before it), so that its secondary is the node
+    /// that took its buckets (or took them over since), and no bucket yet.
+    /// Returns the pairings that changed; none for a live or unknown node.
+    pub fn rejoin(&mut self, n: NodeId) -> Vec<Pairing> {
+        if self.nodes.contains(&n) {
+            return Vec::new();
+        }
+        let Some(at) = self.all.iter().position(|&x| x == n) else {
+            return Vec::new();
+        };
+        let l = self.all.len();
+        let after = (1..l)
+            .map(|k| self.all[(at + l - k) % l])
+            .find(|x| self.nodes.contains(x))
+            .expect("a live node");
+        self.join(n, after)
+    }
+
+    /// `n` holds the state of its home buckets' flows (its secondary synced
+    /// it): they go back to it. Returns the buckets moved.
+    pub fn hand_back(&mut self, n: NodeId) -> Vec<usize> {
+        if !self.nodes.contains(&n) {
+            return Vec::new();
+        }
+        let moved: Vec<usize> = (0..self.buckets.len())
+            .filter(|&b| self.home[b] == n && self.buckets[b] != n)
+            .collect();
+        for &b in &moved {
+            self.buckets[b] = n;
+        }
+        moved
     }
 
     /// `n` holds its primary's checkpoint: it takes every other bucket of
@@ -171,6 +216,31 @@ mod tests {
         assert_eq!(p[1].node, 0);
         assert_eq!(p[1].secondary, Some(2));
         assert!(r.fail(7).is_empty());
+    }
+
+    #[test]
+    fn a_failed_node_comes_back_to_its_place_and_takes_its_buckets_back() {
+        let mut r = Ring::new(&[0, 1, 2, 3], 8);
+        r.fail(1);
+        r.fail(2);
+        assert_eq!(r.buckets(), &[0, 3, 3, 3, 0, 3, 3, 3]);
+        // 2 comes back after 0 (1 is still down): 0 → 2 → 3, and 3 holds
+        // its buckets
+        let p = r.rejoin(2);
+        assert_eq!(r.nodes(), &[0, 2, 3]);
+        assert_eq!(r.secondary_of(2), Some(3));
+        assert_eq!(p[0].node, 0);
+        assert_eq!(p[0].secondary, Some(2));
+        assert!(r.rejoin(2).is_empty() && r.rejoin(9).is_empty());
+        assert!(r.buckets().iter().all(|&b| b != 2), "none before the sync");
+        assert_eq!(r.hand_back(2), vec![2, 6]);
+        assert_eq!(r.buckets(), &[0, 3, 2, 3, 0, 3, 2, 3]);
+        // then 1, between 0 and 2
+        r.rejoin(1);
+        assert_eq!(r.nodes(), &[0, 1, 2, 3]);
+        assert_eq!(r.hand_back(1), vec![1, 5]);
+        assert_eq!(r.buckets(), &[0, 1, 2, 3, 0, 1, 2, 3]);
+        assert!(r.hand_back(1).is_empty());
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub(crate) struct FeederStats {
     pub rx_overflow: u64,
     /// Replica messages from this node's primaries (in `offered`).
     pub replicas_in: u64,
+    /// Bulk-sync copies received (not packets: not in `offered`), and those
+    /// refused because their core's ring was full (not acknowledged: their
+    /// sender sends them again).
+    pub sync_in: u64,
+    pub sync_refused: u64,
     /// Datagrams at the replication port that were not replica messages.
     pub replica_bad: u64,
     /// Replica messages the kernel dropped at the replication port (its
@@ -383,6 +388,21 @@ fn replicas(
             st.replica_bad += 1;
             continue;
         };
+        if port & crate::bulk::INSTALL != 0 {
+            let Ok(hash) = <[u8; 4]>::try_from(frame) else {
+                st.replica_bad += 1;
+                continue;
+            };
+            st.sync_in += 1;
+            let p = crate::bulk::install_only(u32::from_be_bytes(hash), entry, shared.now_ns());
+            let q = usize::from(shared.table.queue_of(p.hash));
+            if queues[q].push(p).is_ok() {
+                r.ack(from, seq);
+            } else {
+                st.sync_refused += 1;
+            }
+            continue;
+        }
         *n += 1;
         st.offered += 1;
         st.replicas_in += 1;

@@ -50,6 +50,7 @@ mod kernel;
 mod messages;
 mod offloader;
 mod ports;
+mod bulk;
 mod replica;
 mod run;
 mod shared;
@@ -62,6 +63,7 @@ mod worker;
 mod loom_tests;
 
 pub use ports::Steering;
+pub use bulk::{BULK_QUERY, BULK_START, BULK_STATUS, BULK_STOP};
 pub use replica::{ALIVE, HEARTBEAT, NEW_SECONDARY};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{

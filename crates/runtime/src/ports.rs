@@ -40,7 +40,7 @@ pub(crate) struct Ports {
     /// A pool node's replication port, read by the NIC model.
     pub replica: Option<crate::replica::ReplicaRx>,
     /// A pool node's links to its secondary, one per working core.
-    pub replica_tx: Vec<crate::replica::ReplicaTx>,
+    pub replica_tx: Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>,
 }
 
 impl Ports {
@@ -81,11 +81,20 @@ impl Ports {
             let (rx, replica_tx) = match replica {
                 Some(r) => {
                     let secondary = crate::replica::Secondary::new(r.secondary);
-                    let rx = crate::replica::ReplicaRx::bind(r.listen, secondary.clone()).map_err(
-                        |e| cfg(format!("pool: listening for replicas at {}: {e}", r.listen)),
-                    )?;
+                    let bulk = crate::bulk::BulkOrder::new(owner.len(), workers);
+                    let rx = crate::replica::ReplicaRx::bind(
+                        r.listen,
+                        secondary.clone(),
+                        bulk.clone(),
+                    )
+                    .map_err(|e| {
+                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
+                    })?;
                     let tx = (0..workers)
-                        .map(|_| crate::replica::ReplicaTx::open(secondary.clone()))
+                        .map(|w| {
+                            crate::replica::ReplicaTx::open(secondary.clone())
+                                .map(|t| (t, crate::bulk::BulkTx::new(bulk.clone(), w)))
+                        })
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| {
                             cfg(format!(

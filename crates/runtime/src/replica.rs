@@ -73,6 +73,12 @@ pub(crate) fn decode(d: &[u8]) -> Result<Message<'_>, BadMessage> {
 /// core that installs it.
 const ACK: &[u8] = b"FSAK";
 
+/// The number an acknowledgement names.
+pub(crate) fn parse_ack(d: &[u8]) -> Option<u32> {
+    (d.len() == ACK.len() + 4 && d[..ACK.len()] == *ACK)
+        .then(|| u32::from_be_bytes([d[4], d[5], d[6], d[7]]))
+}
+
 /// Appends `entry` and its length to a packet's frame.
 pub(crate) fn append_entry(data: &mut Vec<u8>, entry: &[u8]) {
     data.extend_from_slice(entry);
@@ -159,8 +165,8 @@ impl ReplicaTx {
     pub fn acks(&mut self, mut f: impl FnMut(u32)) {
         let mut b = [0u8; 16];
         while let Ok(n) = self.sock.recv(&mut b) {
-            if n == ACK.len() + 4 && b[..ACK.len()] == *ACK {
-                f(u32::from_be_bytes([b[4], b[5], b[6], b[7]]));
+            if let Some(seq) = parse_ack(&b[..n]) {
+                f(seq);
             }
         }
     }
@@ -217,7 +223,7 @@ pub const HEARTBEAT: &[u8] = b"FSHB";
 pub const ALIVE: &[u8] = b"FSOK";
 
 /// A UDP socket connected to `addr`.
-fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
+pub(crate) fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
     let any: SocketAddr = if addr.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -235,16 +241,26 @@ pub(crate) struct ReplicaRx {
     sock: UdpSocket,
     /// Where this node's own copies go (the controller may change it).
     pub secondary: Arc<Secondary>,
+    /// The controller's bulk-sync order.
+    pub bulk: Arc<crate::bulk::BulkOrder>,
 }
 
 impl ReplicaRx {
     /// Listens at `at`; this node replicates to `secondary`.
-    pub fn bind(at: SocketAddr, secondary: Arc<Secondary>) -> io::Result<ReplicaRx> {
+    pub fn bind(
+        at: SocketAddr,
+        secondary: Arc<Secondary>,
+        bulk: Arc<crate::bulk::BulkOrder>,
+    ) -> io::Result<ReplicaRx> {
         let sock = UdpSocket::bind(at)?;
         sock.set_nonblocking(true)?;
         // room for bursts of copies while the NIC-model thread is away
         let _ = netio::grow_receive_buffer(&sock, 16 << 20);
-        Ok(ReplicaRx { sock, secondary })
+        Ok(ReplicaRx {
+            sock,
+            secondary,
+            bulk,
+        })
     }
 
     /// Copies the kernel dropped because the socket's buffer was full (the
@@ -257,6 +273,14 @@ impl ReplicaRx {
     /// (carried out, then answered as a heartbeat); false for anything else.
     pub fn control(&self, d: &[u8], from: SocketAddr) -> bool {
         if d == HEARTBEAT {
+            self.alive(from);
+            return true;
+        }
+        if d == crate::bulk::BULK_QUERY {
+            let _ = self.sock.send_to(&self.bulk.status(), from);
+            return true;
+        }
+        if self.bulk.control(d) {
             self.alive(from);
             return true;
         }

@@ -271,7 +271,7 @@ struct Threads<'a> {
     /// Kernel steering: each working core's sockets, taken by its worker.
     per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
     /// Pool replication: each working core's link to the secondary.
-    replica_tx: std::sync::Mutex<Vec<crate::replica::ReplicaTx>>,
+    replica_tx: std::sync::Mutex<Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>>,
 }
 
 type Joined = (
@@ -355,7 +355,10 @@ impl Threads<'_> {
             }),
             replica: {
                 let mut links = self.replica_tx.lock().expect("not poisoned");
-                (!links.is_empty()).then(|| crate::worker::Replication::new(links.remove(0)))
+                (!links.is_empty()).then(|| {
+                    let (tx, bulk) = links.remove(0);
+                    crate::worker::Replication::new(tx, bulk)
+                })
             },
         }
     }
@@ -561,7 +564,7 @@ fn merge(
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
     }
-    let replica: Vec<[u64; 6]> = workers.iter().filter_map(|r| r.replica).collect();
+    let replica: Vec<[u64; 11]> = workers.iter().filter_map(|r| r.replica).collect();
     if !replica.is_empty() {
         let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
         t.pool = vec![
@@ -574,6 +577,13 @@ fn merge(
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
             ("replicas_dropped", feeder.replicas_dropped),
+            ("bulk_sent", sum(6)),
+            ("bulk_resent", sum(7)),
+            ("bulk_acked", sum(8)),
+            ("synced", sum(9)),
+            ("sync_bad", sum(10)),
+            ("sync_in", feeder.sync_in),
+            ("sync_refused", feeder.sync_refused),
         ];
     }
     let held = workers.iter().map(|r| r.held).sum();

@@ -34,8 +34,9 @@ pub(crate) struct WorkerResult {
     pub rx: Option<crate::kernel::RxStats>,
     /// In a pool: replica messages sent, refused by the socket, installed;
     /// copies acknowledged, packets copied again for a poisoned flow, flows
-    /// still poisoned at the end.
-    pub replica: Option<[u64; 6]>,
+    /// still poisoned at the end; bulk-sync copies sent, sent again,
+    /// acknowledged, and installed here; bulk copies not installable.
+    pub replica: Option<[u64; 11]>,
 }
 
 impl WorkerResult {
@@ -86,6 +87,8 @@ pub(crate) struct Worker {
 /// out.
 pub(crate) struct Replication {
     pub tx: crate::replica::ReplicaTx,
+    /// The controller's bulk-sync orders, this core's part.
+    pub bulk: crate::bulk::BulkTx,
     /// Per packet of the burst: its entry's slots before it ran (a packet
     /// whose flow was found; a new flow has none).
     before: Vec<Option<nf::FlowState>>,
@@ -102,12 +105,18 @@ pub(crate) struct Replication {
     pub acked: u64,
     /// Packets copied only because their flow was poisoned.
     pub recopied: u64,
+    /// Bulk-sync copies installed here, and refused.
+    pub synced: u64,
+    pub sync_bad: u64,
 }
 
 impl Replication {
-    pub fn new(tx: crate::replica::ReplicaTx) -> Replication {
+    pub fn new(tx: crate::replica::ReplicaTx, bulk: crate::bulk::BulkTx) -> Replication {
         Replication {
             tx,
+            bulk,
+            synced: 0,
+            sync_bad: 0,
             before: Vec::new(),
             found: Vec::new(),
             poisoned: Default::default(),
@@ -214,6 +223,9 @@ impl Worker {
                     rx.fill(&self.shared, false);
                 }
             }
+            if self.bulk_step(now) {
+                backoff.reset();
+            }
             let queued = self.queued();
             self.stats.publish_queue(queued as u64);
             let n = queued.min(self.burst);
@@ -270,6 +282,7 @@ impl Worker {
             }),
             replica: self.replica.as_mut().map(|r| {
                 r.take_acks();
+                r.bulk.take_acks();
                 [
                     r.tx.sent,
                     r.tx.failed,
@@ -277,6 +290,11 @@ impl Worker {
                     r.acked,
                     r.recopied,
                     r.poisoned.len() as u64,
+                    r.bulk.sent,
+                    r.bulk.resent,
+                    r.bulk.acked,
+                    r.synced,
+                    r.sync_bad,
                 ]
             }),
         }
@@ -554,6 +572,16 @@ impl Worker {
             let shard = self.shards[s]
                 .as_mut()
                 .expect("a replica message is steered to its shard's owner");
+            if p.port & crate::bulk::INSTALL != 0 {
+                // a bulk-sync copy: installed, nothing sent out
+                let ok = self.chain.install(shard, &entry, now).is_ok();
+                if let Some(r) = self.replica.as_mut() {
+                    r.synced += u64::from(ok);
+                    r.sync_bad += u64::from(!ok);
+                }
+                self.sink.give_back(p.data);
+                continue;
+            }
             match self.chain.install(shard, &entry, now) {
                 Ok(_) => {
                     self.chain.count_passed();
@@ -608,6 +636,10 @@ impl Worker {
         }
         r.recopied += u64::from(!changed);
         let entry = self.chain.export(shard, id, now);
+        if changed && r.bulk.refresh() {
+            // a change while a bulk sync runs: copied there too
+            r.bulk.send(&entry, shard.table.hash(id), (s, id.0, gen), now, false);
+        }
         // the flow's packets before it leave before the secondary sends it
         self.sink.flush();
         // a secondary that is gone (its socket refuses) leaves the flow on
@@ -624,6 +656,63 @@ impl Worker {
             }
             None => false,
         }
+    }
+
+    /// This core's part of a bulk sync (`crate::bulk`): takes up a new
+    /// order, sends again what was not acknowledged in time, and walks its
+    /// shards a step further. True if it sent anything.
+    fn bulk_step(&mut self, now: u64) -> bool {
+        let Some(r) = self.replica.as_mut() else {
+            return false;
+        };
+        let b = &mut r.bulk;
+        if !b.refresh() {
+            return false;
+        }
+        b.take_acks();
+        let mut sent = false;
+        for (s, e, gen) in b.overdue(now) {
+            let id = EntryId(e);
+            if let Some(shard) = self.shards[s].as_ref() {
+                if shard.table.is_live(id) && shard.table.generation(id) == gen {
+                    let entry = self.chain.export(shard, id, now);
+                    b.send(&entry, shard.table.hash(id), (s, e, gen), now, true);
+                    sent = true;
+                }
+            }
+        }
+        let mut budget = crate::bulk::STEP;
+        while budget > 0 && b.room() {
+            let (s, from) = match b.walk {
+                Some(w) => w,
+                None => match (0..self.shards.len())
+                    .find(|&s| self.shards[s].is_some() && b.unwalked(s))
+                {
+                    Some(s) => (s, 0),
+                    None => break,
+                },
+            };
+            let Some(shard) = self.shards[s].as_ref() else {
+                // moved away mid-walk: its new core walks it
+                b.walk = None;
+                continue;
+            };
+            let ids: Vec<EntryId> = shard.table.entries_from(from).take(budget).collect();
+            let Some(last) = ids.last() else {
+                b.finish(s);
+                continue;
+            };
+            b.walk = Some((s, last.0 + 1));
+            budget -= ids.len();
+            for id in ids {
+                let entry = self.chain.export(shard, id, now);
+                let flow = (s, id.0, shard.table.generation(id));
+                b.send(&entry, shard.table.hash(id), flow, now, false);
+                sent = true;
+            }
+        }
+        b.publish();
+        sent
     }
 
     /// Pushes to an offloading core's ring, waiting while it is full (the

@@ -1095,6 +1095,17 @@ impl<S: Slot> FlowTable<S> {
         self.meta[id.0 as usize].pinned
     }
 
+    /// Iterates the live entries from slot `from` on, in slot order (a walk
+    /// over the table in steps: entries never change slots).
+    pub fn entries_from(&self, from: u32) -> impl Iterator<Item = EntryId> + '_ {
+        let from = (from as usize).min(self.meta.len());
+        self.meta[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.live)
+            .map(move |(i, _)| EntryId((from + i) as u32))
+    }
+
     /// Iterates the live entries (for moves, reports and tests).
     pub fn entries(&self) -> impl Iterator<Item = EntryId> + '_ {
         self.meta

@@ -1,0 +1,353 @@
+//! Epoch-based bulk sync (Sirius §3.2) on a pool node: at a controller's
+//! order ([`BULK_START`] and a node's `IP:PORT`), every working core copies
+//! every entry of the shards it holds to that node — a few per loop, with a
+//! window of unacknowledged copies, so traffic keeps flowing — and from the
+//! order on copies there every entry a packet creates or changes, until the
+//! controller says stop ([`BULK_STOP`]). A node taking buckets back from the
+//! one that held them, or a new secondary, thus gets the whole table while it
+//! changes.
+//!
+//! Each order starts an *epoch*. A shard is walked once per epoch by the core
+//! that holds it (entries never change slots, so a walk in steps sees every
+//! entry that lived through it; one created since is a change, copied live).
+//! The order is done ([`BULK_QUERY`], answered by [`BULK_STATUS`]) once every
+//! core has taken it up, every shard is walked and every copy acknowledged.
+//!
+//! A copy is a replica message ([`crate::replica`]) with [`INSTALL`] set in
+//! its port and, instead of a frame, the entry's RSS hash (4 bytes,
+//! big-endian): the receiving NIC model steers it by that hash to the core
+//! owning the entry's shard, which installs it and sends nothing out. A copy
+//! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Set in a replica message's port: install the entry, send nothing out.
+pub(crate) const INSTALL: u8 = 0x40;
+
+/// A controller's order: copy every entry to `IP:PORT` (text) from now on.
+pub const BULK_START: &[u8] = b"FSBK";
+/// A controller's order: stop copying.
+pub const BULK_STOP: &[u8] = b"FSBE";
+/// A controller's question: how far is the order?
+pub const BULK_QUERY: &[u8] = b"FSBQ";
+/// The answer: `FSBS <epoch> <done 0|1> <copies sent> <target or ->`.
+pub const BULK_STATUS: &[u8] = b"FSBS";
+
+/// A bulk-sync copy as a packet for the core that owns hash `hash`: no
+/// frame, the entry appended, [`INSTALL`] and
+/// [`REPLICA`](crate::replica::REPLICA) in its port.
+pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
+    static BLANK: std::sync::OnceLock<wire::PacketInfo> = std::sync::OnceLock::new();
+    let info = *BLANK.get_or_init(|| {
+        // the smallest frame that parses: its fields are never read
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        f[23] = 17;
+        f[38..40].copy_from_slice(&26u16.to_be_bytes());
+        wire::parse(&f).expect("a blank UDP frame parses")
+    });
+    let mut data = Vec::with_capacity(entry.len() + 2);
+    crate::replica::append_entry(&mut data, entry);
+    nf::Packet {
+        data,
+        info,
+        hash,
+        ts_ns: now,
+        entry: None,
+        dir: state::Dir::Original,
+        port: INSTALL | crate::replica::REPLICA,
+    }
+}
+
+/// Unacknowledged copies a core may have out.
+const WINDOW: usize = 256;
+/// Entries a core walks per loop.
+pub(crate) const STEP: usize = 32;
+/// A copy unacknowledged this long is sent again.
+pub(crate) const RESEND_NS: u64 = 50_000_000;
+
+/// The node's current order, shared by the NIC model (which takes orders)
+/// and the working cores (which carry them out).
+pub(crate) struct BulkOrder {
+    target: Mutex<Option<SocketAddr>>,
+    /// Bumped by every order.
+    epoch: AtomicU64,
+    /// Per shard: the epoch it was last walked in.
+    walked: Vec<AtomicU64>,
+    /// Per working core: the epoch it works in, its copies out, copies sent.
+    seen: Vec<AtomicU64>,
+    pending: Vec<AtomicU64>,
+    sent: Vec<AtomicU64>,
+}
+
+impl BulkOrder {
+    pub fn new(shards: usize, workers: usize) -> Arc<BulkOrder> {
+        let zeros = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
+        Arc::new(BulkOrder {
+            target: Mutex::new(None),
+            epoch: AtomicU64::new(0),
+            walked: zeros(shards),
+            seen: zeros(workers),
+            pending: zeros(workers),
+            sent: zeros(workers),
+        })
+    }
+
+    fn set(&self, to: Option<SocketAddr>) -> u64 {
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = to;
+        // publishes the target written above: pairs with the Acquire in
+        // `current`
+        self.epoch.fetch_add(1, Ordering::Release) + 1
+    }
+
+    /// Copy everything to `to`; returns the new epoch.
+    pub fn start(&self, to: SocketAddr) -> u64 {
+        self.set(Some(to))
+    }
+
+    /// Stop copying.
+    pub fn stop(&self) -> u64 {
+        self.set(None)
+    }
+
+    fn current(&self) -> (u64, Option<SocketAddr>) {
+        // pairs with the Release in `set`
+        let e = self.epoch.load(Ordering::Acquire);
+        (e, *self.target.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The answer to [`BULK_QUERY`].
+    pub fn status(&self) -> Vec<u8> {
+        let (e, to) = self.current();
+        // each core's epoch is stored after it reset for it, a shard's after
+        // its walk's copies were counted in `pending`: these Acquires pair
+        // with the Releases in `BulkTx::refresh` and `BulkTx::finish`
+        let taken = self.seen.iter().all(|s| s.load(Ordering::Acquire) == e);
+        let walked = self.walked.iter().all(|w| w.load(Ordering::Acquire) == e);
+        let acked = self.pending.iter().all(|p| p.load(Ordering::Acquire) == 0);
+        let sent: u64 = self.sent.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+        let done = to.is_some() && taken && walked && acked;
+        let to = to.map_or("-".to_string(), |a| a.to_string());
+        let mut out = BULK_STATUS.to_vec();
+        out.extend_from_slice(format!(" {e} {} {sent} {to}", u8::from(done)).as_bytes());
+        out
+    }
+
+    /// Carries out an order from the controller: true if `d` was one.
+    pub fn control(&self, d: &[u8]) -> bool {
+        if d == BULK_STOP {
+            self.stop();
+            return true;
+        }
+        if let Some(a) = d.strip_prefix(BULK_START) {
+            if let Some(a) = std::str::from_utf8(a)
+                .ok()
+                .and_then(|a| a.trim().parse().ok())
+            {
+                self.start(a);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// A copy out: its flow (shard, entry, the entry's generation), when sent.
+type Out = (usize, u32, u32, u64);
+
+/// A working core's part of the order.
+pub(crate) struct BulkTx {
+    order: Arc<BulkOrder>,
+    me: usize,
+    epoch: u64,
+    sock: Option<UdpSocket>,
+    seq: u32,
+    /// The shard being walked and its next slot.
+    pub walk: Option<(usize, u32)>,
+    out: HashMap<u32, Out>,
+    buf: Vec<u8>,
+    /// Copies sent, sent again, acknowledged; refused by the socket.
+    pub sent: u64,
+    pub resent: u64,
+    pub acked: u64,
+    pub failed: u64,
+}
+
+impl BulkTx {
+    pub fn new(order: Arc<BulkOrder>, me: usize) -> BulkTx {
+        BulkTx {
+            order,
+            me,
+            epoch: 0,
+            sock: None,
+            seq: 0,
+            walk: None,
+            out: HashMap::new(),
+            buf: Vec::with_capacity(512),
+            sent: 0,
+            resent: 0,
+            acked: 0,
+            failed: 0,
+        }
+    }
+
+    /// Takes up a new order, if there is one; true while copying.
+    pub fn refresh(&mut self) -> bool {
+        // (a relaxed peek first: orders are rare)
+        if self.order.epoch.load(Ordering::Relaxed) != self.epoch {
+            let (e, to) = self.order.current();
+            self.epoch = e;
+            self.walk = None;
+            self.out.clear();
+            self.sock = to.and_then(|a| match crate::replica::connected(a) {
+                Ok(s) => Some(s),
+                Err(_) => {
+                    self.failed += 1;
+                    None
+                }
+            });
+            self.order.pending[self.me].store(0, Ordering::Relaxed);
+            // after the reset above: pairs with the Acquire in `status`
+            self.order.seen[self.me].store(e, Ordering::Release);
+        }
+        self.sock.is_some()
+    }
+
+    /// True if the shard still needs walking in this epoch.
+    pub fn unwalked(&self, shard: usize) -> bool {
+        self.order.walked[shard].load(Ordering::Relaxed) != self.epoch
+    }
+
+    /// Shard `shard` is walked: every entry it had is copied.
+    pub fn finish(&mut self, shard: usize) {
+        self.publish();
+        // after the walk's copies were counted: pairs with the Acquire in
+        // `status`
+        self.order.walked[shard].store(self.epoch, Ordering::Release);
+        self.walk = None;
+    }
+
+    /// Room for another copy in the window.
+    pub fn room(&self) -> bool {
+        self.out.len() < WINDOW
+    }
+
+    /// Takes the acknowledgements in.
+    pub fn take_acks(&mut self) {
+        let Some(sock) = &self.sock else { return };
+        let mut b = [0u8; 16];
+        while let Ok(n) = sock.recv(&mut b) {
+            if let Some(seq) = crate::replica::parse_ack(&b[..n]) {
+                if self.out.remove(&seq).is_some() {
+                    self.acked += 1;
+                }
+            }
+        }
+    }
+
+    /// Copies out longer than [`RESEND_NS`] at `now`, forgotten: the caller
+    /// sends each again if its entry still lives.
+    pub fn overdue(&mut self, now: u64) -> Vec<(usize, u32, u32)> {
+        let late: Vec<u32> = self
+            .out
+            .iter()
+            .filter(|(_, o)| now.saturating_sub(o.3) > RESEND_NS)
+            .map(|(s, _)| *s)
+            .collect();
+        late.into_iter()
+            .filter_map(|s| self.out.remove(&s))
+            .map(|(a, b, c, _)| (a, b, c))
+            .collect()
+    }
+
+    /// Sends entry `entry` (hash `hash`) of flow `flow` (shard, entry,
+    /// generation); `again`: a resend.
+    pub fn send(&mut self, entry: &[u8], hash: u32, flow: (usize, u32, u32), now: u64, again: bool) {
+        let Some(sock) = &self.sock else { return };
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        crate::replica::encode(INSTALL, seq, entry, &hash.to_be_bytes(), &mut self.buf);
+        loop {
+            match sock.send(&self.buf) {
+                Ok(_) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    std::thread::yield_now()
+                }
+                Err(_) => {
+                    // the node is gone: the controller's query never says done
+                    self.failed += 1;
+                    return;
+                }
+            }
+        }
+        self.out.insert(seq, (flow.0, flow.1, flow.2, now));
+        self.sent += 1;
+        self.resent += u64::from(again);
+        self.order.sent[self.me].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Publishes the copies out, for the controller's question.
+    pub fn publish(&self) {
+        // pairs with the Acquire in `status`
+        self.order.pending[self.me].store(self.out.len() as u64, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(o: &BulkOrder) -> String {
+        String::from_utf8(o.status()).unwrap()
+    }
+
+    #[test]
+    fn a_copy_travels_as_a_packet_of_its_hash_with_the_entry_after_it() {
+        let mut p = install_only(0xdead_beef, b"the entry", 5);
+        assert_eq!((p.hash, p.ts_ns), (0xdead_beef, 5));
+        assert_eq!(p.port, INSTALL | crate::replica::REPLICA);
+        assert_eq!(crate::replica::take_entry(&mut p.data), b"the entry");
+        assert!(p.data.is_empty());
+    }
+
+    #[test]
+    fn an_order_is_done_once_every_core_walked_and_was_acknowledged() {
+        let o = BulkOrder::new(2, 2);
+        assert_eq!(status(&o), "FSBS 0 0 0 -");
+        assert!(o.control(b"FSBK 127.0.0.1:9"));
+        assert!(!o.control(b"FSBK nonsense"));
+        let mut t: Vec<BulkTx> = (0..2).map(|w| BulkTx::new(o.clone(), w)).collect();
+        assert!(status(&o).starts_with("FSBS 1 0 0 127.0.0.1:9"));
+        for b in &mut t {
+            assert!(b.refresh());
+        }
+        t[0].send(b"e", 7, (0, 3, 1), 0, false);
+        t[0].publish();
+        t[0].finish(0);
+        t[1].finish(1);
+        // a copy is out
+        assert!(status(&o).starts_with("FSBS 1 0 1 "));
+        assert_eq!(t[0].overdue(RESEND_NS), vec![]);
+        assert_eq!(t[0].overdue(RESEND_NS + 1), vec![(0, 3, 1)]);
+        t[0].publish();
+        assert!(status(&o).starts_with("FSBS 1 1 1 "));
+        // a new order starts over: nothing is walked in it yet
+        assert!(o.control(b"FSBK 127.0.0.1:10"));
+        assert!(status(&o).starts_with("FSBS 2 0 1 "));
+        assert!(t[1].refresh() && t[1].unwalked(1));
+        assert!(o.control(BULK_STOP));
+        assert!(!t[0].refresh());
+        assert!(status(&o).starts_with("FSBS 3 0 1 -"));
+    }
+}
