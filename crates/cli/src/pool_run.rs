@@ -5,7 +5,15 @@
 //! controller: a heartbeat to every node each period (`pool::detect`), and
 //! for a node that misses them, failover as `pool::ring` says — its buckets
 //! and NAT pool to its secondary (`PoolBed::redirect`), and its predecessor
-//! told to replicate to that secondary from then on. Runs until Ctrl-C or
+//! told to replicate to that secondary from then on. Both then copy their
+//! whole tables to their new secondaries (`runtime::bulk`: the heir's adopted
+//! flows, the predecessor's flows), so that every flow has two copies again.
+//!
+//! A node that fails is restarted (`--restart-after`); once it answers, the
+//! node holding its buckets copies its table to it by epoch-based bulk sync
+//! while traffic flows, and only when that is acknowledged does the node take
+//! its buckets and NAT pool back (`Ring::rejoin`, `Ring::hand_back`); its
+//! predecessor then replicates and bulk-syncs to it. Runs until Ctrl-C or
 //! `--duration`, then stops the nodes and prints the pool's report.
 
 use std::io::Write;
@@ -47,6 +55,10 @@ pub struct RunArgs {
     /// and a live node failed over takes the flows it had adopted with it.
     #[arg(long, default_value_t = 10)]
     pub missed: u32,
+    /// Restart a failed node's process this long after it was found down
+    /// (`off`: never); it rejoins once its table is synced.
+    #[arg(long, default_value = "1s")]
+    pub restart_after: String,
     /// Namespace and interface prefix (at most 6 characters).
     #[arg(long, default_value = "fsp")]
     pub prefix: String,
@@ -77,13 +89,47 @@ pub struct Failover {
     pub heir: usize,
 }
 
+/// A bulk sync, ms since the pool was up.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sync {
+    pub from: usize,
+    pub to: usize,
+    /// Why: `hand-back` (before `to` takes its buckets back), or
+    /// `new-secondary`.
+    pub purpose: &'static str,
+    pub ordered_ms: f64,
+    /// Every entry copied and acknowledged (none: never finished).
+    pub done_ms: Option<f64>,
+    /// Copies sent (entries, with the changes copied while it ran).
+    pub copies: u64,
+}
+
+/// A failed node back in the pool, ms since the pool was up.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rejoin {
+    pub node: usize,
+    /// The node that held its buckets, and synced it.
+    pub from: usize,
+    /// Its process restarted (none: it had not stopped).
+    pub restarted_ms: Option<f64>,
+    /// It answered again.
+    pub answered_ms: f64,
+    /// Its table was synced.
+    pub synced_ms: f64,
+    /// Its buckets and NAT pool were back at it.
+    pub handed_back_ms: f64,
+}
+
 /// The pool's report.
 #[derive(Debug, Serialize)]
 pub struct PoolReport {
     pub nodes: usize,
-    /// Each node's run report (`null` for a node that was killed).
+    /// Each node's run report (`null` for a node that was killed and did
+    /// not come back).
     pub node_reports: Vec<serde_json::Value>,
     pub failovers: Vec<Failover>,
+    pub rejoins: Vec<Rejoin>,
+    pub syncs: Vec<Sync>,
 }
 
 fn sync(i: usize) -> SocketAddr {
@@ -130,6 +176,15 @@ pub(crate) fn node_config(
             }
         }
     }
+    // the pool's processes share the machine's CPUs: a node's core may be
+    // away for tens of milliseconds, and its ring must hold what arrives
+    // meanwhile (a full ring drops, counted `ring_full`)
+    let run = t
+        .entry("run")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let Some(run) = run.as_table_mut() {
+        run.entry("ring_size").or_insert(8192.into());
+    }
     if replicate {
         let mut pool = toml::Table::new();
         pool.insert("listen".into(), sync(i).to_string().into());
@@ -148,7 +203,11 @@ pub(crate) fn start_node(
     i: usize,
 ) -> anyhow::Result<Child> {
     let (f, b) = bed.node_ifaces(i);
-    let log = std::fs::File::create(dir.join(format!("node{i}.log")))?;
+    // (appended to: a restarted node's log follows its first run's)
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("node{i}.log")))?;
     use std::os::unix::process::CommandExt;
     Command::new("ip")
         .args(["netns", "exec", &bed.node(i)])
@@ -180,23 +239,343 @@ impl Drop for Nodes {
     }
 }
 
-/// Sends `what` to node `i` until it answers (or `tries` are spent).
-fn order(sock: &UdpSocket, i: usize, what: &[u8], tries: u32) -> bool {
-    let mut buf = [0u8; 16];
-    for _ in 0..tries {
-        let _ = sock.send_to(what, sync(i));
-        let until = Instant::now() + Duration::from_millis(5);
-        while Instant::now() < until {
-            if let Ok((n, from)) = sock.recv_from(&mut buf) {
-                if from == sync(i) && &buf[..n] == runtime::ALIVE {
-                    return true;
+/// What a node's replication port said to the controller.
+enum Answer {
+    Alive(usize),
+    /// A bulk sync's status: node, done, copies sent, its target.
+    Bulk(usize, bool, u64, Option<SocketAddr>),
+}
+
+fn answer(d: &[u8], from: SocketAddr, nodes: usize) -> Option<Answer> {
+    let i = (0..nodes).find(|i| sync(*i) == from)?;
+    if d == runtime::ALIVE {
+        return Some(Answer::Alive(i));
+    }
+    let rest = std::str::from_utf8(d.strip_prefix(runtime::BULK_STATUS)?).ok()?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    if f.len() != 4 {
+        return None;
+    }
+    Some(Answer::Bulk(
+        i,
+        f[1] == "1",
+        f[2].parse().ok()?,
+        f[3].parse().ok(),
+    ))
+}
+
+/// A bulk sync the controller ordered and waits for.
+struct Job {
+    report: usize,
+    from: usize,
+    to: usize,
+    /// Node that takes its buckets back once it is done.
+    hand_back: Option<usize>,
+}
+
+/// A failed node on its way back.
+struct Back {
+    restarted: Option<Duration>,
+    answered: Option<Duration>,
+    synced: Option<(usize, Duration)>,
+}
+
+/// The pool's controller: heartbeats, failovers, restarts, bulk syncs and
+/// rejoins, over the bed's router and the nodes' replication ports.
+struct Controller<'a> {
+    a: &'a RunArgs,
+    bed: &'a PoolBed,
+    sock: UdpSocket,
+    nodes: Nodes,
+    det: Detector,
+    ring: Ring,
+    /// Which node's links each node's buckets point at now.
+    carrier: Vec<usize>,
+    restart_after: Option<Duration>,
+    /// Per node: found down at, and its way back.
+    down_at: Vec<Option<Duration>>,
+    back: Vec<Option<Back>>,
+    jobs: Vec<Job>,
+    failovers: Vec<Failover>,
+    rejoins: Vec<Rejoin>,
+    syncs: Vec<Sync>,
+    t0: Instant,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Controller<'_> {
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    fn say(&self, what: String) {
+        println!("flowshift pool: {what}");
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Sends `what` to node `i` until it answers (or `tries` are spent).
+    fn order(&mut self, i: usize, what: &[u8], tries: u32) -> bool {
+        let mut buf = [0u8; 64];
+        for _ in 0..tries {
+            let _ = self.sock.send_to(what, sync(i));
+            let until = Instant::now() + Duration::from_millis(5);
+            while Instant::now() < until {
+                match self.sock.recv_from(&mut buf) {
+                    Ok((n, from)) => match answer(&buf[..n], from, self.a.nodes) {
+                        Some(Answer::Alive(j)) if j == i => return true,
+                        Some(a) => self.take(a),
+                        None => {}
+                    },
+                    Err(_) => std::thread::sleep(Duration::from_micros(100)),
                 }
-            } else {
-                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        false
+    }
+
+    fn order_with_addr(&mut self, i: usize, what: &[u8], to: usize) -> bool {
+        let mut o = what.to_vec();
+        o.extend_from_slice(sync(to).to_string().as_bytes());
+        self.order(i, &o, 20)
+    }
+
+    /// Heartbeats every node, then takes answers in for one period.
+    fn beat(&mut self, period: Duration) {
+        for i in 0..self.a.nodes {
+            let _ = self.sock.send_to(runtime::HEARTBEAT, sync(i));
+        }
+        for j in &self.jobs {
+            let _ = self.sock.send_to(runtime::BULK_QUERY, sync(j.from));
+        }
+        let until = Instant::now() + period;
+        let mut buf = [0u8; 64];
+        while Instant::now() < until {
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    if let Some(a) = answer(&buf[..n], from, self.a.nodes) {
+                        self.take(a);
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_micros(50)),
             }
         }
     }
-    false
+
+    fn take(&mut self, a: Answer) {
+        let now = self.now();
+        match a {
+            Answer::Alive(i) => {
+                self.det.alive(i as u16, now.as_nanos() as u64);
+                if let Some(b) = self.back[i].as_mut() {
+                    b.answered.get_or_insert(now);
+                }
+            }
+            Answer::Bulk(i, done, copies, to) => {
+                let Some(k) = self
+                    .jobs
+                    .iter()
+                    .position(|j| j.from == i && to == Some(sync(j.to)))
+                else {
+                    return;
+                };
+                self.syncs[self.jobs[k].report].copies = copies;
+                if done {
+                    let j = self.jobs.remove(k);
+                    self.syncs[j.report].done_ms = Some(ms(now));
+                    if let Some(n) = j.hand_back {
+                        if let Some(b) = self.back[n].as_mut() {
+                            b.synced = Some((j.from, now));
+                        }
+                    } else {
+                        // (a hand-back's copying stops once the buckets moved)
+                        self.order(j.from, runtime::BULK_STOP, 20);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Orders `from` to copy its table to `to`.
+    fn bulk(&mut self, from: usize, to: usize, hand_back: Option<usize>) {
+        if self.jobs.iter().any(|j| j.from == from) {
+            // one order per node at a time: a new one replaces the old
+            self.jobs.retain(|j| j.from != from);
+        }
+        let report = self.syncs.len();
+        self.syncs.push(Sync {
+            from,
+            to,
+            purpose: if hand_back.is_some() {
+                "hand-back"
+            } else {
+                "new-secondary"
+            },
+            ordered_ms: ms(self.now()),
+            done_ms: None,
+            copies: 0,
+        });
+        if self.order_with_addr(from, runtime::BULK_START, to) {
+            self.jobs.push(Job {
+                report,
+                from,
+                to,
+                hand_back,
+            });
+        } else {
+            eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
+        }
+    }
+
+    /// Tells each node in `pairings` its secondary; a node whose secondary
+    /// is new (`fresh`) copies its table there.
+    fn re_ring(&mut self, pairings: &[pool::ring::Pairing], skip: usize, fresh: usize) {
+        for p in pairings.iter().filter(|p| usize::from(p.node) != skip) {
+            if let Some(s) = p.secondary {
+                let (n, s) = (usize::from(p.node), usize::from(s));
+                if !self.order_with_addr(n, runtime::NEW_SECONDARY, s) {
+                    eprintln!("flowshift pool: node {n} did not take its new secondary");
+                } else if s == fresh {
+                    self.bulk(n, s, None);
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, dead: u16) -> anyhow::Result<()> {
+        let detected = self.now();
+        let d = usize::from(dead);
+        self.down_at[d] = Some(detected);
+        self.back[d] = None;
+        // its syncs end with it, and it no longer waits for one
+        self.jobs.retain(|j| j.from != d && j.to != d);
+        let pairings = self.ring.fail(dead);
+        let Some(heir) = pairings.iter().find(|p| p.adopt.contains(&dead)) else {
+            eprintln!("flowshift pool: node {d} is down and no node is left to take over");
+            return Ok(());
+        };
+        let heir = usize::from(heir.node);
+        for n in 0..self.carrier.len() {
+            if self.carrier[n] == d {
+                self.bed
+                    .redirect(n, heir)
+                    .with_context(|| format!("redirecting node {n} to {heir}"))?;
+                self.carrier[n] = heir;
+            }
+        }
+        let redirected = self.now();
+        self.re_ring(&pairings, heir, heir);
+        let f = Failover {
+            node: d,
+            last_seen_ms: self.det.last(dead).map_or(0.0, |t| t as f64 / 1e6),
+            detected_ms: ms(detected),
+            redirected_ms: ms(redirected),
+            re_ringed_ms: ms(self.now()),
+            heir,
+        };
+        self.say(format!(
+            "node {d} down (last answer at {:.1} ms): found after {:.1} ms, \
+             its buckets at node {heir} after {:.1} ms, re-ringed after {:.1} ms",
+            f.last_seen_ms,
+            f.detected_ms - f.last_seen_ms,
+            f.redirected_ms - f.last_seen_ms,
+            f.re_ringed_ms - f.last_seen_ms
+        ));
+        self.failovers.push(f);
+        // the heir's adopted flows are on it alone: to its secondary
+        if let Some(s) = self.ring.secondary_of(heir as u16) {
+            self.bulk(heir, usize::from(s), None);
+        }
+        Ok(())
+    }
+
+    /// Restarts failed nodes when due, starts the sync of those that
+    /// answer again, and hands their buckets back once synced.
+    fn rejoin(&mut self) -> anyhow::Result<()> {
+        let now = self.now();
+        for n in 0..self.a.nodes {
+            let Some(down) = self.down_at[n] else {
+                continue;
+            };
+            if self.back[n].is_none() {
+                let exited = match self.nodes.0[n].as_mut() {
+                    Some(c) => c.try_wait()?.is_some(),
+                    None => true,
+                };
+                let restarted = match self.restart_after {
+                    Some(r) if exited && now >= down + r => {
+                        self.nodes.0[n] =
+                            Some(start_node(self.bed, &self.a.out, self.a.workers, n)?);
+                        self.say(format!("node {n} restarted"));
+                        Some(now)
+                    }
+                    _ => None,
+                };
+                // (a node that did not stop — found down while busy — is
+                // synced and takes its buckets back the same way)
+                let answered = self
+                    .det
+                    .last(n as u16)
+                    .is_some_and(|t| t > down.as_nanos() as u64);
+                if restarted.is_some() || (answered && !exited) {
+                    self.back[n] = Some(Back {
+                        restarted,
+                        answered: None,
+                        synced: None,
+                    });
+                }
+                continue;
+            }
+            let b = self.back[n].as_ref().expect("on its way back");
+            let restarted = b.restarted;
+            match (b.answered, b.synced) {
+                (Some(_), None) if !self.jobs.iter().any(|j| j.hand_back == Some(n)) => {
+                    let from = self.carrier[n];
+                    if from == n || self.down_at[from].is_some() {
+                        continue;
+                    }
+                    self.say(format!(
+                        "node {n} answers: node {from} syncs its table to it"
+                    ));
+                    self.bulk(from, n, Some(n));
+                }
+                (Some(answered), Some((from, synced))) => {
+                    self.bed
+                        .redirect(n, n)
+                        .with_context(|| format!("handing node {n}'s buckets back"))?;
+                    self.carrier[n] = n;
+                    let handed = self.now();
+                    self.order(from, runtime::BULK_STOP, 20);
+                    let pairings = self.ring.rejoin(n as u16);
+                    self.ring.hand_back(n as u16);
+                    self.det.revive(n as u16, handed.as_nanos() as u64);
+                    self.down_at[n] = None;
+                    self.back[n] = None;
+                    // its predecessor replicates, and syncs, to it; it to its
+                    // secondary (whatever its config said)
+                    self.re_ring(&pairings, usize::MAX, n);
+                    self.rejoins.push(Rejoin {
+                        node: n,
+                        from,
+                        restarted_ms: restarted.map(ms),
+                        answered_ms: ms(answered),
+                        synced_ms: ms(synced),
+                        handed_back_ms: ms(handed),
+                    });
+                    self.say(format!(
+                        "node {n} rejoined: synced by node {from} {:.1} ms after it answered, \
+                         its buckets back after {:.1} ms more",
+                        ms(synced) - ms(answered),
+                        ms(handed) - ms(synced)
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
@@ -217,11 +596,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|d| humantime::parse_duration(d).with_context(|| format!("--duration {d}")))
         .transpose()?;
+    let restart_after = match a.restart_after.as_str() {
+        "off" => None,
+        d => Some(
+            humantime::parse_duration(d)
+                .with_context(|| format!("--restart-after {d} (a duration, or `off`)"))?,
+        ),
+    };
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     for i in 0..a.nodes {
         let text = node_config(a.config.as_deref(), i, a.nodes, true)?;
         std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
-        let _ = std::fs::remove_file(a.out.join(format!("node{i}.json")));
+        for old in ["json", "log"] {
+            let _ = std::fs::remove_file(a.out.join(format!("node{i}.{old}")));
+        }
     }
     // a config the nodes would refuse fails here, before the bed is built
     crate::run::load(Some(&a.out.join("node0.toml")))?;
@@ -245,19 +633,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .expect("binding thread")
     })?;
     let period = Duration::from_micros(a.heartbeat_us);
-    let mut det = Detector::new(a.nodes, period.as_nanos() as u64, a.missed);
-    let mut ring = Ring::new(&(0..a.nodes as u16).collect::<Vec<_>>(), a.buckets);
-    // which node's links each node's buckets point at now
-    let mut carrier: Vec<usize> = (0..a.nodes).collect();
-    let mut failovers = Vec::new();
-    let t0 = Instant::now();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut c = Controller {
+        a: &a,
+        bed: &bed,
+        sock,
+        nodes,
+        det: Detector::new(a.nodes, period.as_nanos() as u64, a.missed),
+        ring: Ring::new(&(0..a.nodes as u16).collect::<Vec<_>>(), a.buckets),
+        carrier: (0..a.nodes).collect(),
+        restart_after,
+        down_at: vec![None; a.nodes],
+        back: (0..a.nodes).map(|_| None).collect(),
+        jobs: Vec::new(),
+        failovers: Vec::new(),
+        rejoins: Vec::new(),
+        syncs: Vec::new(),
+        t0: Instant::now(),
+    };
     let mut up_at: Option<Instant> = None;
     let mut next_status = Instant::now();
-    let mut buf = [0u8; 16];
     while !stop.0.load(Ordering::Relaxed) {
-        let now = t0.elapsed();
-        if up_at.is_none() && now > Duration::from_secs(30) {
+        if up_at.is_none() && c.now() > Duration::from_secs(30) {
             bail!(
                 "the nodes did not answer within 30 s (see {}/node*.log)",
                 a.out.display()
@@ -268,111 +664,60 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 break;
             }
         }
-        for i in 0..a.nodes {
-            if !det.is_down(i as u16) {
-                let _ = sock.send_to(runtime::HEARTBEAT, sync(i));
-            }
-        }
-        let until = Instant::now() + period;
-        while Instant::now() < until {
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) if &buf[..n] == runtime::ALIVE => {
-                    if let Some(i) = (0..a.nodes).find(|i| sync(*i) == from) {
-                        det.alive(i as u16, t0.elapsed().as_nanos() as u64);
-                    }
-                }
-                _ => std::thread::sleep(Duration::from_micros(50)),
-            }
-        }
-        if up_at.is_none() && det.all_up() {
+        c.beat(period);
+        if up_at.is_none() && c.det.all_up() {
             up_at = Some(Instant::now());
-            println!(
-                "flowshift pool: {} nodes up; traffic from the client namespace `{}` \
+            c.say(format!(
+                "{} nodes up; traffic from the client namespace `{}` \
                  (10.0.0.2) to the server `{}` (198.51.100.2); Ctrl-C to stop",
                 a.nodes,
                 bed.client(),
                 bed.server()
-            );
-            let _ = std::io::stdout().flush();
+            ));
         }
-        for dead in det.check(t0.elapsed().as_nanos() as u64) {
-            let detected = t0.elapsed();
-            let d = usize::from(dead);
-            let pairings = ring.fail(dead);
-            let Some(heir) = pairings.iter().find(|p| p.adopt.contains(&dead)) else {
-                eprintln!("flowshift pool: node {d} is down and no node is left to take over");
-                continue;
-            };
-            let heir = usize::from(heir.node);
-            for (n, c) in carrier.iter_mut().enumerate() {
-                if *c == d {
-                    bed.redirect(n, heir)
-                        .with_context(|| format!("redirecting node {n} to {heir}"))?;
-                    *c = heir;
-                }
-            }
-            let redirected = t0.elapsed();
-            for p in pairings.iter().filter(|p| usize::from(p.node) != heir) {
-                if let Some(s) = p.secondary {
-                    let mut o = runtime::NEW_SECONDARY.to_vec();
-                    o.extend_from_slice(sync(usize::from(s)).to_string().as_bytes());
-                    if !order(&sock, usize::from(p.node), &o, 20) {
-                        eprintln!(
-                            "flowshift pool: node {} did not take its new secondary",
-                            p.node
-                        );
-                    }
-                }
-            }
-            let f = Failover {
-                node: d,
-                last_seen_ms: det.last(dead).map_or(0.0, |t| t as f64 / 1e6),
-                detected_ms: ms(detected),
-                redirected_ms: ms(redirected),
-                re_ringed_ms: ms(t0.elapsed()),
-                heir,
-            };
-            println!(
-                "flowshift pool: node {d} down (last answer at {:.1} ms): found after {:.1} ms, \
-                 its buckets at node {heir} after {:.1} ms, re-ringed after {:.1} ms",
-                f.last_seen_ms,
-                f.detected_ms - f.last_seen_ms,
-                f.redirected_ms - f.last_seen_ms,
-                f.re_ringed_ms - f.last_seen_ms
-            );
-            let _ = std::io::stdout().flush();
-            failovers.push(f);
+        for dead in c.det.check(c.now().as_nanos() as u64) {
+            c.fail(dead)?;
         }
+        c.rejoin()?;
         if up_at.is_some() && Instant::now() >= next_status {
             next_status = Instant::now() + Duration::from_secs(1);
             let live: Vec<String> = (0..a.nodes)
-                .map(|i| format!("n{i} {}", if det.is_down(i as u16) { "down" } else { "up" }))
+                .map(|i| {
+                    let s = match (&c.down_at[i], &c.back[i]) {
+                        (None, _) => "up",
+                        (Some(_), None) => "down",
+                        (Some(_), Some(_)) => "rejoining",
+                    };
+                    format!("n{i} {s}")
+                })
                 .collect();
             eprint!(
-                "\r{:8.1} s  {}  failovers {}   ",
-                ms(t0.elapsed()) / 1e3,
+                "\r{:8.1} s  {}  failovers {}  rejoins {}  syncs running {}   ",
+                ms(c.now()) / 1e3,
                 live.join("  "),
-                failovers.len()
+                c.failovers.len(),
+                c.rejoins.len(),
+                c.jobs.len()
             );
         }
     }
     eprintln!();
     // the nodes end with their reports
-    for c in nodes.0.iter().flatten() {
+    for ch in c.nodes.0.iter().flatten() {
         let _ = Command::new("kill")
-            .args(["-INT", &c.id().to_string()])
+            .args(["-INT", &ch.id().to_string()])
             .status();
     }
     let mut reports = Vec::new();
     for i in 0..a.nodes {
-        let mut c = nodes.0[i].take().expect("every node was started");
-        let st = c.wait()?;
+        let mut ch = c.nodes.0[i].take().expect("every node was started");
+        let st = ch.wait()?;
         let path = a.out.join(format!("node{i}.json"));
         let r = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(serde_json::Value::Null);
-        if r.is_null() && !det.is_down(i as u16) {
+        if r.is_null() && c.down_at[i].is_none() {
             eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
         }
         reports.push(r);
@@ -380,7 +725,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let report = PoolReport {
         nodes: a.nodes,
         node_reports: reports,
-        failovers,
+        failovers: c.failovers,
+        rejoins: c.rejoins,
+        syncs: c.syncs,
     };
     print_report(&report);
     if let Some(p) = &a.json {
@@ -391,7 +738,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(r: &PoolReport) {
-    println!("node  packets in  out        replicated  installed  unprotected  drops");
+    println!("node  packets in  out        replicated  installed  unprotected  synced  drops");
     for (i, n) in r.node_reports.iter().enumerate() {
         if n.is_null() {
             println!("{i:<5} (down: no report)");
@@ -402,13 +749,16 @@ fn print_report(r: &PoolReport) {
             .map(|d| d.values().filter_map(|v| v.as_u64()).sum())
             .unwrap_or(0);
         let p = &n["pool"];
+        // (a JSON value ignores the width: as text first)
+        let v = |x: &serde_json::Value| x.to_string();
         println!(
-            "{i:<5} {:<11} {:<10} {:<11} {:<10} {:<12} {}",
-            n["packets_in"],
-            n["packets_out"],
-            p["replicated"],
-            p["installed"],
-            p["unprotected"],
+            "{i:<5} {:<11} {:<10} {:<11} {:<10} {:<12} {:<7} {}",
+            v(&n["packets_in"]),
+            v(&n["packets_out"]),
+            v(&p["replicated"]),
+            v(&p["installed"]),
+            v(&p["unprotected"]),
+            v(&p["synced"]),
             drops
         );
     }
@@ -421,6 +771,32 @@ fn print_report(r: &PoolReport) {
             f.detected_ms - f.last_seen_ms,
             f.heir,
             f.redirected_ms - f.last_seen_ms
+        );
+    }
+    for y in &r.syncs {
+        match y.done_ms {
+            Some(d) => println!(
+                "sync ({}): node {} → node {}: {} copies in {:.1} ms",
+                y.purpose,
+                y.from,
+                y.to,
+                y.copies,
+                d - y.ordered_ms
+            ),
+            None => println!(
+                "sync ({}): node {} → node {}: {} copies, not finished",
+                y.purpose, y.from, y.to, y.copies
+            ),
+        }
+    }
+    for j in &r.rejoins {
+        println!(
+            "rejoin: node {} synced by node {} {:.1} ms after it answered, \
+             its buckets back {:.1} ms later",
+            j.node,
+            j.from,
+            j.synced_ms - j.answered_ms,
+            j.handed_back_ms - j.synced_ms
         );
     }
 }

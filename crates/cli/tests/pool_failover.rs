@@ -8,8 +8,13 @@
 //! (a heartbeat every millisecond, 200 missed = down) redirects node 0's
 //! buckets — and its NAT pool — to node 1, which holds the state of its flows,
 //! and tells node 2 (whose secondary node 0 was) to replicate to node 1 from
-//! then on. Every download completes byte for byte: 0 connections broken. The
-//! failover's times and each connection's longest stall are printed.
+//! then on; node 1 copies its table to node 2 and node 2 its table to node 1
+//! (bulk sync), so every flow has two copies again. The controller restarts
+//! node 0 300 ms after it found it down; once it answers, node 1 syncs its
+//! table to it while the downloads go on, and then node 0 takes its buckets
+//! and NAT pool back, and node 2 replicates and syncs to it. Every download
+//! completes byte for byte: 0 connections broken through the failover and
+//! the rejoin. Their times and each connection's longest stall are printed.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -27,8 +32,9 @@ const PREFIX: &str = "fspf";
 const PORT: u16 = 7100;
 const NODES: usize = 3;
 const CONNECTIONS: usize = 200;
-/// Bytes per download, sent in CHUNK-byte pieces PACE apart.
-const BYTES: usize = 200_000;
+/// Bytes per download, sent in CHUNK-byte pieces PACE apart (2.4 s: the
+/// failover and the rejoin happen in the first second).
+const BYTES: usize = 600_000;
 const CHUNK: usize = 4_000;
 const PACE: Duration = Duration::from_millis(16);
 
@@ -138,7 +144,7 @@ fn download(
 }
 
 #[test]
-fn a_killed_node_breaks_no_connection() {
+fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     let Some(probe) = common::bed(PREFIX) else {
         return;
     };
@@ -161,6 +167,7 @@ fn a_killed_node_breaks_no_connection() {
         // not answer for tens of them, and a live node failed over takes
         // its adopted flows with it: down after 200 missed
         .args(["--heartbeat-us", "1000", "--missed", "200"])
+        .args(["--restart-after", "300ms"])
         .arg("--config")
         .arg(&chain)
         .arg("--out")
@@ -245,8 +252,39 @@ fn a_killed_node_breaks_no_connection() {
     // found after 200 missed 1 ms heartbeats, give or take the machine's noise
     let found = f[0]["detected_ms"].as_f64().unwrap() - f[0]["last_seen_ms"].as_f64().unwrap();
     assert!((199.0..1000.0).contains(&found), "found after {found} ms");
-    assert!(r["node_reports"][0].is_null(), "node 0 was killed");
-    for i in 1..NODES {
+    // node 0 came back: node 1 synced it, then it took its buckets back
+    let j = &r["rejoins"];
+    assert_eq!(j.as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(
+        (j[0]["node"].as_u64(), j[0]["from"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert!(j[0]["restarted_ms"].as_f64().is_some(), "{j}");
+    let syncs = r["syncs"].as_array().unwrap();
+    let sync = |from: u64, to: u64, purpose: &str| {
+        syncs
+            .iter()
+            .find(|y| y["from"] == from && y["to"] == to && y["purpose"] == purpose)
+            .unwrap_or_else(|| panic!("no sync {from} → {to} ({purpose}): {syncs:?}"))
+    };
+    // node 1 held its own connections and node 0's: two thirds of them
+    let back = sync(1, 0, "hand-back");
+    assert!(back["done_ms"].as_f64().is_some(), "{back}");
+    assert!(back["copies"].as_u64().unwrap() >= 100, "{back}");
+    for (from, to) in [(1, 2), (2, 1), (2, 0)] {
+        let y = sync(from, to, "new-secondary");
+        assert!(y["done_ms"].as_f64().is_some(), "{y}");
+        assert!(y["copies"].as_u64().unwrap() >= 30, "{y}");
+    }
+    let n0 = &r["node_reports"][0];
+    assert!(
+        n0["pool"]["synced"].as_u64().unwrap() >= 100,
+        "node 0: {}",
+        n0["pool"]
+    );
+    // and carried its connections after it
+    assert!(n0["packets_out"].as_u64().unwrap() > 1_000, "{n0}");
+    for i in 0..NODES {
         let n = &r["node_reports"][i];
         let drops: u64 = n["drops"]
             .as_object()
@@ -261,6 +299,10 @@ fn a_killed_node_breaks_no_connection() {
             n["drops"]
         );
         assert_eq!(n["pool"]["replica_bad"], 0, "node {i}");
+        assert_eq!(n["pool"]["sync_bad"], 0, "node {i}");
+        if i == 0 {
+            continue;
+        }
         // the secondary acknowledged copies
         assert!(
             n["pool"]["acked"].as_u64().unwrap() > 0,

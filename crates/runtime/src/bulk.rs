@@ -34,7 +34,8 @@ pub const BULK_START: &[u8] = b"FSBK";
 pub const BULK_STOP: &[u8] = b"FSBE";
 /// A controller's question: how far is the order?
 pub const BULK_QUERY: &[u8] = b"FSBQ";
-/// The answer: `FSBS <epoch> <done 0|1> <copies sent> <target or ->`.
+/// The answer: `FSBS <epoch> <done 0|1> <copies sent in this epoch> <target
+/// or ->`.
 pub const BULK_STATUS: &[u8] = b"FSBS";
 
 /// A bulk-sync copy as a packet for the core that owns hash `hash`: no
@@ -213,6 +214,7 @@ impl BulkTx {
                 }
             });
             self.order.pending[self.me].store(0, Ordering::Relaxed);
+            self.order.sent[self.me].store(0, Ordering::Relaxed);
             // after the reset above: pairs with the Acquire in `status`
             self.order.seen[self.me].store(e, Ordering::Release);
         }
@@ -268,7 +270,14 @@ impl BulkTx {
 
     /// Sends entry `entry` (hash `hash`) of flow `flow` (shard, entry,
     /// generation); `again`: a resend.
-    pub fn send(&mut self, entry: &[u8], hash: u32, flow: (usize, u32, u32), now: u64, again: bool) {
+    pub fn send(
+        &mut self,
+        entry: &[u8],
+        hash: u32,
+        flow: (usize, u32, u32),
+        now: u64,
+        again: bool,
+    ) {
         let Some(sock) = &self.sock else { return };
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
@@ -348,6 +357,7 @@ mod tests {
         assert!(t[1].refresh() && t[1].unwalked(1));
         assert!(o.control(BULK_STOP));
         assert!(!t[0].refresh());
-        assert!(status(&o).starts_with("FSBS 3 0 1 -"));
+        // (each core counts its copies of the current order only)
+        assert!(status(&o).starts_with("FSBS 3 0 0 -"));
     }
 }

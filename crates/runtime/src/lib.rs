@@ -44,13 +44,13 @@
 //! ```
 
 mod backoff;
+mod bulk;
 mod controller;
 mod feeder;
 mod kernel;
 mod messages;
 mod offloader;
 mod ports;
-mod bulk;
 mod replica;
 mod run;
 mod shared;
@@ -62,8 +62,8 @@ mod worker;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use ports::Steering;
 pub use bulk::{BULK_QUERY, BULK_START, BULK_STATUS, BULK_STOP};
+pub use ports::Steering;
 pub use replica::{ALIVE, HEARTBEAT, NEW_SECONDARY};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{

@@ -82,14 +82,11 @@ impl Ports {
                 Some(r) => {
                     let secondary = crate::replica::Secondary::new(r.secondary);
                     let bulk = crate::bulk::BulkOrder::new(owner.len(), workers);
-                    let rx = crate::replica::ReplicaRx::bind(
-                        r.listen,
-                        secondary.clone(),
-                        bulk.clone(),
-                    )
-                    .map_err(|e| {
-                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
-                    })?;
+                    let rx =
+                        crate::replica::ReplicaRx::bind(r.listen, secondary.clone(), bulk.clone())
+                            .map_err(|e| {
+                                cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
+                            })?;
                     let tx = (0..workers)
                         .map(|w| {
                             crate::replica::ReplicaTx::open(secondary.clone())

@@ -638,7 +638,8 @@ impl Worker {
         let entry = self.chain.export(shard, id, now);
         if changed && r.bulk.refresh() {
             // a change while a bulk sync runs: copied there too
-            r.bulk.send(&entry, shard.table.hash(id), (s, id.0, gen), now, false);
+            r.bulk
+                .send(&entry, shard.table.hash(id), (s, id.0, gen), now, false);
         }
         // the flow's packets before it leave before the secondary sends it
         self.sink.flush();

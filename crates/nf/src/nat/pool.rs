@@ -177,8 +177,11 @@ impl PortPool {
         if at >= slot.cursor {
             // the ports the cursor skips are free
             let ports = self.plan.ports(v);
-            slot.free
-                .extend((slot.cursor..at).step_by(shards as usize).map(|k| ports[k as usize]));
+            slot.free.extend(
+                (slot.cursor..at)
+                    .step_by(shards as usize)
+                    .map(|k| ports[k as usize]),
+            );
             slot.cursor = at + shards;
         } else if let Some(k) = slot.free.iter().position(|&p| p == port) {
             slot.free.swap_remove(k);
