@@ -167,3 +167,23 @@ fn the_simulated_pool_reports_a_failover_without_a_broken_connection() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn pool_run_refuses_bad_options_before_building_anything() {
+    for (args, says) in [
+        (vec!["--nodes", "1"], "2 to 16 nodes"),
+        (vec!["--prefix", "toolong"], "1 to 6 characters"),
+        (vec!["--restart-after", "soon"], "--restart-after soon"),
+        (vec!["--duration", "x"], "--duration x"),
+    ] {
+        let mut v = vec!["pool", "run", "--out"];
+        let out = std::env::temp_dir().join("flowshift-pool-run-bad");
+        let out = out.to_str().unwrap().to_string();
+        v.push(&out);
+        v.extend(&args);
+        let o = flowshift(&v);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -10,7 +10,7 @@
 //! and tells node 2 (whose secondary node 0 was) to replicate to node 1 from
 //! then on; node 1 copies its table to node 2 and node 2 its table to node 1
 //! (bulk sync), so every flow has two copies again. The controller restarts
-//! node 0 300 ms after it found it down; once it answers, node 1 syncs its
+//! node 0 a second after it found it down; once it answers, node 1 syncs its
 //! table to it while the downloads go on, and then node 0 takes its buckets
 //! and NAT pool back, and node 2 replicates and syncs to it. Every download
 //! completes byte for byte: 0 connections broken through the failover and
@@ -32,9 +32,9 @@ const PREFIX: &str = "fspf";
 const PORT: u16 = 7100;
 const NODES: usize = 3;
 const CONNECTIONS: usize = 200;
-/// Bytes per download, sent in CHUNK-byte pieces PACE apart (2.4 s: the
-/// failover and the rejoin happen in the first second).
-const BYTES: usize = 600_000;
+/// Bytes per download, sent in CHUNK-byte pieces PACE apart (3.6 s: the
+/// failover comes in the first half second, the rejoin in the second after).
+const BYTES: usize = 900_000;
 const CHUNK: usize = 4_000;
 const PACE: Duration = Duration::from_millis(16);
 
@@ -104,13 +104,12 @@ fn server() {
     rx.recv().unwrap();
 }
 
-/// One download: (bytes right, longest gap between reads after the kill, ms).
-fn download(
-    seed: u16,
-    start: &Barrier,
-    t0: Instant,
-    kill_at: &Mutex<Option<Duration>>,
-) -> (bool, f64) {
+/// When node 0 was killed, and when the pool said it had its buckets back.
+type Marks = Mutex<[Option<Duration>; 2]>;
+
+/// One download: bytes right; the longest gap between reads after the kill
+/// (before the rejoin), and over the second after the rejoin, ms.
+fn download(seed: u16, start: &Barrier, t0: Instant, marks: &Marks) -> (bool, f64, f64) {
     let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
     let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("connection {seed}: {e}"));
@@ -120,27 +119,31 @@ fn download(
     let mut got = Vec::with_capacity(BYTES);
     let mut buf = [0u8; 16_384];
     let mut last = t0.elapsed();
-    let mut gap = Duration::ZERO;
+    let (mut failover, mut rejoin) = (Duration::ZERO, Duration::ZERO);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     loop {
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 got.extend_from_slice(&buf[..n]);
                 let now = t0.elapsed();
-                if let Some(k) = *kill_at.lock().unwrap() {
-                    if now > k {
-                        gap = gap.max(now - last.max(k));
+                match *marks.lock().unwrap() {
+                    [Some(k), None] if now > k => failover = failover.max(now - last.max(k)),
+                    [Some(k), Some(b)] if now <= b => failover = failover.max(now - last.max(k)),
+                    [_, Some(b)] if now < b + Duration::from_secs(1) => {
+                        rejoin = rejoin.max(now - last)
                     }
+                    _ => {}
                 }
                 last = now;
             }
             Err(e) => {
                 eprintln!("download {seed} broke after {} bytes: {e}", got.len());
-                return (false, gap.as_secs_f64() * 1e3);
+                return (false, ms(failover), ms(rejoin));
             }
         }
     }
-    (got == pattern(seed), gap.as_secs_f64() * 1e3)
+    (got == pattern(seed), ms(failover), ms(rejoin))
 }
 
 #[test]
@@ -167,7 +170,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         // not answer for tens of them, and a live node failed over takes
         // its adopted flows with it: down after 200 missed
         .args(["--heartbeat-us", "1000", "--missed", "200"])
-        .args(["--restart-after", "300ms"])
+        .args(["--restart-after", "1s"])
         .arg("--config")
         .arg(&chain)
         .arg("--out")
@@ -191,36 +194,47 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
             "the pool never came up"
         );
     }
+    let t0 = Instant::now();
+    let marks: Arc<Marks> = Arc::new(Mutex::new([None, None]));
     // the rest of the pool's output, as it comes
     let out = Arc::new(Mutex::new(Vec::new()));
-    let o = out.clone();
+    let (o, m) = (out.clone(), marks.clone());
     std::thread::spawn(move || {
         for l in lines.map_while(Result::ok) {
+            if l.contains("rejoined") {
+                m.lock().unwrap()[1] = Some(t0.elapsed());
+            }
             o.lock().unwrap().push(l);
         }
     });
     server();
-    let t0 = Instant::now();
-    let kill_at = Arc::new(Mutex::new(None));
     let start = Arc::new(Barrier::new(CONNECTIONS + 1));
     let hs: Vec<_> = (0..CONNECTIONS)
         .map(|c| {
-            let (start, kill_at) = (start.clone(), kill_at.clone());
+            let (start, marks) = (start.clone(), marks.clone());
             std::thread::spawn(move || {
                 netns::enter(&format!("{PREFIX}-c")).unwrap();
-                download(c as u16, &start, t0, &kill_at)
+                download(c as u16, &start, t0, &marks)
             })
         })
         .collect();
     // every connection is established, then the downloads run for a while
     start.wait();
     std::thread::sleep(Duration::from_millis(150));
-    *kill_at.lock().unwrap() = Some(t0.elapsed());
+    marks.lock().unwrap()[0] = Some(t0.elapsed());
     kill_node(0);
-    let results: Vec<(bool, f64)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-    let broken = results.iter().filter(|(ok, _)| !ok).count();
-    let mut gaps: Vec<f64> = results.iter().map(|(_, g)| *g).collect();
-    gaps.sort_by(f64::total_cmp);
+    let results: Vec<(bool, f64, f64)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    let broken = results.iter().filter(|r| !r.0).count();
+    let spread = |k: usize| {
+        let mut g: Vec<f64> = results.iter().map(|r| if k == 0 { r.1 } else { r.2 }).collect();
+        g.sort_by(f64::total_cmp);
+        format!(
+            "p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+            g[g.len() / 2],
+            g[g.len() * 9 / 10],
+            g[g.len() - 1]
+        )
+    };
     // the pool ends at Ctrl-C with its report
     let mut child = pool.0.take().unwrap();
     let k = Command::new("kill")
@@ -232,11 +246,10 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     std::thread::sleep(Duration::from_millis(100));
     let printed = out.lock().unwrap().join("\n");
     println!(
-        "{CONNECTIONS} connections, {broken} broken; longest gap after the kill per \
-         connection: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms (the server writes every {} ms)\n{printed}",
-        gaps[gaps.len() / 2],
-        gaps[gaps.len() * 9 / 10],
-        gaps[gaps.len() - 1],
+        "{CONNECTIONS} connections, {broken} broken; longest gap per connection after the \
+         kill: {}; in the second after the rejoin: {} (the server writes every {} ms)\n{printed}",
+        spread(0),
+        spread(1),
         PACE.as_millis()
     );
     assert!(st.success(), "{st}");
