@@ -59,6 +59,15 @@ pub struct RunArgs {
     /// (`off`: never); it rejoins once its table is synced.
     #[arg(long, default_value = "1s")]
     pub restart_after: String,
+    /// Spare nodes: built and started with the pool, in no group and no
+    /// ring; one joins every `--join-after` (every node syncs its table to
+    /// it first, then the kernel gives it buckets from every member).
+    #[arg(long, default_value_t = 0)]
+    pub spares: usize,
+    /// When spares join: the first this long after the pool is up, each
+    /// next one as long after the one before.
+    #[arg(long, default_value = "5s")]
+    pub join_after: String,
     /// Namespace and interface prefix (at most 6 characters).
     #[arg(long, default_value = "fsp")]
     pub prefix: String,
@@ -120,6 +129,20 @@ pub struct Rejoin {
     pub handed_back_ms: f64,
 }
 
+/// A spare node that joined, ms since the pool was up.
+#[derive(Clone, Debug, Serialize)]
+pub struct Join {
+    pub node: usize,
+    /// Every node ordered to sync its table to it.
+    pub ordered_ms: f64,
+    /// All of them done.
+    pub synced_ms: f64,
+    /// In the router's groups.
+    pub joined_ms: f64,
+    /// Buckets the kernel gave it (of each group).
+    pub buckets: usize,
+}
+
 /// The pool's report.
 #[derive(Debug, Serialize)]
 pub struct PoolReport {
@@ -129,6 +152,7 @@ pub struct PoolReport {
     pub node_reports: Vec<serde_json::Value>,
     pub failovers: Vec<Failover>,
     pub rejoins: Vec<Rejoin>,
+    pub joins: Vec<Join>,
     pub syncs: Vec<Sync>,
 }
 
@@ -264,13 +288,34 @@ fn answer(d: &[u8], from: SocketAddr, nodes: usize) -> Option<Answer> {
     ))
 }
 
-/// A bulk sync the controller ordered and waits for.
+/// What follows a bulk sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Then {
+    /// Stop copying (a new secondary).
+    Stop,
+    /// The node takes its buckets back (it keeps copying until then).
+    HandBack(usize),
+    /// Once every node has synced it, the node joins the groups (each keeps
+    /// copying until then).
+    Join(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobState {
+    /// Its source carries out another order first.
+    Queued,
+    Running,
+    /// Synced; its source still copies changes, until the step it waits for.
+    Holding,
+}
+
+/// A bulk sync the controller ordered (or will) and waits for.
 struct Job {
     report: usize,
     from: usize,
     to: usize,
-    /// Node that takes its buckets back once it is done.
-    hand_back: Option<usize>,
+    then: Then,
+    state: JobState,
 }
 
 /// A failed node on its way back.
@@ -296,8 +341,16 @@ struct Controller<'a> {
     down_at: Vec<Option<Duration>>,
     back: Vec<Option<Back>>,
     jobs: Vec<Job>,
+    /// The groups' members (a failed node stays one: its nexthops point at
+    /// its heir).
+    members: Vec<usize>,
+    /// Nodes started idle, not in the groups or the ring yet.
+    spare: Vec<bool>,
+    /// The spare joining now, and when that began.
+    joining: Option<(usize, Duration)>,
     failovers: Vec<Failover>,
     rejoins: Vec<Rejoin>,
+    joins: Vec<Join>,
     syncs: Vec<Sync>,
     t0: Instant,
 }
@@ -324,7 +377,7 @@ impl Controller<'_> {
             let until = Instant::now() + Duration::from_millis(5);
             while Instant::now() < until {
                 match self.sock.recv_from(&mut buf) {
-                    Ok((n, from)) => match answer(&buf[..n], from, self.a.nodes) {
+                    Ok((n, from)) => match answer(&buf[..n], from, self.total()) {
                         Some(Answer::Alive(j)) if j == i => return true,
                         Some(a) => self.take(a),
                         None => {}
@@ -344,10 +397,10 @@ impl Controller<'_> {
 
     /// Heartbeats every node, then takes answers in for one period.
     fn beat(&mut self, period: Duration) {
-        for i in 0..self.a.nodes {
+        for i in 0..self.total() {
             let _ = self.sock.send_to(runtime::HEARTBEAT, sync(i));
         }
-        for j in &self.jobs {
+        for j in self.jobs.iter().filter(|j| j.state == JobState::Running) {
             let _ = self.sock.send_to(runtime::BULK_QUERY, sync(j.from));
         }
         let until = Instant::now() + period;
@@ -355,7 +408,7 @@ impl Controller<'_> {
         while Instant::now() < until {
             match self.sock.recv_from(&mut buf) {
                 Ok((n, from)) => {
-                    if let Some(a) = answer(&buf[..n], from, self.a.nodes) {
+                    if let Some(a) = answer(&buf[..n], from, self.total()) {
                         self.take(a);
                     }
                 }
@@ -374,59 +427,102 @@ impl Controller<'_> {
                 }
             }
             Answer::Bulk(i, done, copies, to) => {
-                let Some(k) = self
-                    .jobs
-                    .iter()
-                    .position(|j| j.from == i && to == Some(sync(j.to)))
-                else {
+                let Some(k) = self.jobs.iter().position(|j| {
+                    j.state == JobState::Running && j.from == i && to == Some(sync(j.to))
+                }) else {
                     return;
                 };
                 self.syncs[self.jobs[k].report].copies = copies;
                 if done {
-                    let j = self.jobs.remove(k);
-                    self.syncs[j.report].done_ms = Some(ms(now));
-                    if let Some(n) = j.hand_back {
-                        if let Some(b) = self.back[n].as_mut() {
-                            b.synced = Some((j.from, now));
+                    self.syncs[self.jobs[k].report].done_ms = Some(ms(now));
+                    match self.jobs[k].then {
+                        Then::Stop => {
+                            let j = self.jobs.remove(k);
+                            self.order(j.from, runtime::BULK_STOP, 20);
+                            self.start_jobs();
                         }
-                    } else {
-                        // (a hand-back's copying stops once the buckets moved)
-                        self.order(j.from, runtime::BULK_STOP, 20);
+                        Then::HandBack(n) => {
+                            self.jobs[k].state = JobState::Holding;
+                            if let Some(b) = self.back[n].as_mut() {
+                                b.synced = Some((self.jobs[k].from, now));
+                            }
+                        }
+                        Then::Join(_) => self.jobs[k].state = JobState::Holding,
                     }
                 }
             }
         }
     }
 
-    /// Orders `from` to copy its table to `to`.
-    fn bulk(&mut self, from: usize, to: usize, hand_back: Option<usize>) {
-        if self.jobs.iter().any(|j| j.from == from) {
-            // one order per node at a time: a new one replaces the old
-            self.jobs.retain(|j| j.from != from);
-        }
+    fn total(&self) -> usize {
+        self.a.nodes + self.a.spares
+    }
+
+    /// `from` is to copy its table to `to`, then `then`: ordered now, or
+    /// once `from` is done with the orders before it (a node carries out
+    /// one at a time).
+    fn bulk(&mut self, from: usize, to: usize, then: Then) {
         let report = self.syncs.len();
         self.syncs.push(Sync {
             from,
             to,
-            purpose: if hand_back.is_some() {
-                "hand-back"
-            } else {
-                "new-secondary"
+            purpose: match then {
+                Then::Stop => "new-secondary",
+                Then::HandBack(_) => "hand-back",
+                Then::Join(_) => "join",
             },
             ordered_ms: ms(self.now()),
             done_ms: None,
             copies: 0,
         });
-        if self.order_with_addr(from, runtime::BULK_START, to) {
-            self.jobs.push(Job {
-                report,
-                from,
-                to,
-                hand_back,
-            });
-        } else {
-            eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
+        self.jobs.push(Job {
+            report,
+            from,
+            to,
+            then,
+            state: JobState::Queued,
+        });
+        self.start_jobs();
+    }
+
+    /// Orders the queued syncs whose source is free.
+    fn start_jobs(&mut self) {
+        let mut k = 0;
+        while k < self.jobs.len() {
+            let j = &self.jobs[k];
+            let busy = self
+                .jobs
+                .iter()
+                .any(|o| o.from == j.from && o.state != JobState::Queued);
+            if j.state != JobState::Queued || busy {
+                k += 1;
+                continue;
+            }
+            let (from, to) = (j.from, j.to);
+            if self.order_with_addr(from, runtime::BULK_START, to) {
+                self.jobs[k].state = JobState::Running;
+                k += 1;
+            } else {
+                eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
+                self.jobs.remove(k);
+            }
         }
+    }
+
+    /// Ends the held syncs that waited for `then`: their sources stop
+    /// copying.
+    fn release(&mut self, then: Then) {
+        let held: Vec<usize> = self
+            .jobs
+            .iter()
+            .filter(|j| j.then == then)
+            .map(|j| j.from)
+            .collect();
+        self.jobs.retain(|j| j.then != then);
+        for from in held {
+            self.order(from, runtime::BULK_STOP, 20);
+        }
+        self.start_jobs();
     }
 
     /// Tells each node in `pairings` its secondary; a node whose secondary
@@ -438,7 +534,7 @@ impl Controller<'_> {
                 if !self.order_with_addr(n, runtime::NEW_SECONDARY, s) {
                     eprintln!("flowshift pool: node {n} did not take its new secondary");
                 } else if s == fresh {
-                    self.bulk(n, s, None);
+                    self.bulk(n, s, Then::Stop);
                 }
             }
         }
@@ -451,6 +547,15 @@ impl Controller<'_> {
         self.back[d] = None;
         // its syncs end with it, and it no longer waits for one
         self.jobs.retain(|j| j.from != d && j.to != d);
+        if self.joining.is_some_and(|(n, _)| n == d) {
+            self.joining = None;
+            self.jobs.retain(|j| j.then != Then::Join(d));
+        }
+        self.start_jobs();
+        if !self.ring.nodes().contains(&dead) {
+            self.say(format!("spare node {d} down"));
+            return Ok(());
+        }
         let pairings = self.ring.fail(dead);
         let Some(heir) = pairings.iter().find(|p| p.adopt.contains(&dead)) else {
             eprintln!("flowshift pool: node {d} is down and no node is left to take over");
@@ -486,7 +591,7 @@ impl Controller<'_> {
         self.failovers.push(f);
         // the heir's adopted flows are on it alone: to its secondary
         if let Some(s) = self.ring.secondary_of(heir as u16) {
-            self.bulk(heir, usize::from(s), None);
+            self.bulk(heir, usize::from(s), Then::Stop);
         }
         Ok(())
     }
@@ -495,7 +600,7 @@ impl Controller<'_> {
     /// answer again, and hands their buckets back once synced.
     fn rejoin(&mut self) -> anyhow::Result<()> {
         let now = self.now();
-        for n in 0..self.a.nodes {
+        for n in 0..self.total() {
             let Some(down) = self.down_at[n] else {
                 continue;
             };
@@ -530,8 +635,18 @@ impl Controller<'_> {
             }
             let b = self.back[n].as_ref().expect("on its way back");
             let restarted = b.restarted;
+            if self.spare[n] {
+                // a spare holds nothing: back as soon as it answers
+                if b.answered.is_some() {
+                    self.det.revive(n as u16, now.as_nanos() as u64);
+                    self.down_at[n] = None;
+                    self.back[n] = None;
+                    self.say(format!("spare node {n} back"));
+                }
+                continue;
+            }
             match (b.answered, b.synced) {
-                (Some(_), None) if !self.jobs.iter().any(|j| j.hand_back == Some(n)) => {
+                (Some(_), None) if !self.jobs.iter().any(|j| j.then == Then::HandBack(n)) => {
                     let from = self.carrier[n];
                     if from == n || self.down_at[from].is_some() {
                         continue;
@@ -539,7 +654,7 @@ impl Controller<'_> {
                     self.say(format!(
                         "node {n} answers: node {from} syncs its table to it"
                     ));
-                    self.bulk(from, n, Some(n));
+                    self.bulk(from, n, Then::HandBack(n));
                 }
                 (Some(answered), Some((from, synced))) => {
                     self.bed
@@ -547,7 +662,7 @@ impl Controller<'_> {
                         .with_context(|| format!("handing node {n}'s buckets back"))?;
                     self.carrier[n] = n;
                     let handed = self.now();
-                    self.order(from, runtime::BULK_STOP, 20);
+                    self.release(Then::HandBack(n));
                     let pairings = self.ring.rejoin(n as u16);
                     self.ring.hand_back(n as u16);
                     self.det.revive(n as u16, handed.as_nanos() as u64);
@@ -578,6 +693,78 @@ impl Controller<'_> {
     }
 }
 
+impl Controller<'_> {
+    /// The next spare joins: every node in the ring syncs its table to it.
+    fn start_join(&mut self) {
+        if self.joining.is_some() {
+            return;
+        }
+        let Some(n) = (0..self.total()).find(|&n| self.spare[n] && self.down_at[n].is_none())
+        else {
+            return;
+        };
+        self.joining = Some((n, self.now()));
+        self.say(format!(
+            "spare node {n} joins: every node syncs its table to it"
+        ));
+        for m in self.ring.nodes().to_vec() {
+            self.bulk(usize::from(m), n, Then::Join(n));
+        }
+    }
+
+    /// Once every node has synced the joining spare, it joins the groups
+    /// (the kernel gives it buckets from every member) and the ring.
+    fn finish_join(&mut self) -> anyhow::Result<()> {
+        let Some((n, ordered)) = self.joining else {
+            return Ok(());
+        };
+        let mine: Vec<&Job> = self
+            .jobs
+            .iter()
+            .filter(|j| j.then == Then::Join(n))
+            .collect();
+        if mine.is_empty() {
+            // its sources failed, or did not take the order
+            self.joining = None;
+            return Ok(());
+        }
+        if mine.iter().any(|j| j.state != JobState::Holding) {
+            return Ok(());
+        }
+        let synced = self.now();
+        self.members.push(n);
+        self.bed
+            .set_members(&self.members)
+            .with_context(|| format!("adding node {n} to the groups"))?;
+        let joined = self.now();
+        self.release(Then::Join(n));
+        self.spare[n] = false;
+        self.joining = None;
+        let after = *self.ring.nodes().last().expect("a live node");
+        let pairings = self.ring.join(n as u16, after);
+        self.re_ring(&pairings, usize::MAX, n);
+        let buckets = self
+            .bed
+            .bucket_nodes()
+            .map(|(front, _)| front.iter().filter(|&&x| x == n).count())
+            .unwrap_or(0);
+        self.say(format!(
+            "node {n} joined: synced by every node {:.1} ms after it was ordered, \
+             {buckets} buckets after {:.1} ms more",
+            ms(synced) - ms(ordered),
+            ms(joined) - ms(synced)
+        ));
+        self.joins.push(Join {
+            node: n,
+            ordered_ms: ms(ordered),
+            synced_ms: ms(synced),
+            joined_ms: ms(joined),
+            buckets,
+        });
+        Ok(())
+    }
+}
+
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if !(2..=16).contains(&a.nodes) {
         bail!(
@@ -596,6 +783,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|d| humantime::parse_duration(d).with_context(|| format!("--duration {d}")))
         .transpose()?;
+    let join_after = humantime::parse_duration(&a.join_after)
+        .with_context(|| format!("--join-after {}", a.join_after))?;
+    let total = a.nodes + a.spares;
+    if total > 16 {
+        bail!("--nodes plus --spares: at most 16 nodes");
+    }
     let restart_after = match a.restart_after.as_str() {
         "off" => None,
         d => Some(
@@ -604,8 +797,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         ),
     };
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
-    for i in 0..a.nodes {
-        let text = node_config(a.config.as_deref(), i, a.nodes, true)?;
+    for i in 0..total {
+        let text = node_config(a.config.as_deref(), i, total, true)?;
         std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
         for old in ["json", "log"] {
             let _ = std::fs::remove_file(a.out.join(format!("node{i}.{old}")));
@@ -614,10 +807,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     // a config the nodes would refuse fails here, before the bed is built
     crate::run::load(Some(&a.out.join("node0.toml")))?;
     let stop = crate::run::stop_on_signals()?;
-    let bed = PoolBed::up(&a.prefix, a.nodes, a.buckets)
+    let bed = PoolBed::up(&a.prefix, total, a.buckets)
         .context("building the pool bed (needs root: network namespaces)")?;
+    if a.spares > 0 {
+        // the spares wait outside the groups
+        bed.set_members(&(0..a.nodes).collect::<Vec<_>>())?;
+    }
     let mut nodes = Nodes(Vec::new());
-    for i in 0..a.nodes {
+    for i in 0..total {
         nodes.0.push(Some(start_node(&bed, &a.out, a.workers, i)?));
     }
     // the controller lives on the sync network, in the router's namespace
@@ -638,20 +835,26 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bed: &bed,
         sock,
         nodes,
-        det: Detector::new(a.nodes, period.as_nanos() as u64, a.missed),
+        det: Detector::new(total, period.as_nanos() as u64, a.missed),
         ring: Ring::new(&(0..a.nodes as u16).collect::<Vec<_>>(), a.buckets),
-        carrier: (0..a.nodes).collect(),
+        carrier: (0..total).collect(),
         restart_after,
-        down_at: vec![None; a.nodes],
-        back: (0..a.nodes).map(|_| None).collect(),
+        down_at: vec![None; total],
+        back: (0..total).map(|_| None).collect(),
         jobs: Vec::new(),
+        members: (0..a.nodes).collect(),
+        spare: (0..total).map(|i| i >= a.nodes).collect(),
+        joining: None,
         failovers: Vec::new(),
         rejoins: Vec::new(),
+        joins: Vec::new(),
         syncs: Vec::new(),
         t0: Instant::now(),
     };
     let mut up_at: Option<Instant> = None;
     let mut next_status = Instant::now();
+    let mut joins_ordered = 0u32;
+    let mut last_round: Option<Instant> = None;
     while !stop.0.load(Ordering::Relaxed) {
         if up_at.is_none() && c.now() > Duration::from_secs(30) {
             bail!(
@@ -664,13 +867,24 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 break;
             }
         }
+        // heartbeats not sent while the controller was away (a router
+        // change, a CPU taken) cannot be missed
+        let round = Instant::now();
+        if let Some(prev) = last_round {
+            let away = round.duration_since(prev);
+            if away > period * 3 {
+                c.det.excuse((away - period).as_nanos() as u64);
+            }
+        }
+        last_round = Some(round);
         c.beat(period);
         if up_at.is_none() && c.det.all_up() {
             up_at = Some(Instant::now());
             c.say(format!(
-                "{} nodes up; traffic from the client namespace `{}` \
+                "{} nodes up ({} spare); traffic from the client namespace `{}` \
                  (10.0.0.2) to the server `{}` (198.51.100.2); Ctrl-C to stop",
-                a.nodes,
+                total,
+                a.spares,
                 bed.client(),
                 bed.server()
             ));
@@ -679,11 +893,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             c.fail(dead)?;
         }
         c.rejoin()?;
+        if let Some(u) = up_at {
+            if c.spare.iter().any(|&s| s) && u.elapsed() >= join_after * (joins_ordered + 1) {
+                joins_ordered += 1;
+                c.start_join();
+            }
+        }
+        c.finish_join()?;
         if up_at.is_some() && Instant::now() >= next_status {
             next_status = Instant::now() + Duration::from_secs(1);
-            let live: Vec<String> = (0..a.nodes)
+            let live: Vec<String> = (0..total)
                 .map(|i| {
                     let s = match (&c.down_at[i], &c.back[i]) {
+                        (None, _) if c.spare[i] => "spare",
                         (None, _) => "up",
                         (Some(_), None) => "down",
                         (Some(_), Some(_)) => "rejoining",
@@ -709,7 +931,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .status();
     }
     let mut reports = Vec::new();
-    for i in 0..a.nodes {
+    for i in 0..total {
         let mut ch = c.nodes.0[i].take().expect("every node was started");
         let st = ch.wait()?;
         let path = a.out.join(format!("node{i}.json"));
@@ -723,10 +945,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         reports.push(r);
     }
     let report = PoolReport {
-        nodes: a.nodes,
+        nodes: total,
         node_reports: reports,
         failovers: c.failovers,
         rejoins: c.rejoins,
+        joins: c.joins,
         syncs: c.syncs,
     };
     print_report(&report);
@@ -738,7 +961,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(r: &PoolReport) {
-    println!("node  packets in  out        replicated  installed  unprotected  synced  drops");
+    println!(
+        "node  packets in  out        replicated  lag p50/p99 µs  installed  unprotected  \
+         synced  drops"
+    );
     for (i, n) in r.node_reports.iter().enumerate() {
         if n.is_null() {
             println!("{i:<5} (down: no report)");
@@ -752,10 +978,11 @@ fn print_report(r: &PoolReport) {
         // (a JSON value ignores the width: as text first)
         let v = |x: &serde_json::Value| x.to_string();
         println!(
-            "{i:<5} {:<11} {:<10} {:<11} {:<10} {:<12} {:<7} {}",
+            "{i:<5} {:<11} {:<10} {:<11} {:<15} {:<10} {:<12} {:<7} {}",
             v(&n["packets_in"]),
             v(&n["packets_out"]),
             v(&p["replicated"]),
+            format!("{}/{}", v(&p["lag_p50_us"]), v(&p["lag_p99_us"])),
             v(&p["installed"]),
             v(&p["unprotected"]),
             v(&p["synced"]),
@@ -788,6 +1015,15 @@ fn print_report(r: &PoolReport) {
                 y.purpose, y.from, y.to, y.copies
             ),
         }
+    }
+    for j in &r.joins {
+        println!(
+            "join: node {} synced by every node in {:.1} ms, {} buckets {:.1} ms later",
+            j.node,
+            j.synced_ms - j.ordered_ms,
+            j.buckets,
+            j.joined_ms - j.synced_ms
+        );
     }
     for j in &r.rejoins {
         println!(

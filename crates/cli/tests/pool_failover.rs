@@ -33,10 +33,10 @@ const PREFIX: &str = "fspf";
 const PORT: u16 = 7100;
 const NODES: usize = 3;
 const CONNECTIONS: usize = 200;
-/// Each download runs until the test says stop (a second after the rejoin),
-/// in CHUNK-byte pieces PACE apart; at least MIN_BYTES make it a download.
+/// Each download runs until the test says stop (a second after the join),
+/// in CHUNK-byte pieces PACE apart: one that ends before, or with an error,
+/// or with a wrong byte, broke.
 static STOP: AtomicBool = AtomicBool::new(false);
-const MIN_BYTES: usize = 400_000;
 const CHUNK: usize = 4_000;
 const PACE: Duration = Duration::from_millis(16);
 
@@ -57,10 +57,10 @@ impl Drop for Pool {
         if let Some(c) = &mut self.0 {
             let _ = c.kill();
             let _ = c.wait();
-            for i in 0..NODES {
+            for i in 0..=NODES {
                 kill_node(i);
             }
-            PoolBed::down(PREFIX, NODES);
+            PoolBed::down(PREFIX, NODES + 1);
         }
     }
 }
@@ -109,12 +109,14 @@ fn server() {
     rx.recv().unwrap();
 }
 
-/// When node 0 was killed, and when the pool said it had its buckets back.
-type Marks = Mutex<[Option<Duration>; 2]>;
+/// When node 0 was killed, when the pool said it had its buckets back, and
+/// when it said the spare had joined.
+type Marks = Mutex<[Option<Duration>; 3]>;
 
 /// One download: bytes right; the longest gap between reads after the kill
-/// (before the rejoin), and over the second after the rejoin, ms.
-fn download(seed: u16, start: &Barrier, t0: Instant, marks: &Marks) -> (bool, f64, f64) {
+/// (until the rejoin or the join), over the second after the rejoin, and
+/// over the second after the join, ms.
+fn download(seed: u16, start: &Barrier, t0: Instant, marks: &Marks) -> (bool, [f64; 3]) {
     let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
     let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("connection {seed}: {e}"));
@@ -124,8 +126,9 @@ fn download(seed: u16, start: &Barrier, t0: Instant, marks: &Marks) -> (bool, f6
     let (mut got, mut right) = (0, true);
     let mut buf = [0u8; 16_384];
     let mut last = t0.elapsed();
-    let (mut failover, mut rejoin) = (Duration::ZERO, Duration::ZERO);
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut gaps = [Duration::ZERO; 3];
+    let ms = |g: [Duration; 3]| g.map(|d| d.as_secs_f64() * 1e3);
+    let second = Duration::from_secs(1);
     loop {
         match s.read(&mut buf) {
             Ok(0) => break,
@@ -136,26 +139,34 @@ fn download(seed: u16, start: &Barrier, t0: Instant, marks: &Marks) -> (bool, f6
                     .all(|(k, b)| *b == pattern(seed, got + k));
                 got += n;
                 let now = t0.elapsed();
-                match *marks.lock().unwrap() {
-                    [Some(k), None] if now > k => failover = failover.max(now - last.max(k)),
-                    [Some(k), Some(b)] if now <= b => failover = failover.max(now - last.max(k)),
-                    [_, Some(b)] if now < b + Duration::from_secs(1) => {
-                        rejoin = rejoin.max(now - last)
+                let [k, b, j] = *marks.lock().unwrap();
+                // the failover's window ends with the first of the others
+                let end = [b, j].into_iter().flatten().min();
+                if let Some(k) = k.filter(|&k| now > k && end.is_none_or(|e| now <= e)) {
+                    gaps[0] = gaps[0].max(now - last.max(k));
+                }
+                for (g, m) in [(1, b), (2, j)] {
+                    if m.is_some_and(|m| now > m && now < m + second) {
+                        gaps[g] = gaps[g].max(now - last);
                     }
-                    _ => {}
                 }
                 last = now;
             }
             Err(e) => {
                 eprintln!("download {seed} broke after {got} bytes: {e}");
-                return (false, ms(failover), ms(rejoin));
+                return (false, ms(gaps));
             }
         }
     }
-    if !right || got < MIN_BYTES {
-        eprintln!("download {seed}: {got} bytes, right: {right}");
+    // the server closes only once told to stop
+    let whole = STOP.load(Ordering::Relaxed);
+    if !right || !whole {
+        eprintln!(
+            "download {seed}: {got} bytes, right: {right}, ended before the stop: {}",
+            !whole
+        );
     }
-    (right && got >= MIN_BYTES, ms(failover), ms(rejoin))
+    (right && whole, ms(gaps))
 }
 
 #[test]
@@ -182,7 +193,14 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         // not answer for tens of them, and a live node failed over takes
         // its adopted flows with it: down after 200 missed
         .args(["--heartbeat-us", "1000", "--missed", "200"])
-        .args(["--restart-after", "1s"])
+        .args([
+            "--restart-after",
+            "1s",
+            "--spares",
+            "1",
+            "--join-after",
+            "5s",
+        ])
         .arg("--config")
         .arg(&chain)
         .arg("--out")
@@ -207,7 +225,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         );
     }
     let t0 = Instant::now();
-    let marks: Arc<Marks> = Arc::new(Mutex::new([None, None]));
+    let marks: Arc<Marks> = Arc::new(Mutex::new([None, None, None]));
     // the rest of the pool's output, as it comes
     let out = Arc::new(Mutex::new(Vec::new()));
     let (o, m) = (out.clone(), marks.clone());
@@ -215,6 +233,9 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         for l in lines.map_while(Result::ok) {
             if l.contains("rejoined") {
                 m.lock().unwrap()[1] = Some(t0.elapsed());
+            }
+            if l.contains("node 3 joined") {
+                m.lock().unwrap()[2] = Some(t0.elapsed());
             }
             o.lock().unwrap().push(l);
         }
@@ -236,19 +257,19 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     marks.lock().unwrap()[0] = Some(t0.elapsed());
     kill_node(0);
     // the downloads go on until a second after node 0 has its buckets back
+    // and the spare has joined
     let waited = Instant::now();
-    while marks.lock().unwrap()[1].is_none() && waited.elapsed() < Duration::from_secs(30) {
+    while marks.lock().unwrap()[1..].iter().any(Option::is_none)
+        && waited.elapsed() < Duration::from_secs(30)
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_secs(1));
     STOP.store(true, Ordering::Relaxed);
-    let results: Vec<(bool, f64, f64)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    let results: Vec<(bool, [f64; 3])> = hs.into_iter().map(|h| h.join().unwrap()).collect();
     let broken = results.iter().filter(|r| !r.0).count();
     let spread = |k: usize| {
-        let mut g: Vec<f64> = results
-            .iter()
-            .map(|r| if k == 0 { r.1 } else { r.2 })
-            .collect();
+        let mut g: Vec<f64> = results.iter().map(|r| r.1[k]).collect();
         g.sort_by(f64::total_cmp);
         format!(
             "p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
@@ -269,9 +290,11 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     let printed = out.lock().unwrap().join("\n");
     println!(
         "{CONNECTIONS} connections, {broken} broken; longest gap per connection after the \
-         kill: {}; in the second after the rejoin: {} (the server writes every {} ms)\n{printed}",
+         kill: {}; in the second after the rejoin: {}; after the join: {} (the server writes \
+         every {} ms)\n{printed}",
         spread(0),
         spread(1),
+        spread(2),
         PACE.as_millis()
     );
     assert!(st.success(), "{st}");
@@ -306,11 +329,43 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     let back = sync(1, 0, "hand-back");
     assert!(back["done_ms"].as_f64().is_some(), "{back}");
     assert!(back["copies"].as_u64().unwrap() >= 100, "{back}");
-    for (from, to) in [(1, 2), (2, 1), (2, 0)] {
+    // after the failover, node 1 (the heir) and node 2 (re-ringed to it)
+    // synced their new secondaries
+    for (from, to) in [(1, 2), (2, 1)] {
         let y = sync(from, to, "new-secondary");
         assert!(y["done_ms"].as_f64().is_some(), "{y}");
         assert!(y["copies"].as_u64().unwrap() >= 30, "{y}");
     }
+    // and every sync finished (the rejoined node's predecessor's among
+    // them: node 2, or node 3 when it joined first)
+    for y in syncs {
+        assert!(y["done_ms"].as_f64().is_some(), "{y}");
+    }
+    assert!(
+        syncs
+            .iter()
+            .any(|y| y["to"] == 0 && y["purpose"] == "new-secondary"),
+        "{syncs:?}"
+    );
+    // the spare joined once every node had synced it, and carried traffic
+    let j = &r["joins"];
+    assert_eq!(j.as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(j[0]["node"].as_u64(), Some(3));
+    assert!(j[0]["buckets"].as_u64().unwrap() > 0, "{j}");
+    // (from every node in the ring then: 1 and 2, and 0 once it is back)
+    let from: Vec<u64> = syncs
+        .iter()
+        .filter(|y| y["to"] == 3 && y["purpose"] == "join")
+        .map(|y| y["from"].as_u64().unwrap())
+        .collect();
+    assert!(from.contains(&1) && from.contains(&2), "{syncs:?}");
+    let n3 = &r["node_reports"][3];
+    assert!(
+        n3["pool"]["synced"].as_u64().unwrap() >= 150,
+        "{}",
+        n3["pool"]
+    );
+    assert!(n3["packets_out"].as_u64().unwrap() > 500, "{n3}");
     let n0 = &r["node_reports"][0];
     assert!(
         n0["pool"]["synced"].as_u64().unwrap() >= 100,
@@ -319,7 +374,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     );
     // and carried its connections after it
     assert!(n0["packets_out"].as_u64().unwrap() > 1_000, "{n0}");
-    for i in 0..NODES {
+    for i in 0..=NODES {
         let n = &r["node_reports"][i];
         let drops: u64 = n["drops"]
             .as_object()
@@ -335,7 +390,14 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         );
         assert_eq!(n["pool"]["replica_bad"], 0, "node {i}");
         assert_eq!(n["pool"]["sync_bad"], 0, "node {i}");
-        if i == 0 {
+        // replication lag: a copy acknowledged within a second (p50)
+        let lag = n["pool"]["lag_p50_us"].as_u64();
+        assert!(
+            lag.is_some_and(|l| l < 1_000_000),
+            "node {i}: {}",
+            n["pool"]
+        );
+        if i == 0 || i == NODES {
             continue;
         }
         // the secondary acknowledged copies

@@ -302,30 +302,42 @@ impl PoolBed {
 
     /// `ip nexthop VERB` of both resilient groups with `nodes` as members.
     fn groups(&self, verb: &str, nodes: &[usize]) -> io::Result<()> {
-        let r = self.router();
-        for base in [FRONT, BACK] {
-            let members: Vec<String> = nodes
-                .iter()
-                .map(|&n| (base + 1 + n as u32).to_string())
-                .collect();
-            exec(
-                &r,
-                "ip",
-                &[
-                    "nexthop",
-                    verb,
-                    "id",
-                    &base.to_string(),
-                    "group",
-                    &members.join("/"),
-                    "type",
-                    "resilient",
-                    "buckets",
-                    &self.buckets.to_string(),
-                    "idle_timer",
-                    "0",
-                ],
-            )?;
+        // both groups by one `ip` process (a join waits for it)
+        let batch: String = [FRONT, BACK]
+            .iter()
+            .map(|base| {
+                let members: Vec<String> = nodes
+                    .iter()
+                    .map(|&n| (base + 1 + n as u32).to_string())
+                    .collect();
+                format!(
+                    "nexthop {verb} id {base} group {} type resilient buckets {} idle_timer 0\n",
+                    members.join("/"),
+                    self.buckets
+                )
+            })
+            .collect();
+        self.batch(&batch)
+            .map_err(|e| io::Error::other(format!("setting the groups' members: {e}")))
+    }
+
+    /// Runs `commands` by one `ip -batch` in the router's namespace.
+    fn batch(&self, commands: &str) -> io::Result<()> {
+        let mut child = std::process::Command::new("ip")
+            .args(["-n", &self.router(), "-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin.write_all(commands.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
         }
         Ok(())
     }
@@ -346,24 +358,8 @@ impl PoolBed {
                 )
             })
             .collect();
-        let mut child = std::process::Command::new("ip")
-            .args(["-n", &self.router(), "-batch", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().expect("piped");
-            stdin.write_all(batch.as_bytes())?;
-        }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "redirecting node {from} to {to}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        self.batch(&batch)
+            .map_err(|e| io::Error::other(format!("redirecting node {from} to {to}: {e}")))
     }
 
     /// The node of every bucket of each group (front, back), read back from

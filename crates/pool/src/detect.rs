@@ -43,6 +43,15 @@ impl Detector {
         }
     }
 
+    /// The controller was away (blocked in a router change, descheduled)
+    /// for `away_ns`: heartbeats it did not send cannot be missed, so every
+    /// node's last answer moves that much later.
+    pub fn excuse(&mut self, away_ns: u64) {
+        for l in self.last.iter_mut().flatten() {
+            *l = l.saturating_add(away_ns);
+        }
+    }
+
     /// True once every node has answered (the pool is up).
     pub fn all_up(&self) -> bool {
         self.last.iter().all(Option::is_some)
@@ -116,6 +125,18 @@ mod tests {
         }
         assert!(d.check(23_000).is_empty());
         assert_eq!(d.check(24_001), vec![1]);
+    }
+
+    #[test]
+    fn time_the_controller_was_away_is_not_missed_beats() {
+        let mut d = Detector::new(2, 1_000, 3);
+        d.alive(0, 0);
+        d.alive(1, 0);
+        // the controller sent nothing from 1 µs to 9 µs
+        d.excuse(8_000);
+        assert!(d.check(10_000).is_empty());
+        d.alive(0, 10_000);
+        assert_eq!(d.check(11_001), vec![1]);
     }
 
     #[test]

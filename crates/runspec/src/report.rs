@@ -176,7 +176,13 @@ pub struct RunReport {
     /// this node's primaries, `installed` of them, `replicas_dropped` that the
     /// kernel dropped at the replication port because this node fell behind
     /// (lost packets, also in `drops.rx_overflow`), `replica_bad` datagrams
-    /// that were not replica messages.
+    /// that were not replica messages; `lag_p50_us`, `lag_p99_us`,
+    /// `lag_max_us`: replication lag, from a copy's sending to the
+    /// secondary's acknowledgement. Bulk sync (`runtime::bulk`):
+    /// `bulk_sent` copies to the node an order named (`bulk_resent` again,
+    /// `bulk_acked` acknowledged), `sync_in` copies received, `synced` of
+    /// them installed, `sync_bad` not installable, `sync_refused` because
+    /// their core's ring was full (sent again by their sender).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pool: BTreeMap<&'static str, u64>,
 }

@@ -17,7 +17,8 @@
 //! its port and, instead of a frame, the entry's RSS hash (4 bytes,
 //! big-endian): the receiving NIC model steers it by that hash to the core
 //! owning the entry's shard, which installs it and sends nothing out. A copy
-//! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then.
+//! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then
+//! (at most a step's worth per loop).
 
 use std::collections::HashMap;
 use std::io;
@@ -70,8 +71,11 @@ pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
 const WINDOW: usize = 256;
 /// Entries a core walks per loop.
 pub(crate) const STEP: usize = 32;
-/// A copy unacknowledged this long is sent again.
-pub(crate) const RESEND_NS: u64 = 50_000_000;
+/// A copy unacknowledged this long is sent again. Long against the
+/// replication lag of nodes that share busy CPUs (tens of ms at p99 on a
+/// 2-CPU machine running four nodes): a shorter one resends copies that are
+/// only late, and the resends make the receiver later still.
+pub(crate) const RESEND_NS: u64 = 500_000_000;
 
 /// The node's current order, shared by the NIC model (which takes orders)
 /// and the working cores (which carry them out).
@@ -253,14 +257,16 @@ impl BulkTx {
         }
     }
 
-    /// Copies out longer than [`RESEND_NS`] at `now`, forgotten: the caller
-    /// sends each again if its entry still lives.
+    /// Copies out longer than [`RESEND_NS`] at `now` (a step's worth at
+    /// most), forgotten: the caller sends each again if its entry still
+    /// lives.
     pub fn overdue(&mut self, now: u64) -> Vec<(usize, u32, u32)> {
         let late: Vec<u32> = self
             .out
             .iter()
             .filter(|(_, o)| now.saturating_sub(o.3) > RESEND_NS)
             .map(|(s, _)| *s)
+            .take(STEP)
             .collect();
         late.into_iter()
             .filter_map(|s| self.out.remove(&s))

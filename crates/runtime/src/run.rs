@@ -585,6 +585,18 @@ fn merge(
             ("sync_in", feeder.sync_in),
             ("sync_refused", feeder.sync_refused),
         ];
+        let mut lag = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 2)
+            .expect("valid bounds");
+        for h in workers.iter().filter_map(|r| r.replica_lag.as_ref()) {
+            lag.add(h).expect("same bounds");
+        }
+        if !lag.is_empty() {
+            t.pool.extend([
+                ("lag_p50_us", lag.value_at_quantile(0.5) / 1_000),
+                ("lag_p99_us", lag.value_at_quantile(0.99) / 1_000),
+                ("lag_max_us", lag.max() / 1_000),
+            ]);
+        }
     }
     let held = workers.iter().map(|r| r.held).sum();
     let leftover_leases = offloaders.iter().map(|r| r.leftover).sum();

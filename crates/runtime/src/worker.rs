@@ -37,6 +37,8 @@ pub(crate) struct WorkerResult {
     /// still poisoned at the end; bulk-sync copies sent, sent again,
     /// acknowledged, and installed here; bulk copies not installable.
     pub replica: Option<[u64; 11]>,
+    /// In a pool: the replication lag of this core's copies (ns).
+    pub replica_lag: Option<hdrhistogram::Histogram<u64>>,
 }
 
 impl WorkerResult {
@@ -98,7 +100,9 @@ pub(crate) struct Replication {
     /// packets is copied again.
     poisoned: std::collections::HashMap<(usize, u32), (u32, u32)>,
     /// Copy number → its flow, until acknowledged.
-    unacked: std::collections::HashMap<u32, (usize, u32)>,
+    unacked: std::collections::HashMap<u32, ((usize, u32), u64)>,
+    /// Replication lag: from a copy's sending to its acknowledgement, ns.
+    pub lag: hdrhistogram::Histogram<u64>,
     /// Replica messages installed and sent out.
     pub installed: u64,
     /// Copies acknowledged.
@@ -121,18 +125,27 @@ impl Replication {
             found: Vec::new(),
             poisoned: Default::default(),
             unacked: Default::default(),
+            lag: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
+                .expect("valid bounds"),
             installed: 0,
             acked: 0,
             recopied: 0,
         }
     }
 
-    /// Takes the secondary's acknowledgements in: their flows are safe.
-    fn take_acks(&mut self) {
-        let (poisoned, unacked, acked) = (&mut self.poisoned, &mut self.unacked, &mut self.acked);
+    /// Takes the secondary's acknowledgements in at `now`: their flows are
+    /// safe.
+    fn take_acks(&mut self, now: u64) {
+        let (poisoned, unacked, acked, lag) = (
+            &mut self.poisoned,
+            &mut self.unacked,
+            &mut self.acked,
+            &mut self.lag,
+        );
         self.tx.acks(|seq| {
-            if let Some(key) = unacked.remove(&seq) {
+            if let Some((key, sent)) = unacked.remove(&seq) {
                 *acked += 1;
+                lag.saturating_record(now.saturating_sub(sent).max(1));
                 if poisoned.get(&key).is_some_and(|(_, s)| *s == seq) {
                     poisoned.remove(&key);
                 }
@@ -281,7 +294,7 @@ impl Worker {
                 r.stats
             }),
             replica: self.replica.as_mut().map(|r| {
-                r.take_acks();
+                r.take_acks(self.shared.now_ns());
                 r.bulk.take_acks();
                 [
                     r.tx.sent,
@@ -297,6 +310,8 @@ impl Worker {
                     r.sync_bad,
                 ]
             }),
+            // (after the last acknowledgements were taken in, above)
+            replica_lag: self.replica.as_ref().map(|r| r.lag.clone()),
         }
     }
 
@@ -340,7 +355,7 @@ impl Worker {
         if self.replica.is_some() {
             self.install_replicas(&mut sc.batch, now);
             if let Some(r) = self.replica.as_mut() {
-                r.take_acks();
+                r.take_acks(now);
             }
         }
         sc.fates.clear();
@@ -652,7 +667,7 @@ impl Worker {
                 if let Some((_, old)) = r.poisoned.insert(key, (gen, seq)) {
                     r.unacked.remove(&old);
                 }
-                r.unacked.insert(seq, key);
+                r.unacked.insert(seq, (key, now));
                 true
             }
             None => false,
