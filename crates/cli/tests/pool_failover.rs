@@ -12,9 +12,13 @@
 //! (bulk sync), so every flow has two copies again. The controller restarts
 //! node 0 a second after it found it down; once it answers, node 1 syncs its
 //! table to it while the downloads go on, and then node 0 takes its buckets
-//! and NAT pool back, and node 2 replicates and syncs to it. The downloads
-//! run until a second after that, every byte checked: 0 connections broken
-//! through the failover and the rejoin. Their times and each connection's longest stall are printed.
+//! and NAT pool back, and its predecessor replicates and syncs to it. Five
+//! seconds after the pool is up, a spare fourth node joins: every node in the
+//! ring syncs its table to it, then it becomes a member of the router's
+//! groups and takes buckets from every node. The downloads run until a
+//! second after both, every byte checked: 0 connections broken through the
+//! failover, the rejoin and the join. Their times and each connection's
+//! longest stalls are printed.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
