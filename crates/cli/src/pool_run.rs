@@ -487,24 +487,27 @@ impl Controller<'_> {
 
     /// Orders the queued syncs whose source is free.
     fn start_jobs(&mut self) {
-        let mut k = 0;
-        while k < self.jobs.len() {
-            let j = &self.jobs[k];
-            let busy = self
-                .jobs
-                .iter()
-                .any(|o| o.from == j.from && o.state != JobState::Queued);
-            if j.state != JobState::Queued || busy {
-                k += 1;
-                continue;
+        // (an order waits for its answer and takes other answers in
+        // meanwhile, which may end jobs: each is found again by its report)
+        while let Some((report, from, to)) = self
+            .jobs
+            .iter()
+            .find(|j| {
+                j.state == JobState::Queued
+                    && !self
+                        .jobs
+                        .iter()
+                        .any(|o| o.from == j.from && o.state != JobState::Queued)
+            })
+            .map(|j| (j.report, j.from, j.to))
+        {
+            // running from now: a nested call leaves its source alone
+            if let Some(j) = self.jobs.iter_mut().find(|j| j.report == report) {
+                j.state = JobState::Running;
             }
-            let (from, to) = (j.from, j.to);
-            if self.order_with_addr(from, runtime::BULK_START, to) {
-                self.jobs[k].state = JobState::Running;
-                k += 1;
-            } else {
+            if !self.order_with_addr(from, runtime::BULK_START, to) {
                 eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
-                self.jobs.remove(k);
+                self.jobs.retain(|j| j.report != report);
             }
         }
     }
@@ -545,11 +548,19 @@ impl Controller<'_> {
         let d = usize::from(dead);
         self.down_at[d] = Some(detected);
         self.back[d] = None;
-        // its syncs end with it, and it no longer waits for one
+        // its syncs end with it; those to it stop
+        let to_it: Vec<usize> = self
+            .jobs
+            .iter()
+            .filter(|j| j.to == d && j.from != d && j.state != JobState::Queued)
+            .map(|j| j.from)
+            .collect();
         self.jobs.retain(|j| j.from != d && j.to != d);
         if self.joining.is_some_and(|(n, _)| n == d) {
             self.joining = None;
-            self.jobs.retain(|j| j.then != Then::Join(d));
+        }
+        for from in to_it {
+            self.order(from, runtime::BULK_STOP, 20);
         }
         self.start_jobs();
         if !self.ring.nodes().contains(&dead) {

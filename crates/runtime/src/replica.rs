@@ -216,6 +216,73 @@ impl ReplicaTx {
     }
 }
 
+/// A flow as a core names it: (shard, entry).
+pub(crate) type FlowRef = (usize, u32);
+
+/// A primary core's poison bits (Sirius §3.2): a flow whose last copy the
+/// secondary has not acknowledged is poisoned, and each of its packets is
+/// copied again; and the replication lag of the copies acknowledged. Pure:
+/// copy numbers and times are arguments.
+pub(crate) struct Poison {
+    /// Poisoned flows → (the entry's generation, the copy's number).
+    poisoned: std::collections::HashMap<FlowRef, (u32, u32)>,
+    /// Copy number → its flow and when it was sent, until acknowledged.
+    unacked: std::collections::HashMap<u32, (FlowRef, u64)>,
+    /// From a copy's sending to its acknowledgement, ns.
+    pub lag: hdrhistogram::Histogram<u64>,
+}
+
+/// A histogram of replication lags (ns, up to a minute).
+pub(crate) fn lag_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds")
+}
+
+impl Default for Poison {
+    fn default() -> Poison {
+        Poison {
+            poisoned: Default::default(),
+            unacked: Default::default(),
+            lag: lag_histogram(),
+        }
+    }
+}
+
+impl Poison {
+    /// Copy `seq` of `flow` (its entry's generation `gen`) left at `now`: the
+    /// flow is poisoned until that copy is acknowledged (an earlier copy's
+    /// acknowledgement no longer clears it).
+    pub fn sent(&mut self, flow: FlowRef, gen: u32, seq: u32, now: u64) {
+        if let Some((_, old)) = self.poisoned.insert(flow, (gen, seq)) {
+            self.unacked.remove(&old);
+        }
+        self.unacked.insert(seq, (flow, now));
+    }
+
+    /// The secondary acknowledged copy `seq` at `now`: true if it was one
+    /// waited for.
+    pub fn acked(&mut self, seq: u32, now: u64) -> bool {
+        let Some((flow, sent)) = self.unacked.remove(&seq) else {
+            return false;
+        };
+        self.lag.saturating_record(now.saturating_sub(sent).max(1));
+        if self.poisoned.get(&flow).is_some_and(|(_, s)| *s == seq) {
+            self.poisoned.remove(&flow);
+        }
+        true
+    }
+
+    /// True if `flow`, in the entry of generation `gen`, is poisoned (an
+    /// entry reused by another flow is not).
+    pub fn is_poisoned(&self, flow: FlowRef, gen: u32) -> bool {
+        self.poisoned.get(&flow).is_some_and(|(g, _)| *g == gen)
+    }
+
+    /// Flows poisoned now.
+    pub fn poisoned(&self) -> usize {
+        self.poisoned.len()
+    }
+}
+
 /// A pool controller's heartbeat: the node's NIC model answers [`ALIVE`] to
 /// its sender, so a node whose data path stops (killed, hung) stops answering.
 pub const HEARTBEAT: &[u8] = b"FSHB";
@@ -346,6 +413,29 @@ mod tests {
             Err(BadMessage::Length)
         );
         assert_eq!(decode(b"FS\x81\0\0\0\0\x00\x00"), Err(BadMessage::Length));
+    }
+
+    #[test]
+    fn a_flow_stays_poisoned_until_its_last_copy_is_acknowledged() {
+        let mut p = Poison::default();
+        let f = (3, 17);
+        p.sent(f, 1, 10, 1_000);
+        assert!(p.is_poisoned(f, 1));
+        // a newer entry in the same slot is another flow
+        assert!(!p.is_poisoned(f, 2));
+        // copied again before the first was acknowledged: only the last
+        // copy's acknowledgement clears it
+        p.sent(f, 1, 11, 2_000);
+        assert!(!p.acked(10, 3_000), "no longer waited for");
+        assert!(p.is_poisoned(f, 1));
+        assert!(p.acked(11, 5_000));
+        assert!(!p.is_poisoned(f, 1));
+        assert_eq!(p.poisoned(), 0);
+        assert!(!p.acked(11, 6_000), "once");
+        assert!(!p.acked(99, 6_000), "unknown");
+        // the lag of the one acknowledged copy: 3 µs
+        assert_eq!(p.lag.len(), 1);
+        assert!((2_990..=3_010).contains(&p.lag.max()), "{}", p.lag.max());
     }
 
     #[test]

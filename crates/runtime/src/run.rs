@@ -585,8 +585,7 @@ fn merge(
             ("sync_in", feeder.sync_in),
             ("sync_refused", feeder.sync_refused),
         ];
-        let mut lag = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 2)
-            .expect("valid bounds");
+        let mut lag = crate::replica::lag_histogram();
         for h in workers.iter().filter_map(|r| r.replica_lag.as_ref()) {
             lag.add(h).expect("same bounds");
         }

@@ -95,14 +95,8 @@ pub(crate) struct Replication {
     /// whose flow was found; a new flow has none).
     before: Vec<Option<nf::FlowState>>,
     found: Vec<bool>,
-    /// Flows whose last copy the secondary has not acknowledged (shard,
-    /// entry) → (the entry's generation, the copy's number): each of their
-    /// packets is copied again.
-    poisoned: std::collections::HashMap<(usize, u32), (u32, u32)>,
-    /// Copy number → its flow, until acknowledged.
-    unacked: std::collections::HashMap<u32, ((usize, u32), u64)>,
-    /// Replication lag: from a copy's sending to its acknowledgement, ns.
-    pub lag: hdrhistogram::Histogram<u64>,
+    /// The poison bits and the copies not yet acknowledged.
+    pub poison: crate::replica::Poison,
     /// Replica messages installed and sent out.
     pub installed: u64,
     /// Copies acknowledged.
@@ -123,10 +117,7 @@ impl Replication {
             sync_bad: 0,
             before: Vec::new(),
             found: Vec::new(),
-            poisoned: Default::default(),
-            unacked: Default::default(),
-            lag: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
-                .expect("valid bounds"),
+            poison: crate::replica::Poison::default(),
             installed: 0,
             acked: 0,
             recopied: 0,
@@ -136,19 +127,10 @@ impl Replication {
     /// Takes the secondary's acknowledgements in at `now`: their flows are
     /// safe.
     fn take_acks(&mut self, now: u64) {
-        let (poisoned, unacked, acked, lag) = (
-            &mut self.poisoned,
-            &mut self.unacked,
-            &mut self.acked,
-            &mut self.lag,
-        );
+        let (poison, acked) = (&mut self.poison, &mut self.acked);
         self.tx.acks(|seq| {
-            if let Some((key, sent)) = unacked.remove(&seq) {
+            if poison.acked(seq, now) {
                 *acked += 1;
-                lag.saturating_record(now.saturating_sub(sent).max(1));
-                if poisoned.get(&key).is_some_and(|(_, s)| *s == seq) {
-                    poisoned.remove(&key);
-                }
             }
         });
     }
@@ -302,7 +284,7 @@ impl Worker {
                     r.installed,
                     r.acked,
                     r.recopied,
-                    r.poisoned.len() as u64,
+                    r.poison.poisoned() as u64,
                     r.bulk.sent,
                     r.bulk.resent,
                     r.bulk.acked,
@@ -311,7 +293,7 @@ impl Worker {
                 ]
             }),
             // (after the last acknowledgements were taken in, above)
-            replica_lag: self.replica.as_ref().map(|r| r.lag.clone()),
+            replica_lag: self.replica.as_ref().map(|r| r.poison.lag.clone()),
         }
     }
 
@@ -645,7 +627,7 @@ impl Worker {
         };
         let key = (s, id.0);
         let gen = shard.table.generation(id);
-        let poisoned = r.poisoned.get(&key).is_some_and(|(g, _)| *g == gen);
+        let poisoned = r.poison.is_poisoned(key, gen);
         if !changed && !poisoned {
             return false;
         }
@@ -664,10 +646,7 @@ impl Worker {
         match r.tx.send(p.port, &entry, &p.data) {
             Some(seq) => {
                 // poisoned until the secondary acknowledges this copy
-                if let Some((_, old)) = r.poisoned.insert(key, (gen, seq)) {
-                    r.unacked.remove(&old);
-                }
-                r.unacked.insert(seq, (key, now));
+                r.poison.sent(key, gen, seq, now);
                 true
             }
             None => false,
