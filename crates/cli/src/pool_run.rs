@@ -337,8 +337,9 @@ struct Controller<'a> {
     /// Which node's links each node's buckets point at now.
     carrier: Vec<usize>,
     restart_after: Option<Duration>,
-    /// Per node: found down at, and its way back.
+    /// Per node: found down at, its last answer, and its way back.
     down_at: Vec<Option<Duration>>,
+    heard: Vec<Option<Duration>>,
     back: Vec<Option<Back>>,
     jobs: Vec<Job>,
     /// The groups' members (a failed node stays one: its nexthops point at
@@ -422,6 +423,7 @@ impl Controller<'_> {
         match a {
             Answer::Alive(i) => {
                 self.det.alive(i as u16, now.as_nanos() as u64);
+                self.heard[i] = Some(now);
                 if let Some(b) = self.back[i].as_mut() {
                     b.answered.get_or_insert(now);
                 }
@@ -615,33 +617,43 @@ impl Controller<'_> {
             let Some(down) = self.down_at[n] else {
                 continue;
             };
-            if self.back[n].is_none() {
-                let exited = match self.nodes.0[n].as_mut() {
-                    Some(c) => c.try_wait()?.is_some(),
-                    None => true,
-                };
-                let restarted = match self.restart_after {
-                    Some(r) if exited && now >= down + r => {
-                        self.nodes.0[n] =
-                            Some(start_node(self.bed, &self.a.out, self.a.workers, n)?);
-                        self.say(format!("node {n} restarted"));
-                        Some(now)
-                    }
-                    _ => None,
-                };
-                // (a node that did not stop — found down while busy — is
-                // synced and takes its buckets back the same way)
-                let answered = self
-                    .det
-                    .last(n as u16)
-                    .is_some_and(|t| t > down.as_nanos() as u64);
-                if restarted.is_some() || (answered && !exited) {
+            let exited = match self.nodes.0[n].as_mut() {
+                Some(c) => c.try_wait()?.is_some(),
+                None => true,
+            };
+            let Some(b) = self.back[n].as_ref() else {
+                let heard = self.heard[n].filter(|&t| t > down);
+                let due = self.restart_after.is_some_and(|r| now >= down + r);
+                if let (false, Some(t)) = (exited, heard) {
+                    // found down while alive (busy), and answering again:
+                    // synced and given its buckets back the same way
                     self.back[n] = Some(Back {
-                        restarted,
+                        restarted: None,
+                        answered: Some(t),
+                        synced: None,
+                    });
+                } else if exited && due {
+                    self.nodes.0[n] = Some(start_node(self.bed, &self.a.out, self.a.workers, n)?);
+                    self.say(format!("node {n} restarted"));
+                    self.back[n] = Some(Back {
+                        restarted: Some(now),
                         answered: None,
                         synced: None,
                     });
+                } else if !exited && due {
+                    // neither gone nor answering: hung; restarted next round
+                    if let Some(c) = self.nodes.0[n].as_mut() {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    self.say(format!("node {n} hangs: killed"));
                 }
+                continue;
+            };
+            if b.answered.is_none() && exited {
+                // the restarted process ended before it answered: again
+                self.back[n] = None;
+                self.down_at[n] = Some(now);
                 continue;
             }
             let b = self.back[n].as_ref().expect("on its way back");
@@ -851,6 +863,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         carrier: (0..total).collect(),
         restart_after,
         down_at: vec![None; total],
+        heard: vec![None; total],
         back: (0..total).map(|_| None).collect(),
         jobs: Vec::new(),
         members: (0..a.nodes).collect(),

@@ -45,10 +45,13 @@ impl Detector {
 
     /// The controller was away (blocked in a router change, descheduled)
     /// for `away_ns`: heartbeats it did not send cannot be missed, so every
-    /// node's last answer moves that much later.
+    /// live node's last answer moves that much later (a node found down
+    /// stays as it was: only its own answers revive it).
     pub fn excuse(&mut self, away_ns: u64) {
-        for l in self.last.iter_mut().flatten() {
-            *l = l.saturating_add(away_ns);
+        for (l, _) in self.last.iter_mut().zip(&self.down).filter(|(_, d)| !**d) {
+            if let Some(l) = l {
+                *l = l.saturating_add(away_ns);
+            }
         }
     }
 
@@ -137,6 +140,8 @@ mod tests {
         assert!(d.check(10_000).is_empty());
         d.alive(0, 10_000);
         assert_eq!(d.check(11_001), vec![1]);
+        d.excuse(50_000);
+        assert_eq!(d.last(1), Some(8_000), "a node found down is not excused");
     }
 
     #[test]
