@@ -366,6 +366,8 @@ impl Controller<'_> {
     }
 
     fn say(&self, what: String) {
+        // (over the status line, on a terminal)
+        eprint!("\r{:100}\r", "");
         println!("flowshift pool: {what}");
         let _ = std::io::stdout().flush();
     }
@@ -1000,7 +1002,10 @@ fn print_report(r: &PoolReport) {
             .unwrap_or(0);
         let p = &n["pool"];
         // (a JSON value ignores the width: as text first)
-        let v = |x: &serde_json::Value| x.to_string();
+        let v = |x: &serde_json::Value| match x {
+            serde_json::Value::Null => "-".to_string(),
+            x => x.to_string(),
+        };
         println!(
             "{i:<5} {:<11} {:<10} {:<11} {:<15} {:<10} {:<12} {:<7} {}",
             v(&n["packets_in"]),
