@@ -27,12 +27,14 @@ fn main() {
         .unwrap()
         .map(|p| c.packet(p.frame, p.ts_ns).unwrap())
         .collect();
-    pass(&mut c, &mut shards, pkts.clone());
-    steady(&mut c, &mut shards, pkts);
+    let mut first = pkts.clone();
+    pass(&mut c, &mut shards, &mut first);
+    let mut again = pkts;
+    steady(&mut c, &mut shards, &mut again);
     println!("{:?}", c.counters());
 }
 
-fn pass(c: &mut nf::Chain, shards: &mut [Option<Shard>], mut pkts: Vec<nf::Packet>) {
+fn pass(c: &mut nf::Chain, shards: &mut [Option<Shard>], pkts: &mut [nf::Packet]) {
     let mut out = Vec::new();
     for chunk in pkts.chunks_mut(32) {
         let now = chunk[0].ts_ns;
@@ -41,6 +43,6 @@ fn pass(c: &mut nf::Chain, shards: &mut [Option<Shard>], mut pkts: Vec<nf::Packe
 }
 
 #[inline(never)]
-fn steady(c: &mut nf::Chain, shards: &mut [Option<Shard>], pkts: Vec<nf::Packet>) {
+fn steady(c: &mut nf::Chain, shards: &mut [Option<Shard>], pkts: &mut [nf::Packet]) {
     pass(c, shards, pkts)
 }

@@ -4,8 +4,11 @@ use state::{FlowKey, FlowTable, Lookup, TableConfig};
 use steer::{RssHasher, RssKey};
 
 use crate::ctx::{At, Leased};
+use crate::found::Member;
 use crate::nflow::{steering_for, ChainError, SteerKey};
-use crate::{Ctx, DropCause, FlowState, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict};
+use crate::{
+    Ctx, DropCause, FlowState, Found, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
+};
 
 /// Per-core chain counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,10 +93,42 @@ pub struct Chain {
     /// Emergency mode's high- and low-water marks, in flows per shard.
     emergency: Option<(usize, usize)>,
     counters: ChainCounters,
-    /// The burst's flow keys, sides and index hashes.
-    lookups: Vec<(FlowKey, state::Side, u32)>,
+    /// Reused by `process_burst_routed`.
+    scratch: Option<Box<Scratch>>,
     /// Reused by `process_burst`.
     routed: Vec<Option<Verdict>>,
+}
+
+/// Packets a burst is processed in at once (a longer burst is taken in
+/// pieces of this size).
+pub const BURST: usize = 32;
+
+/// What `process_burst_routed` keeps per packet of a piece of a burst.
+struct Scratch {
+    /// Each packet's flow key, side and index hash.
+    keys: [FlowKey; BURST],
+    sides: [state::Side; BURST],
+    ihs: [u32; BURST],
+    /// The run of found packets being gathered, and its verdicts.
+    run: [Member; BURST],
+    verdicts: [Verdict; BURST],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            keys: [FlowKey::default(); BURST],
+            sides: [state::Side::Lo; BURST],
+            ihs: [0; BURST],
+            run: [Member {
+                pkt: 0,
+                shard: 0,
+                entry: state::EntryId(0),
+                emergency: false,
+            }; BURST],
+            verdicts: [Verdict::Forward; BURST],
+        }
+    }
 }
 
 /// Parameters of a chain other than its NFs.
@@ -197,7 +232,7 @@ impl Chain {
             per_flow,
             entries,
             counters: ChainCounters::default(),
-            lookups: Vec::new(),
+            scratch: None,
             routed: Vec::new(),
         })
     }
@@ -216,7 +251,7 @@ impl Chain {
             entries: self.entries,
             emergency: self.emergency,
             counters: ChainCounters::default(),
-            lookups: Vec::new(),
+            scratch: None,
             routed: Vec::new(),
         }
     }
@@ -346,52 +381,219 @@ impl Chain {
         mut route: impl FnMut(usize, &Packet, Hit<'_>) -> bool,
     ) {
         out.clear();
-        self.lookups.clear();
-        if self.entries {
-            // pipelined lookups: every index bucket of the burst in flight first,
-            // then every entry, then the probes
-            // (each packet's key and index hash computed once, for all three)
-            for p in pkts.iter() {
-                let (k, s) = FlowKey::of(&p.info.tuple);
+        if !self.entries {
+            for p in pkts.iter_mut() {
                 let shard = shards[self.shard_of(p.hash)]
-                    .as_ref()
+                    .as_mut()
                     .expect("the core owns the packet's shard");
-                let ih = shard.table.index_hash(&k, p.hash);
-                self.lookups.push((k, s, ih));
-                shard.table.prefetch_index_at(ih);
+                out.push(Some(self.run_keyed(shard, p, None, None, now_ns)));
             }
-            for (p, (_, _, ih)) in pkts.iter().zip(&self.lookups) {
-                let shard = shards[self.shard_of(p.hash)]
-                    .as_ref()
-                    .expect("the core owns the packet's shard");
+            return;
+        }
+        let mut sc = self.scratch.take().unwrap_or_default();
+        for (c, chunk) in pkts.chunks_mut(BURST).enumerate() {
+            self.chunk(shards, chunk, c * BURST, now_ns, out, &mut route, &mut sc);
+        }
+        self.scratch = Some(sc);
+    }
+
+    /// [`process_burst_routed`](Self::process_burst_routed) on at most
+    /// [`BURST`] packets, the first being the burst's `base`-th.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn chunk(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        base: usize,
+        now_ns: u64,
+        out: &mut Vec<Option<Verdict>>,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &mut Scratch,
+    ) {
+        let n = pkts.len().min(BURST);
+        let pkts = &mut pkts[..n];
+        // pipelined lookups: every index bucket of the burst in flight first,
+        // then every entry, then the probes (each packet's key and index hash
+        // computed once, for all three)
+        for (i, p) in pkts.iter().enumerate() {
+            let (k, side) = FlowKey::of(&p.info.tuple);
+            let s = self.shard_of(p.hash);
+            let table = &shards[s]
+                .as_ref()
+                .expect("the core owns the packet's shard")
+                .table;
+            let ih = table.index_hash(&k, p.hash);
+            table.prefetch_index_at(ih);
+            sc.keys[i] = k;
+            sc.sides[i] = side;
+            sc.ihs[i] = ih;
+        }
+        for (p, ih) in pkts.iter().zip(&sc.ihs) {
+            if let Some(shard) = &shards[self.shard_of(p.hash)] {
                 shard.table.prefetch_entry_at(*ih);
             }
         }
-        for (i, p) in pkts.iter_mut().enumerate() {
-            let shard = shards[self.shard_of(p.hash)]
+        // packets whose entry was found gather in a run, which every NF
+        // then takes at once; a new flow, or a flow's second packet, first
+        // has the run processed (see `found`)
+        let mut len = 0;
+        let mut in_run = [0u64; 4];
+        let mut i = 0;
+        while i < n {
+            let p = &mut pkts[i];
+            let (k, side, ih) = (&sc.keys[i], sc.sides[i], sc.ihs[i]);
+            let s = self.shard_of(p.hash);
+            let shard = shards[s]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            let found = if self.entries {
-                let (k, side, ih) = self.lookups[i];
-                shard.table.lookup_at(&k, side, ih)
-            } else {
-                None
-            };
-            if let Some(l) = found {
-                p.entry = Some(l.id);
-                p.dir = l.dir;
-                let hit = Hit {
-                    shard: &mut *shard,
-                    entry: l.id,
-                    nfs: &self.nfs,
-                };
-                if !route(i, p, hit) {
-                    out.push(None);
+            let Some(l) = shard.table.lookup_at(k, side, ih) else {
+                if len > 0 {
+                    // the run may make this flow (a NAT's alias for a reply):
+                    // after it, look again
+                    self.flush(
+                        shards,
+                        pkts,
+                        &sc.run[..len],
+                        &mut sc.verdicts,
+                        base,
+                        out,
+                        now_ns,
+                    );
+                    len = 0;
+                    in_run = [0; 4];
                     continue;
                 }
+                let v = self.run_keyed(shard, p, None, Some((*k, side)), now_ns);
+                out.push(Some(v));
+                i += 1;
+                continue;
+            };
+            // (a 256-bit filter of the run's entries: a flow's second packet
+            // is looked for in the run only when its bit is set)
+            let h = l.id.0 ^ (s as u32).wrapping_mul(0x9e37_79b9);
+            let (word, bit) = ((h >> 6) as usize & 3, 1u64 << (h & 63));
+            if in_run[word] & bit != 0
+                && sc.run[..len]
+                    .iter()
+                    .any(|m| m.entry == l.id && m.shard as usize == s)
+            {
+                // the flow's packet before this one has not run yet
+                self.flush(
+                    shards,
+                    pkts,
+                    &sc.run[..len],
+                    &mut sc.verdicts,
+                    base,
+                    out,
+                    now_ns,
+                );
+                len = 0;
+                in_run = [0; 4];
+                continue;
             }
-            let key = self.lookups.get(i).map(|(k, s, _)| (*k, *s));
-            out.push(Some(self.run_keyed(shard, p, found, key, now_ns)));
+            p.entry = Some(l.id);
+            p.dir = l.dir;
+            let hit = Hit {
+                shard: &mut *shard,
+                entry: l.id,
+                nfs: &self.nfs,
+            };
+            if !route(base + i, p, hit) {
+                out.push(None);
+                i += 1;
+                continue;
+            }
+            let Shard {
+                table, emergency, ..
+            } = shard;
+            self.track_emergency(table.len(), emergency);
+            sc.run[len] = Member {
+                pkt: i as u32,
+                shard: s as u32,
+                entry: l.id,
+                emergency: *emergency,
+            };
+            len += 1;
+            in_run[word] |= bit;
+            // (the run's flush writes the verdict)
+            out.push(Some(Verdict::Forward));
+            i += 1;
+        }
+        if len > 0 {
+            self.flush(
+                shards,
+                pkts,
+                &sc.run[..len],
+                &mut sc.verdicts,
+                base,
+                out,
+                now_ns,
+            );
+        }
+    }
+
+    /// Runs every NF on the run's packets, NF by NF, and writes their
+    /// verdicts into `out` (the packets' places there: `base` + their index
+    /// in `pkts`).
+    #[allow(clippy::too_many_arguments)]
+    fn flush(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        run: &[Member],
+        verdicts: &mut [Verdict; BURST],
+        base: usize,
+        out: &mut [Option<Verdict>],
+        now_ns: u64,
+    ) {
+        let verdicts = &mut verdicts[..run.len()];
+        verdicts.fill(Verdict::Forward);
+        let mut deleted = false;
+        for (i, nf) in self.nfs.iter_mut().enumerate() {
+            let mut found = Found {
+                shards: &mut *shards,
+                pkts: &mut *pkts,
+                members: run,
+                verdicts: &mut *verdicts,
+                nf: i,
+                now_ns,
+                hasher: &self.hasher,
+                deleted: false,
+            };
+            nf.process_found(&mut found);
+            deleted |= found.deleted;
+        }
+        self.counters.packets += run.len() as u64;
+        for (m, v) in run.iter().zip(verdicts.iter()) {
+            match v {
+                Verdict::Forward => self.counters.forwarded += 1,
+                Verdict::Drop(c) => self.counters.drops[*c as usize] += 1,
+            }
+            if let Some(o) = out.get_mut(base + m.pkt as usize) {
+                *o = Some(*v);
+            }
+            if deleted {
+                // (an entry whose NFs all deleted their state goes, as after
+                // a packet-by-packet run)
+                if let Some(shard) = shards[m.shard as usize].as_mut() {
+                    shard.table.release_if_empty(m.entry);
+                }
+            }
+        }
+    }
+
+    /// Emergency mode's hysteresis between the high- and the low-water mark,
+    /// at `len` flows in the shard.
+    #[inline]
+    fn track_emergency(&mut self, len: usize, emergency: &mut bool) {
+        if let Some((high, low)) = self.emergency {
+            if !*emergency && len >= high {
+                *emergency = true;
+                self.counters.emergencies += 1;
+            } else if *emergency && len <= low {
+                *emergency = false;
+            }
         }
     }
 
@@ -422,6 +624,7 @@ impl Chain {
                 hasher: &self.hasher,
                 shard: info,
                 emergency: false,
+                deleted: false,
             };
             verdict = nf.process(&mut cx, pkt);
             if verdict != Verdict::Forward {
@@ -522,16 +725,7 @@ impl Chain {
         } else {
             state::EntryId(u32::MAX)
         };
-        if let Some((high, low)) = self.emergency {
-            // hysteresis between the high- and the low-water mark
-            let len = table.len();
-            if !*emergency && len >= high {
-                *emergency = true;
-                self.counters.emergencies += 1;
-            } else if *emergency && len <= low {
-                *emergency = false;
-            }
-        }
+        self.track_emergency(table.len(), emergency);
         let mut verdict = Verdict::Forward;
         let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
@@ -544,6 +738,7 @@ impl Chain {
                 hasher: &self.hasher,
                 shard: *info,
                 emergency: *emergency,
+                deleted: false,
             };
             verdict = nf.process(&mut cx, pkt);
             if verdict != Verdict::Forward {

@@ -5,7 +5,7 @@ use core::any::Any;
 use state::{Detached, EntryId, FlowKey, FlowTable, Side};
 use steer::RssHasher;
 
-use crate::{FlowState, NflowKey, Packet, ShardLocal, StateKind, Verdict};
+use crate::{FlowState, Found, NflowKey, Packet, ShardLocal, StateKind, Verdict};
 
 /// Which shard a context belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,9 @@ pub struct Ctx<'a> {
     /// The shard's table is in emergency mode: unassured flows get short
     /// timeouts.
     pub emergency: bool,
+    /// The NF removed its state ([`delete`](Self::delete)): the chain frees the
+    /// entry if no NF keeps any.
+    pub(crate) deleted: bool,
 }
 
 impl Ctx<'_> {
@@ -73,10 +76,23 @@ impl Ctx<'_> {
         }
     }
 
+    /// Takes this NF's state out to work on it, to be put back with
+    /// [`insert`](Self::insert) (its deadline and alias key stay); if it is
+    /// not put back, the entry is freed once no NF keeps any state.
+    #[inline]
+    pub fn take(&mut self) -> Option<FlowState> {
+        self.deleted = true;
+        match &mut self.at {
+            At::Table(t) => t.slot_mut(self.entry, self.nf).take(),
+            At::Detached(d) => d.slots[self.nf].take(),
+        }
+    }
+
     /// Removes this NF's state (`DeleteState`); the entry is freed once every NF
     /// has removed its own.
     #[inline]
     pub fn delete(&mut self) -> Option<FlowState> {
+        self.deleted = true;
         match &mut self.at {
             At::Table(t) => t.clear_slot(self.entry, self.nf),
             At::Detached(d) => {
@@ -164,6 +180,24 @@ pub trait Nf: Send + Any {
     }
     /// Processes one packet.
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict;
+    /// The common case of [`process`](Self::process), for a packet whose flow
+    /// entry the lookup found: `Some(verdict)` when it could decide (with the
+    /// same outcome as `process`), `None` to have `process` run the packet.
+    /// Meant to be small and inlined into [`process_found`](Self::process_found)'s
+    /// loop, with the rest of `process` out of line. Default: `None`.
+    #[inline(always)]
+    fn process_hit(&mut self, _cx: &mut Ctx<'_>, _pkt: &mut Packet) -> Option<Verdict> {
+        None
+    }
+    /// Processes a run of a burst's packets whose flow entries the lookup
+    /// found (see [`Found`]), in burst order, skipping those an earlier NF
+    /// dropped. The default calls [`process_hit`](Self::process_hit), then
+    /// [`process`](Self::process) when it did not decide, on each packet,
+    /// directly (one dynamic call per run); an NF may work on the run as a
+    /// whole instead, with the same outcome.
+    fn process_found(&mut self, found: &mut Found<'_>) {
+        found.each(self);
+    }
     /// True if processing a packet of a flow whose slot holds `slot` needs neither
     /// this NF's shard-local state nor an alias key: then the flow may be processed
     /// on an offloading core, with its entry detached (Dyssect §II-B). Must stay true

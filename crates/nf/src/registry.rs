@@ -128,6 +128,19 @@ registry! {
     /// L4 load balancer: Maglev, connections pinned, its source ports split
     /// per shard like the NAT's.
     Lb = "lb": lb::config::LbSection, flow Lb(lb::LbConn), local LbPool(nat::PortPool);
-    /// Streaming IDS: matcher states per flow.
-    Ids = "ids": ids::IdsSection, flow Ids(ids::IdsFlow);
+    /// Streaming IDS: matcher states per flow (boxed: the other NFs' states
+    /// fit in 16 bytes, and a flow entry's slot is as large as the largest).
+    Ids = "ids": ids::IdsSection, flow Ids(Box<ids::IdsFlow>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_holds_any_state_in_24_bytes() {
+        // a flow entry's slots are as large as the largest state: with two
+        // NFs, one cache line holds both slots and their deadlines
+        assert!(core::mem::size_of::<Option<FlowState>>() <= 24);
+    }
 }

@@ -455,6 +455,9 @@ fn bursts_equal_one_packet_at_a_time() {
         assert_eq!(a, b, "packet {i}");
     }
     assert_eq!(one.counters(), burst.counters());
+    for (a, b) in one.nfs().iter().zip(burst.nfs()) {
+        assert_eq!(a.counters(), b.counters(), "{}", a.name());
+    }
     assert!(
         one.counters().dropped(DropCause::Policy) > 1_000,
         "{:?}",

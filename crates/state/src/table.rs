@@ -301,7 +301,7 @@ impl<S: Slot> FlowTable<S> {
     fn ih(&self, key: &FlowKey, rss: u32) -> u32 {
         match self.cfg.index {
             IndexHash::Rss => rss,
-            IndexHash::Key => key.mix(),
+            IndexHash::Key => key.index_mix(),
         }
     }
 
@@ -400,7 +400,7 @@ impl<S: Slot> FlowTable<S> {
             }
             let ih = match self.cfg.index {
                 IndexHash::Rss => m.hash,
-                IndexHash::Key => m.key.mix(),
+                IndexHash::Key => m.key.index_mix(),
             };
             f.place(Place {
                 hash: ih,
@@ -416,7 +416,7 @@ impl<S: Slot> FlowTable<S> {
                 f.place(Place {
                     hash: match self.cfg.index {
                         IndexHash::Rss => h,
-                        IndexHash::Key => k.mix(),
+                        IndexHash::Key => k.index_mix(),
                     },
                     key: k,
                     id,
@@ -526,7 +526,39 @@ impl<S: Slot> FlowTable<S> {
     /// [`index_hash`](Self::index_hash) of the same key).
     #[inline]
     pub fn lookup_at(&mut self, key: &FlowKey, side: Side, ih: u32) -> Option<Lookup> {
-        self.lookup_hashed(self.home(ih), key, side, ih)
+        if self.fast.is_some() {
+            return self.lookup_hashed(self.home(ih), key, side, ih);
+        }
+        // the index probe of `lookup_from`, for a key's own entry, inline
+        let mut i = self.home(ih);
+        loop {
+            let b = *self.index.get(i)?;
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == ih {
+                if b & ALIAS_BIT != 0 {
+                    if let Some((l, _, _)) = self.lookup_from(i, key, side, ih) {
+                        return Some(l);
+                    }
+                } else if let Some(m) = self.meta.get_mut((b & ID_MASK) as usize) {
+                    if m.key == *key {
+                        let dir = if side == m.orig {
+                            Dir::Original
+                        } else {
+                            m.assured = true;
+                            Dir::Reply
+                        };
+                        return Some(Lookup {
+                            id: EntryId((b & ID_MASK) as u32),
+                            dir,
+                            gen: m.gen,
+                        });
+                    }
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     /// Looks up a burst in passes so the cache misses of the burst overlap: first
@@ -568,12 +600,18 @@ impl<S: Slot> FlowTable<S> {
                 prefetch(&self.aliases[id]);
             }
             let first = id * self.cfg.slots;
-            let cells = &self.slots[first..first + self.cfg.slots];
-            let (start, bytes) = (cells.as_ptr() as usize, core::mem::size_of_val(cells));
-            let mut line = start & !63;
-            while line < start + bytes {
-                prefetch(line as *const u8);
-                line += 64;
+            if let Some(cells) = self.slots.get(first..first + self.cfg.slots) {
+                // the first and the last line (the same one, or next to each
+                // other, for chains of up to two NFs), then any between
+                let start = cells.as_ptr() as usize;
+                let last = start + core::mem::size_of_val(cells).max(1) - 1;
+                prefetch(start as *const u8);
+                prefetch(last as *const u8);
+                let mut line = (start & !63) + 64;
+                while line < (last & !63) {
+                    prefetch(line as *const u8);
+                    line += 64;
+                }
             }
         }
     }
@@ -590,7 +628,7 @@ impl<S: Slot> FlowTable<S> {
             for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
                 let ih = match self.cfg.index {
                     IndexHash::Rss => *rss,
-                    IndexHash::Key => k.mix(),
+                    IndexHash::Key => k.index_mix(),
                 };
                 *h = (0, ih);
                 prefetch(fast.set_ptr(ih));
@@ -972,12 +1010,26 @@ impl<S: Slot> FlowTable<S> {
     #[inline]
     pub fn set_deadline(&mut self, id: EntryId, nf: usize, at_ns: u64) {
         let i = id.0 as usize;
-        self.slots[i * self.cfg.slots + nf].deadline = at_ns;
+        let cell = &mut self.slots[i * self.cfg.slots + nf];
+        // The entry is armed at a tick that starts no later than any of its
+        // slots' deadlines (every arming in `arm` and in `expire` keeps it
+        // so): a deadline moving later needs nothing but the store.
+        let later = cell.deadline != 0 && at_ns >= cell.deadline;
+        cell.deadline = at_ns;
+        if !later {
+            self.arm(i, at_ns);
+        }
+    }
+
+    /// Arms entry `i`'s timer for `at_ns` unless it is armed at a tick that
+    /// starts no later.
+    #[inline(never)]
+    fn arm(&mut self, i: usize, at_ns: u64) {
         let m = &self.meta[i];
         // (`at_ns` before the armed tick's start: its tick is earlier)
         if m.wheel_tick == NO_TICK || at_ns < self.wheel.tick_start(m.wheel_tick) {
             let gen = m.gen;
-            let t = self.wheel.schedule((id.0, gen), at_ns);
+            let t = self.wheel.schedule((i as u32, gen), at_ns);
             self.meta[i].wheel_tick = t;
             self.compact_wheel();
         }

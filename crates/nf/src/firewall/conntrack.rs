@@ -110,6 +110,36 @@ impl Default for Timeouts {
     }
 }
 
+/// [`Timeouts`] in ns, by [`Conn::class`]: what the packet path sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeoutsNs {
+    by_class: [u64; 10],
+    emergency: u64,
+}
+
+impl TimeoutsNs {
+    /// The timeouts in ns (saturating at `u64::MAX`).
+    pub fn of(t: &Timeouts) -> TimeoutsNs {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        TimeoutsNs {
+            by_class: [
+                t.syn_sent,
+                t.syn_recv,
+                t.established,
+                t.fin_wait,
+                t.time_wait,
+                t.close,
+                t.udp,
+                t.udp_replied,
+                t.icmp,
+                t.other,
+            ]
+            .map(ns),
+            emergency: ns(t.emergency),
+        }
+    }
+}
+
 impl Conn {
     /// The connection a first packet (original direction, admitted by the ACL)
     /// opens; a TCP flow must start with SYN.
@@ -127,6 +157,7 @@ impl Conn {
     }
 
     /// Moves the state machine for a packet in direction `dir`.
+    #[inline]
     pub fn update(&mut self, dir: Dir, l4: L4Info) -> Result<(), DropCause> {
         let reply = dir == Dir::Reply;
         match self {
@@ -135,6 +166,13 @@ impl Conn {
                     L4Info::Tcp { flags } => flags,
                     _ => return Err(DropCause::CtInvalid),
                 };
+                // an established connection's segments without SYN, FIN or
+                // RST leave it so (the common case, decided here)
+                if *st == TcpState::Established
+                    && flags.0 & (TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0) == 0
+                {
+                    return Ok(());
+                }
                 *st = tcp_next(*st, reply, flags)?;
             }
             Conn::Udp { replied } | Conn::Other { replied } => *replied |= reply,
@@ -165,6 +203,34 @@ impl Conn {
             normal.min(t.emergency)
         } else {
             normal
+        }
+    }
+
+    /// [`timeout_in`](Self::timeout_in) in ns, from the timeouts in ns.
+    #[inline]
+    pub fn timeout_ns_in(&self, t: &TimeoutsNs, emergency: bool) -> u64 {
+        let normal = t.by_class[self.class()];
+        if emergency && self.is_unassured() {
+            normal.min(t.emergency)
+        } else {
+            normal
+        }
+    }
+
+    /// The state's index among [`TimeoutsNs`]'s, in [`Timeouts`]'s field order.
+    #[inline]
+    fn class(&self) -> usize {
+        match self {
+            Conn::Tcp(TcpState::SynSent) => 0,
+            Conn::Tcp(TcpState::SynRecv) => 1,
+            Conn::Tcp(TcpState::Established) => 2,
+            Conn::Tcp(TcpState::FinWait { .. }) => 3,
+            Conn::Tcp(TcpState::TimeWait) => 4,
+            Conn::Tcp(TcpState::Closed) => 5,
+            Conn::Udp { replied: false } => 6,
+            Conn::Udp { replied: true } => 7,
+            Conn::Icmp => 8,
+            Conn::Other { .. } => 9,
         }
     }
 
@@ -283,6 +349,48 @@ mod tests {
             Conn::open(L4Info::IcmpEcho { request: false }),
             Err(DropCause::CtInvalid)
         );
+    }
+
+    #[test]
+    fn timeouts_in_ns_are_the_durations() {
+        let t = Timeouts {
+            syn_sent: Duration::from_millis(1),
+            syn_recv: Duration::from_millis(2),
+            established: Duration::from_millis(3),
+            fin_wait: Duration::from_millis(4),
+            time_wait: Duration::from_millis(5),
+            close: Duration::from_millis(6),
+            udp: Duration::from_millis(7),
+            udp_replied: Duration::from_millis(8),
+            icmp: Duration::from_millis(9),
+            other: Duration::from_millis(10),
+            emergency: Duration::from_micros(1500),
+        };
+        let ns = TimeoutsNs::of(&t);
+        let all = [
+            Conn::Tcp(TcpState::SynSent),
+            Conn::Tcp(TcpState::SynRecv),
+            Conn::Tcp(TcpState::Established),
+            Conn::Tcp(TcpState::FinWait {
+                orig: true,
+                reply: false,
+            }),
+            Conn::Tcp(TcpState::TimeWait),
+            Conn::Tcp(TcpState::Closed),
+            Conn::Udp { replied: false },
+            Conn::Udp { replied: true },
+            Conn::Icmp,
+            Conn::Other { replied: true },
+        ];
+        for c in all {
+            for e in [false, true] {
+                assert_eq!(
+                    c.timeout_ns_in(&ns, e),
+                    c.timeout_in(&t, e).as_nanos() as u64,
+                    "{c:?} emergency {e}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use acl::{parse_rules, Action, Rule, RuleError};
 pub use classifier::Classifier;
 pub use config::FirewallSection;
-pub use conntrack::{Conn, TcpState, Timeouts};
+pub use conntrack::{Conn, TcpState, Timeouts, TimeoutsNs};
 use state::Dir;
 use wire::parse::L4Info;
 
@@ -43,7 +43,7 @@ counters! {
 pub struct Firewall {
     name: String,
     classifier: Arc<Classifier>,
-    timeouts: Arc<Timeouts>,
+    timeouts: Arc<TimeoutsNs>,
     counters: FirewallCounters,
 }
 
@@ -53,7 +53,7 @@ impl Firewall {
         Firewall {
             name: name.into(),
             classifier: Arc::new(classifier),
-            timeouts: Arc::new(timeouts),
+            timeouts: Arc::new(TimeoutsNs::of(&timeouts)),
             counters: FirewallCounters::default(),
         }
     }
@@ -63,6 +63,42 @@ impl Firewall {
         &self.counters
     }
 
+    /// An ICMP error passes when it is about a connection (path MTU discovery
+    /// needs it) and changes nothing in it; about no connection, it is invalid.
+    #[cold]
+    #[inline(never)]
+    fn icmp_error(&mut self, cx: &mut Ctx<'_>) -> Verdict {
+        if matches!(cx.get(), Some(FlowState::Conn(_))) {
+            self.counters.related += 1;
+            Verdict::Forward
+        } else {
+            self.drop(DropCause::CtInvalid)
+        }
+    }
+
+    /// A packet of a flow with no connection: the ACL decides whether it may
+    /// open one.
+    #[inline(never)]
+    fn open(&mut self, cx: &mut Ctx<'_>, pkt: &Packet) -> Verdict {
+        if pkt.dir == Dir::Reply {
+            return self.drop(DropCause::CtNoConnection);
+        }
+        if self.classifier.classify(&acl::Fields::of(&pkt.info.tuple)) == Action::Deny {
+            return self.drop(DropCause::Policy);
+        }
+        match Conn::open(pkt.info.l4) {
+            Ok(c) => {
+                let t = c.timeout_ns_in(&self.timeouts, cx.emergency);
+                cx.insert(FlowState::Conn(c));
+                cx.set_timeout(t);
+                self.counters.opened += 1;
+                Verdict::Forward
+            }
+            Err(e) => self.drop(e),
+        }
+    }
+
+    #[cold]
     fn drop(&mut self, c: DropCause) -> Verdict {
         match c {
             DropCause::Policy => self.counters.denied += 1,
@@ -91,45 +127,34 @@ impl Nf for Firewall {
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        if let L4Info::IcmpError { .. } = pkt.info.l4 {
+            return self.icmp_error(cx);
+        }
+        match self.process_hit(cx, pkt) {
+            Some(v) => v,
+            None => self.open(cx, pkt),
+        }
+    }
+
+    /// A packet of a tracked connection (not an ICMP error).
+    #[inline(always)]
+    fn process_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict> {
         let l4 = pkt.info.l4;
-        let timeouts = &self.timeouts;
-        let emergency = cx.emergency;
         if let L4Info::IcmpError { .. } = l4 {
-            // an error about a connection passes (path MTU discovery needs it)
-            // and changes nothing in it; about no connection, it is invalid
-            return if matches!(cx.get(), Some(FlowState::Conn(_))) {
-                self.counters.related += 1;
-                Verdict::Forward
-            } else {
-                self.drop(DropCause::CtInvalid)
-            };
+            return None;
         }
-        if let Some(FlowState::Conn(c)) = cx.get() {
-            return match c.update(pkt.dir, l4) {
-                Ok(()) => {
-                    let t = c.timeout_in(timeouts, emergency);
-                    cx.set_timeout(t.as_nanos() as u64);
-                    Verdict::Forward
-                }
-                Err(e) => self.drop(e),
-            };
-        }
-        if pkt.dir == Dir::Reply {
-            return self.drop(DropCause::CtNoConnection);
-        }
-        if self.classifier.classify(&acl::Fields::of(&pkt.info.tuple)) == Action::Deny {
-            return self.drop(DropCause::Policy);
-        }
-        match Conn::open(l4) {
-            Ok(c) => {
-                let t = c.timeout_in(&self.timeouts, cx.emergency);
-                cx.insert(FlowState::Conn(c));
-                cx.set_timeout(t.as_nanos() as u64);
-                self.counters.opened += 1;
+        let emergency = cx.emergency;
+        let Some(FlowState::Conn(c)) = cx.get() else {
+            return None;
+        };
+        Some(match c.update(pkt.dir, l4) {
+            Ok(()) => {
+                let t = c.timeout_ns_in(&self.timeouts, emergency);
+                cx.set_timeout(t);
                 Verdict::Forward
             }
             Err(e) => self.drop(e),
-        }
+        })
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

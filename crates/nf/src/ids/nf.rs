@@ -388,7 +388,7 @@ impl Ids {
 
     /// The data component of placement `core`: drop what is already known to be
     /// dropped, hand the payload over, never wait.
-    fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: IdsFlow) -> Verdict {
+    fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: Box<IdsFlow>) -> Verdict {
         let core = &self.shared.core;
         let t = pkt.info.tuple;
         let (key, side) = FlowKey::of(&t);
@@ -451,13 +451,16 @@ impl Nf for Ids {
         if core.blacklist.load().contains(&t.src) {
             return Verdict::Drop(DropCause::IdsBlacklisted);
         }
-        let mut f = match cx.get() {
+        let mut f = match cx.take() {
             // taken out and put back below (no allocation per packet)
-            Some(FlowState::Ids(f)) => core::mem::take(f),
-            _ => IdsFlow {
-                st: [core.matcher.start(); 2],
-                ..IdsFlow::default()
-            },
+            Some(FlowState::Ids(f)) => f,
+            other => {
+                debug_assert!(other.is_none(), "another NF's state in the IDS's slot");
+                Box::new(IdsFlow {
+                    st: [core.matcher.start(); 2],
+                    ..IdsFlow::default()
+                })
+            }
         };
         if f.dropped {
             cx.insert(FlowState::Ids(f));

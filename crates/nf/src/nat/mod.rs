@@ -128,7 +128,30 @@ struct Shared {
     /// `external`, sorted, for membership tests.
     sorted: Vec<Ipv4Addr>,
     ports: (u16, u16),
-    timeouts: NatTimeouts,
+    /// The timeouts in ns, as the packet path sets them.
+    timeouts: TimeoutsNs,
+}
+
+/// [`NatTimeouts`] in ns.
+struct TimeoutsNs {
+    tcp_established: u64,
+    tcp_transitory: u64,
+    udp: u64,
+    icmp: u64,
+    emergency: u64,
+}
+
+impl TimeoutsNs {
+    fn of(t: &NatTimeouts) -> TimeoutsNs {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        TimeoutsNs {
+            tcp_established: ns(t.tcp_established),
+            tcp_transitory: ns(t.tcp_transitory),
+            udp: ns(t.udp),
+            icmp: ns(t.icmp),
+            emergency: ns(t.emergency),
+        }
+    }
 }
 
 /// The NAT NF.
@@ -163,7 +186,7 @@ impl Nat {
                 external,
                 sorted,
                 ports,
-                timeouts,
+                timeouts: TimeoutsNs::of(&timeouts),
             }),
             plan: None,
             counters: NatCounters::default(),
@@ -185,17 +208,20 @@ impl Nat {
         self.shared.sorted.binary_search(&a).is_ok()
     }
 
-    fn timeout(&self, m: &NatMap, emergency: bool) -> Duration {
+    /// The idle timeout of a mapping, ns.
+    #[inline]
+    fn timeout(&self, m: &NatMap, emergency: bool) -> u64 {
         let t = &self.shared.timeouts;
-        if emergency && m.tcp == NatTcp::Opening && m.proto != wire::proto::ICMP {
-            return t.emergency.min(self.timeout(m, false));
-        }
-        match (m.proto, m.tcp) {
+        let normal = match (m.proto, m.tcp) {
             (wire::proto::TCP, NatTcp::Established) => t.tcp_established,
             (wire::proto::TCP, _) => t.tcp_transitory,
             (wire::proto::UDP, _) => t.udp,
             _ => t.icmp,
+        };
+        if emergency && m.tcp == NatTcp::Opening && m.proto != wire::proto::ICMP {
+            return t.emergency.min(normal);
         }
+        normal
     }
 
     /// Chooses an external address and port for a new outbound flow.
@@ -305,6 +331,7 @@ fn rewrite_quote(msg: &mut [u8], outbound: bool, addr: Ipv4Addr, port: u16) {
 
 /// Rewrites the inside (outbound: source; inbound: destination) address and
 /// port of a packet, with its checksums, and its tuple.
+#[inline]
 fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     if let (IpAddr::V4(_), L4Info::Tcp { .. } | L4Info::Udp) = (pkt.info.tuple.src, pkt.info.l4) {
         return rewrite_v4(pkt, outbound, addr, port);
@@ -315,36 +342,75 @@ fn rewrite(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
 /// [`rewrite`] of an IPv4 TCP or UDP packet: the address's checksum delta is
 /// computed once and serves the IP header's checksum and, with the port's,
 /// the segment's (RFC 1624, one fold each).
-#[inline]
+#[inline(always)]
 fn rewrite_v4(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     let udp = matches!(pkt.info.l4, L4Info::Udp);
     let (l3, l4) = (pkt.info.l3_offset as usize, pkt.info.l4_offset as usize);
-    // (parse() saw a whole IPv4 header and a whole TCP or UDP header here)
-    let (a, p) = if outbound {
-        (l3 + 12, l4)
-    } else {
-        (l3 + 16, l4 + 2)
+    // parse() saw a whole IPv4 header at l3 and a whole TCP or UDP header at
+    // l4: one bounds check for each
+    let Some((ip, seg)) = pkt
+        .data
+        .get_mut(l3..)
+        .and_then(|d| d.split_at_mut_checked(l4 - l3))
+    else {
+        return;
     };
-    let c = if udp { l4 + 6 } else { l4 + 16 };
-    let d = &mut pkt.data;
-    let be16 = |d: &[u8], i: usize| u64::from(u16::from_be_bytes([d[i], d[i + 1]]));
+    let Some(ip) = ip.first_chunk_mut::<20>() else {
+        return;
+    };
     let new = addr.octets();
-    let delta = (0xffff ^ be16(d, a))
-        + (0xffff ^ be16(d, a + 2))
-        + u64::from(u16::from_be_bytes([new[0], new[1]]))
-        + u64::from(u16::from_be_bytes([new[2], new[3]]));
-    let ip = !wire::checksum::fold((0xffff ^ be16(d, l3 + 10)) + delta);
-    d[l3 + 10..l3 + 12].copy_from_slice(&ip.to_be_bytes());
-    d[a..a + 4].copy_from_slice(&new);
-    let old_port = be16(d, p);
-    d[p..p + 2].copy_from_slice(&port.to_be_bytes());
-    let ck = be16(d, c);
-    if !(udp && ck == 0) {
-        let l4 =
-            !wire::checksum::fold((0xffff ^ ck) + delta + (0xffff ^ old_port) + u64::from(port));
-        let l4 = if udp && l4 == 0 { 0xffff } else { l4 };
-        d[c..c + 2].copy_from_slice(&l4.to_be_bytes());
+    if udp {
+        // UDP's checksum is at 6, TCP's at 16
+        if let Some(seg) = seg.first_chunk_mut::<8>() {
+            patch::<8, 6>(ip, seg, outbound, new, port, true);
+        }
+    } else if let Some(seg) = seg.first_chunk_mut::<18>() {
+        patch::<18, 16>(ip, seg, outbound, new, port, false);
     }
+    set_tuple(pkt, outbound, addr, port);
+}
+
+/// Writes the address into the IP header `ip` and the port into the
+/// segment's header `seg` (its checksum at `C`), with both checksums.
+#[inline(always)]
+fn patch<const N: usize, const C: usize>(
+    ip: &mut [u8; 20],
+    seg: &mut [u8; N],
+    outbound: bool,
+    new: [u8; 4],
+    port: u16,
+    udp: bool,
+) {
+    let (a, p) = if outbound { (12, 0) } else { (16, 2) };
+    let be16 = |d: &[u8], i: usize| u32::from(u16::from_be_bytes([d[i], d[i + 1]]));
+    let delta = (0xffff ^ be16(ip, a))
+        + (0xffff ^ be16(ip, a + 2))
+        + u32::from(u16::from_be_bytes([new[0], new[1]]))
+        + u32::from(u16::from_be_bytes([new[2], new[3]]));
+    let ipck = !fold32((0xffff ^ be16(ip, 10)) + delta);
+    ip[10..12].copy_from_slice(&ipck.to_be_bytes());
+    ip[a..a + 4].copy_from_slice(&new);
+    let old_port = be16(seg, p);
+    seg[p..p + 2].copy_from_slice(&port.to_be_bytes());
+    let ck = be16(seg, C);
+    if !(udp && ck == 0) {
+        let l4ck = !fold32((0xffff ^ ck) + delta + (0xffff ^ old_port) + u32::from(port));
+        // (a UDP checksum of 0 means none: 0 is sent as 0xffff)
+        let l4ck = if udp && l4ck == 0 { 0xffff } else { l4ck };
+        seg[C..C + 2].copy_from_slice(&l4ck.to_be_bytes());
+    }
+}
+
+/// The one's-complement fold of a sum of at most 2¹⁶ 16-bit words.
+#[inline(always)]
+fn fold32(x: u32) -> u16 {
+    let x = (x & 0xffff) + (x >> 16);
+    ((x & 0xffff) + (x >> 16)) as u16
+}
+
+/// The tuple after a rewrite of a TCP or UDP packet.
+#[inline]
+fn set_tuple(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     let t = &mut pkt.info.tuple;
     if outbound {
         t.src = IpAddr::V4(addr);
@@ -355,6 +421,8 @@ fn rewrite_v4(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn rewrite_any(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
     let old = pkt.info.tuple;
     let (old_addr, new_addr) = if outbound {
@@ -460,88 +528,47 @@ impl Nf for Nat {
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
-        let t = pkt.info.tuple;
-        if let Some(FlowState::Nat(m)) = cx.get() {
-            let m = *m;
-            if let L4Info::IcmpError { .. } = pkt.info.l4 {
-                // an error about a mapped flow: translated like the flow's own
-                // packets (outer address and the quoted packet), the mapping untouched
-                if pkt.dir == Dir::Original {
-                    rewrite(pkt, true, m.ext_addr, m.ext_port);
-                } else {
-                    rewrite(pkt, false, m.int_addr, m.int_port);
-                }
-                self.counters.related += 1;
-                return Verdict::Forward;
-            }
-            let mut m2 = m;
-            match pkt.info.l4 {
-                L4Info::Tcp { flags } => {
-                    if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
-                        m2.tcp = NatTcp::Closing;
-                    } else if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening {
-                        m2.tcp = NatTcp::Established;
-                    }
-                }
-                // a UDP mapping is answered once a reply came back
-                L4Info::Udp if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening => {
-                    m2.tcp = NatTcp::Established;
-                }
-                _ => {}
-            }
-            if m2 != m {
-                cx.insert(FlowState::Nat(m2));
-            }
-            cx.set_timeout(self.timeout(&m2, cx.emergency).as_nanos() as u64);
-            if pkt.dir == Dir::Original {
-                rewrite(pkt, true, m.ext_addr, m.ext_port);
-                self.counters.out += 1;
-            } else {
-                rewrite(pkt, false, m.int_addr, m.int_port);
-                self.counters.inbound += 1;
-            }
-            return Verdict::Forward;
-        }
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
-            self.counters.passed += 1;
-            return Verdict::Forward;
-        };
-        if self.is_external(dst) {
-            return Verdict::Drop(DropCause::NatNoMapping);
-        }
-        let internal = &self.shared.internal;
-        if pkt.dir == Dir::Reply || !internal.contains(&src) || internal.contains(&dst) {
-            self.counters.passed += 1;
-            return Verdict::Forward;
-        }
         if let L4Info::IcmpError { .. } = pkt.info.l4 {
-            // an error about a flow the NAT never mapped opens nothing
-            return Verdict::Drop(DropCause::NatNoMapping);
+            return self.icmp_error(cx, pkt);
         }
-        let m = match self.map(cx, pkt, src, dst) {
-            Ok(m) => m,
-            Err(c) => return Verdict::Drop(c),
+        match self.process_hit(cx, pkt) {
+            Some(v) => v,
+            None => self.new_flow(cx, pkt),
+        }
+    }
+
+    /// A packet of a mapped flow (not an ICMP error): its mapping's progress
+    /// and timeout, and the rewrite.
+    #[inline(always)]
+    fn process_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict> {
+        let dir = pkt.dir;
+        let l4 = pkt.info.l4;
+        if let L4Info::IcmpError { .. } = l4 {
+            return None;
+        }
+        let Some(FlowState::Nat(m)) = cx.get() else {
+            return None;
         };
-        rewrite(pkt, true, m.ext_addr, m.ext_port);
-        // the translated tuple becomes a second key of this entry: replies to it
-        // find the mapping with the single lookup, in this same shard
-        let translated: FiveTuple = pkt.info.tuple;
-        let (key, side) = FlowKey::of(&translated);
-        let hash = cx.hasher.hash(&translated);
-        debug_assert_eq!(
-            hash & cx.shard.bucket_mask,
-            pkt.hash & cx.shard.bucket_mask,
-            "reply bucket"
-        );
-        // (refused only on an offloading core, where `map` already failed)
-        if !cx.add_alias(key, side, hash) {
-            return Verdict::Drop(DropCause::OffloadState);
+        match l4 {
+            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
+                m.tcp = NatTcp::Closing;
+            }
+            // a TCP or UDP mapping is answered once a reply came back
+            L4Info::Tcp { .. } | L4Info::Udp if dir == Dir::Reply && m.tcp == NatTcp::Opening => {
+                m.tcp = NatTcp::Established;
+            }
+            _ => {}
         }
-        cx.insert(FlowState::Nat(m));
-        cx.set_timeout(self.timeout(&m, cx.emergency).as_nanos() as u64);
-        self.counters.mappings += 1;
-        self.counters.out += 1;
-        Verdict::Forward
+        let m = *m;
+        cx.set_timeout(self.timeout(&m, cx.emergency));
+        if dir == Dir::Original {
+            rewrite(pkt, true, m.ext_addr, m.ext_port);
+            self.counters.out += 1;
+        } else {
+            rewrite(pkt, false, m.int_addr, m.int_port);
+            self.counters.inbound += 1;
+        }
+        Some(Verdict::Forward)
     }
 
     fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
@@ -597,6 +624,73 @@ impl Nf for Nat {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+impl Nat {
+    /// An ICMP error about a mapped flow is translated like the flow's own
+    /// packets (outer address and the quoted packet), the mapping untouched;
+    /// about no mapping, the packet is what a new flow's would be.
+    #[cold]
+    #[inline(never)]
+    fn icmp_error(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let Some(FlowState::Nat(m)) = cx.get() else {
+            return self.new_flow(cx, pkt);
+        };
+        let m = *m;
+        if pkt.dir == Dir::Original {
+            rewrite(pkt, true, m.ext_addr, m.ext_port);
+        } else {
+            rewrite(pkt, false, m.int_addr, m.int_port);
+        }
+        self.counters.related += 1;
+        Verdict::Forward
+    }
+
+    /// A packet of a flow with no mapping: passed, refused, or mapped.
+    #[inline(never)]
+    fn new_flow(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let t = pkt.info.tuple;
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
+            self.counters.passed += 1;
+            return Verdict::Forward;
+        };
+        if self.is_external(dst) {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        }
+        let internal = &self.shared.internal;
+        if pkt.dir == Dir::Reply || !internal.contains(&src) || internal.contains(&dst) {
+            self.counters.passed += 1;
+            return Verdict::Forward;
+        }
+        if let L4Info::IcmpError { .. } = pkt.info.l4 {
+            // an error about a flow the NAT never mapped opens nothing
+            return Verdict::Drop(DropCause::NatNoMapping);
+        }
+        let m = match self.map(cx, pkt, src, dst) {
+            Ok(m) => m,
+            Err(c) => return Verdict::Drop(c),
+        };
+        rewrite(pkt, true, m.ext_addr, m.ext_port);
+        // the translated tuple becomes a second key of this entry: replies to it
+        // find the mapping with the single lookup, in this same shard
+        let translated: FiveTuple = pkt.info.tuple;
+        let (key, side) = FlowKey::of(&translated);
+        let hash = cx.hasher.hash(&translated);
+        debug_assert_eq!(
+            hash & cx.shard.bucket_mask,
+            pkt.hash & cx.shard.bucket_mask,
+            "reply bucket"
+        );
+        // (refused only on an offloading core, where `map` already failed)
+        if !cx.add_alias(key, side, hash) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
+        cx.insert(FlowState::Nat(m));
+        cx.set_timeout(self.timeout(&m, cx.emergency));
+        self.counters.mappings += 1;
+        self.counters.out += 1;
+        Verdict::Forward
     }
 }
 

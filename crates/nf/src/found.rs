@@ -1,0 +1,132 @@
+//! A run of a burst's packets whose flow entries the lookup found, handed to
+//! each NF at once (vector style, as VPP's graph nodes take a frame): one call
+//! per NF per run instead of one per packet, and inside it the NF's own
+//! `process` called directly, so its slot accesses compile to plain loads and
+//! stores.
+//!
+//! A run is the same as running the chain packet by packet: its packets are
+//! consecutive in the burst, each of them has a live entry, no two share one
+//! (a flow's next packet starts a new run), and NFs touch only their own slot
+//! and shard-local state. So NF *j* on packet *k + 1* never sees anything NF
+//! *i > j* did on packet *k*, and the order in which each NF sees a flow's
+//! packets is the burst's.
+
+use state::EntryId;
+use steer::RssHasher;
+
+use crate::ctx::At;
+use crate::{Ctx, Nf, Packet, Shard, Verdict};
+
+/// A packet of a run: where it is in the burst, its shard and entry.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Member {
+    /// Index in the burst.
+    pub pkt: u32,
+    /// Its shard.
+    pub shard: u32,
+    /// Its flow entry.
+    pub entry: EntryId,
+    /// The shard's table was in emergency mode when the packet came.
+    pub emergency: bool,
+}
+
+/// The packets of a run as one NF sees them ([`Nf::process_found`](crate::Nf::process_found)).
+pub struct Found<'a> {
+    pub(crate) shards: &'a mut [Option<Shard>],
+    pub(crate) pkts: &'a mut [Packet],
+    pub(crate) members: &'a [Member],
+    /// One per member: `Forward` until an NF drops the packet.
+    pub(crate) verdicts: &'a mut [Verdict],
+    pub(crate) nf: usize,
+    pub(crate) now_ns: u64,
+    pub(crate) hasher: &'a RssHasher,
+    /// Some NF removed its state: the chain frees entries left empty.
+    pub(crate) deleted: bool,
+}
+
+impl Found<'_> {
+    /// Runs `nf` on each packet no earlier NF dropped, in burst order, with
+    /// the same [`Ctx`] as a packet-by-packet run gives: its
+    /// [`process_hit`](Nf::process_hit), and its [`process`](Nf::process) when
+    /// that did not decide. The verdict is the packet's from now on.
+    #[inline(always)]
+    pub fn each<N: Nf + ?Sized>(&mut self, nf: &mut N) {
+        let i = self.nf;
+        for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
+            if *v != Verdict::Forward {
+                continue;
+            }
+            let Some(Shard {
+                info,
+                table,
+                locals,
+                ..
+            }) = self
+                .shards
+                .get_mut(m.shard as usize)
+                .and_then(Option::as_mut)
+            else {
+                debug_assert!(false, "a run's shard is the core's");
+                continue;
+            };
+            let (Some(local), Some(pkt)) = (locals.get_mut(i), self.pkts.get_mut(m.pkt as usize))
+            else {
+                debug_assert!(false, "a run's packet and NF exist");
+                continue;
+            };
+            // (two contexts: the first stays in registers, the second is
+            // made only when `process` runs)
+            let mut cx = Ctx {
+                at: At::Table(&mut *table),
+                entry: m.entry,
+                nf: i,
+                now_ns: self.now_ns,
+                local: &mut *local,
+                hasher: self.hasher,
+                shard: *info,
+                emergency: m.emergency,
+                deleted: false,
+            };
+            if let Some(verdict) = nf.process_hit(&mut cx, pkt) {
+                *v = verdict;
+                self.deleted |= cx.deleted;
+                continue;
+            }
+            let (verdict, deleted) = slow(
+                nf,
+                Ctx {
+                    at: At::Table(table),
+                    entry: m.entry,
+                    nf: i,
+                    now_ns: self.now_ns,
+                    local,
+                    hasher: self.hasher,
+                    shard: *info,
+                    emergency: m.emergency,
+                    deleted: false,
+                },
+                pkt,
+            );
+            *v = verdict;
+            self.deleted |= deleted;
+        }
+    }
+
+    /// Packets in the run (dropped ones included).
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// True for a run of no packet.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+/// [`Nf::process`] on one packet of a run, out of the loop; and whether the NF
+/// deleted its state.
+#[inline(never)]
+fn slow<N: Nf + ?Sized>(nf: &mut N, mut cx: Ctx<'_>, pkt: &mut Packet) -> (Verdict, bool) {
+    let verdict = nf.process(&mut cx, pkt);
+    (verdict, cx.deleted)
+}
