@@ -78,6 +78,19 @@ impl Hit<'_> {
     }
 }
 
+/// What [`Chain::process_burst_routed`]'s router does with a packet's flow
+/// entry, which decides how far the chain may run a burst's packets NF by NF.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// It only looks at the entry's identity (e.g. samples it): a flow's
+    /// packets may run NF by NF together.
+    Observes,
+    /// It reads or takes the entry's state (a snapshot for a replica, an
+    /// offload decision): each packet is routed after its flow's earlier
+    /// packets of the burst have run.
+    ReadsState,
+}
+
 /// NFs on one core, with the steering their state needs.
 pub struct Chain {
     pub(crate) nfs: Vec<Box<dyn Nf>>,
@@ -90,6 +103,8 @@ pub struct Chain {
     /// Some NF keeps state in flow entries: packets are looked up and new
     /// flows get an entry.
     entries: bool,
+    /// Some NF may delete its state on a packet ([`Nf::deletes_state`]).
+    deletes: bool,
     /// Emergency mode's high- and low-water marks, in flows per shard.
     emergency: Option<(usize, usize)>,
     counters: ChainCounters,
@@ -217,6 +232,7 @@ impl Chain {
         };
         let per_flow = nfs.iter().any(|n| n.state_kind() == StateKind::PerFlow);
         let entries = nfs.iter().any(|n| n.keeps_entries());
+        let deletes = nfs.iter().any(|n| n.deletes_state());
         let cap = table.capacity as f64;
         let emergency = opts
             .emergency
@@ -231,6 +247,7 @@ impl Chain {
             table,
             per_flow,
             entries,
+            deletes,
             counters: ChainCounters::default(),
             scratch: None,
             routed: Vec::new(),
@@ -249,6 +266,7 @@ impl Chain {
             table: self.table.clone(),
             per_flow: self.per_flow,
             entries: self.entries,
+            deletes: self.deletes,
             emergency: self.emergency,
             counters: ChainCounters::default(),
             scratch: None,
@@ -360,7 +378,14 @@ impl Chain {
         out: &mut Vec<Verdict>,
     ) {
         let mut routed = core::mem::take(&mut self.routed);
-        self.process_burst_routed(shards, pkts, now_ns, &mut routed, |_, _, _| true);
+        self.process_burst_routed(
+            shards,
+            pkts,
+            now_ns,
+            &mut routed,
+            Routing::Observes,
+            |_, _, _| true,
+        );
         out.clear();
         out.extend(routed.iter().map(|v| v.expect("every packet runs here")));
         self.routed = routed;
@@ -378,6 +403,7 @@ impl Chain {
         pkts: &mut [Packet],
         now_ns: u64,
         out: &mut Vec<Option<Verdict>>,
+        routing: Routing,
         mut route: impl FnMut(usize, &Packet, Hit<'_>) -> bool,
     ) {
         out.clear();
@@ -392,7 +418,16 @@ impl Chain {
         }
         let mut sc = self.scratch.take().unwrap_or_default();
         for (c, chunk) in pkts.chunks_mut(BURST).enumerate() {
-            self.chunk(shards, chunk, c * BURST, now_ns, out, &mut route, &mut sc);
+            self.chunk(
+                shards,
+                chunk,
+                c * BURST,
+                now_ns,
+                out,
+                routing,
+                &mut route,
+                &mut sc,
+            );
         }
         self.scratch = Some(sc);
     }
@@ -408,9 +443,14 @@ impl Chain {
         base: usize,
         now_ns: u64,
         out: &mut Vec<Option<Verdict>>,
+        routing: Routing,
         route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
         sc: &mut Scratch,
     ) {
+        // a flow's packets may run together unless the router reads their
+        // state or an NF may delete it (then the next packet would not find
+        // the entry, see `found`)
+        let together = routing == Routing::Observes && !self.deletes;
         let n = pkts.len().min(BURST);
         let pkts = &mut pkts[..n];
         // pipelined lookups: every index bucket of the burst in flight first,
@@ -425,6 +465,8 @@ impl Chain {
                 .table;
             let ih = table.index_hash(&k, p.hash);
             table.prefetch_index_at(ih);
+            // the headers an NF may rewrite, in flight too
+            state::prefetch(p.data.as_ptr());
             sc.keys[i] = k;
             sc.sides[i] = side;
             sc.ihs[i] = ih;
@@ -473,7 +515,8 @@ impl Chain {
             // is looked for in the run only when its bit is set)
             let h = l.id.0 ^ (s as u32).wrapping_mul(0x9e37_79b9);
             let (word, bit) = ((h >> 6) as usize & 3, 1u64 << (h & 63));
-            if in_run[word] & bit != 0
+            if !together
+                && in_run[word] & bit != 0
                 && sc.run[..len]
                     .iter()
                     .any(|m| m.entry == l.id && m.shard as usize == s)
@@ -730,7 +773,7 @@ impl Chain {
         let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
             let mut cx = Ctx {
-                at: At::Table(table),
+                at: At::table(table, id, i),
                 entry: id,
                 nf: i,
                 now_ns,

@@ -21,8 +21,25 @@ pub struct ShardInfo {
 /// Where the packet's flow entry is: in its shard's table (the owner processes it)
 /// or detached and leased to an offloading core.
 pub(crate) enum At<'a> {
-    Table(&'a mut FlowTable<Option<FlowState>>),
+    /// In the table; `cell` is where this NF's slot of the entry is.
+    Table {
+        table: &'a mut FlowTable<Option<FlowState>>,
+        cell: usize,
+    },
     Detached(&'a mut Detached<Option<FlowState>>),
+}
+
+impl<'a> At<'a> {
+    /// NF `nf`'s slot of entry `entry` in `table`.
+    #[inline(always)]
+    pub(crate) fn table(
+        table: &'a mut FlowTable<Option<FlowState>>,
+        entry: EntryId,
+        nf: usize,
+    ) -> At<'a> {
+        let cell = table.cell(entry, nf);
+        At::Table { table, cell }
+    }
 }
 
 /// A flow entry's slots leased to an offloading core.
@@ -62,7 +79,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn get(&mut self) -> Option<&mut FlowState> {
         match &mut self.at {
-            At::Table(t) => t.slot_mut(self.entry, self.nf).as_mut(),
+            At::Table { table, cell } => table.slot_at(*cell).as_mut(),
             At::Detached(d) => d.slots[self.nf].as_mut(),
         }
     }
@@ -71,7 +88,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn insert(&mut self, s: FlowState) {
         match &mut self.at {
-            At::Table(t) => *t.slot_mut(self.entry, self.nf) = Some(s),
+            At::Table { table, cell } => *table.slot_at(*cell) = Some(s),
             At::Detached(d) => d.slots[self.nf] = Some(s),
         }
     }
@@ -83,7 +100,7 @@ impl Ctx<'_> {
     pub fn take(&mut self) -> Option<FlowState> {
         self.deleted = true;
         match &mut self.at {
-            At::Table(t) => t.slot_mut(self.entry, self.nf).take(),
+            At::Table { table, cell } => table.slot_at(*cell).take(),
             At::Detached(d) => d.slots[self.nf].take(),
         }
     }
@@ -94,7 +111,7 @@ impl Ctx<'_> {
     pub fn delete(&mut self) -> Option<FlowState> {
         self.deleted = true;
         match &mut self.at {
-            At::Table(t) => t.clear_slot(self.entry, self.nf),
+            At::Table { table, .. } => table.clear_slot(self.entry, self.nf),
             At::Detached(d) => {
                 // the owner drops the alias key this slot owned when it re-attaches
                 d.deadlines[self.nf] = 0;
@@ -108,7 +125,7 @@ impl Ctx<'_> {
     pub fn set_timeout(&mut self, idle_ns: u64) {
         let at = self.now_ns.saturating_add(idle_ns);
         match &mut self.at {
-            At::Table(t) => t.set_deadline(self.entry, self.nf, at),
+            At::Table { table, cell } => table.set_deadline_at(self.entry, *cell, at),
             At::Detached(d) => d.deadlines[self.nf] = at,
         }
     }
@@ -121,8 +138,8 @@ impl Ctx<'_> {
     /// is refused (`false`).
     pub fn add_alias(&mut self, key: FlowKey, side: Side, hash: u32) -> bool {
         match &mut self.at {
-            At::Table(t) => {
-                t.add_alias(self.entry, self.nf, key, side, hash);
+            At::Table { table, .. } => {
+                table.add_alias(self.entry, self.nf, key, side, hash);
                 true
             }
             At::Detached(_) => {
@@ -135,7 +152,7 @@ impl Ctx<'_> {
     /// True once the flow has seen both directions.
     pub fn is_assured(&self) -> bool {
         match &self.at {
-            At::Table(t) => t.is_assured(self.entry),
+            At::Table { table, .. } => table.is_assured(self.entry),
             At::Detached(d) => d.assured,
         }
     }
@@ -164,6 +181,14 @@ pub trait Nf: Send + Any {
     /// True if the NF adds alias keys to flow entries.
     fn needs_alias(&self) -> bool {
         false
+    }
+    /// True if processing a packet may delete the NF's state
+    /// ([`Ctx::delete`], or [`Ctx::take`] without putting it back), so that a
+    /// flow's next packet may find no entry and make a new one. Then the chain
+    /// never runs two packets of a flow NF by NF together. Default: yes (every
+    /// NF of flowshift's says no).
+    fn deletes_state(&self) -> bool {
+        true
     }
     /// True if the NF keeps state in its slot of the flow entry (so packets
     /// need a flow entry): every per-flow NF but those whose per-flow state is

@@ -77,7 +77,7 @@ impl Found<'_> {
             // (two contexts: the first stays in registers, the second is
             // made only when `process` runs)
             let mut cx = Ctx {
-                at: At::Table(&mut *table),
+                at: At::table(&mut *table, m.entry, i),
                 entry: m.entry,
                 nf: i,
                 now_ns: self.now_ns,
@@ -95,7 +95,7 @@ impl Found<'_> {
             let (verdict, deleted) = slow(
                 nf,
                 Ctx {
-                    at: At::Table(table),
+                    at: At::table(table, m.entry, i),
                     entry: m.entry,
                     nf: i,
                     now_ns: self.now_ns,

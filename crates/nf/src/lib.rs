@@ -64,7 +64,7 @@ pub mod router;
 pub mod seqcheck;
 mod verdict;
 
-pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Shard};
+pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Routing, Shard, BURST};
 pub use config::{ChainConfig, ConfigError};
 pub use ctx::{Ctx, Leased, Nf, ShardInfo};
 pub use found::Found;

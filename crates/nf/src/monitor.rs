@@ -206,6 +206,10 @@ impl Nf for Monitor {
         "monitor"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::SrcIp
     }

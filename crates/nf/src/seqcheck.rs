@@ -108,6 +108,10 @@ impl Nf for SeqCheck {
         "seqcheck"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

@@ -505,25 +505,33 @@ fn leased_processing_equals_home_processing() {
         home.process_burst(&mut home_shards, &mut a, now, &mut verdicts);
         let mut b = mk(&away);
         let mut route_away = vec![false; b.len()];
-        away.process_burst_routed(&mut shards, &mut b, now, &mut routed, |i, p, hit| {
-            let s = hit.shard.info.index;
-            let key = (s, hit.entry.0);
-            let go = leased.contains_key(&key)
-                || (hit.shard.table.key(hit.entry).mix() % 2 == 0 && {
-                    let ok = hit.offloadable();
-                    if !ok {
-                        n_refused += 1;
-                    }
-                    ok
-                });
-            if go && !leased.contains_key(&key) {
-                leased.insert(key, hit.shard.table.detach(hit.entry));
-                n_leased += 1;
-            }
-            let _ = p;
-            route_away[i] = go;
-            !go
-        });
+        let routing = nf::Routing::ReadsState;
+        away.process_burst_routed(
+            &mut shards,
+            &mut b,
+            now,
+            &mut routed,
+            routing,
+            |i, p, hit| {
+                let s = hit.shard.info.index;
+                let key = (s, hit.entry.0);
+                let go = leased.contains_key(&key)
+                    || (hit.shard.table.key(hit.entry).mix() % 2 == 0 && {
+                        let ok = hit.offloadable();
+                        if !ok {
+                            n_refused += 1;
+                        }
+                        ok
+                    });
+                if go && !leased.contains_key(&key) {
+                    leased.insert(key, hit.shard.table.detach(hit.entry));
+                    n_leased += 1;
+                }
+                let _ = p;
+                route_away[i] = go;
+                !go
+            },
+        );
         for (i, p) in b.iter_mut().enumerate() {
             let v = if route_away[i] {
                 assert!(routed[i].is_none());

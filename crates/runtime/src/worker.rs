@@ -353,11 +353,18 @@ impl Worker {
             r.before.clear();
             r.before.resize(sc.batch.len() * nfs, None);
         }
+        // (a replica's snapshot and an offload decision read the flow's state)
+        let routing = if offloading || snapshot.is_some() {
+            nf::Routing::ReadsState
+        } else {
+            nf::Routing::Observes
+        };
         self.chain.process_burst_routed(
             &mut self.shards,
             &mut sc.batch,
             now,
             &mut sc.routed,
+            routing,
             |i, p, hit| {
                 // misses before this packet ran here without asking
                 fates.resize_with(i, || Fate::Here);

@@ -95,7 +95,9 @@ impl Prepared {
             let now = batch.last().map(|p| p.ts_ns).unwrap_or(0);
             meta.clear();
             meta.resize(batch.len(), (0, 0));
-            chain.process_burst_routed(shards, batch, now, out, |i, _, hit| {
+            // (whether a flow is offloadable reads its state)
+            let routing = nf::Routing::ReadsState;
+            chain.process_burst_routed(shards, batch, now, out, routing, |i, _, hit| {
                 let slice = slice_of(hit.shard.table.key(hit.entry).mix()) as u16;
                 let mut f = HIT;
                 if hit.offloadable() {

@@ -22,6 +22,7 @@ mod fast;
 mod key;
 pub mod merge;
 mod prefetch;
+pub use prefetch::prefetch;
 mod table;
 mod wheel;
 

@@ -3,7 +3,7 @@
 /// Hints the CPU to bring the cache line holding `p` into cache. Never faults and
 /// has no effect on program semantics.
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` is a hint: it never dereferences in a way that can fault
     // or be observed, whatever the address, and SSE is baseline on x86_64.

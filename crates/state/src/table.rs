@@ -961,6 +961,35 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
+    /// Where the slot of NF `nf` in entry `id` is, for
+    /// [`slot_at`](Self::slot_at) and [`set_deadline_at`](Self::set_deadline_at):
+    /// computed once for the accesses of one packet.
+    #[inline]
+    pub fn cell(&self, id: EntryId, nf: usize) -> usize {
+        id.0 as usize * self.cfg.slots + nf
+    }
+
+    /// The slot at `cell` (from [`cell`](Self::cell)).
+    #[inline]
+    pub fn slot_at(&mut self, cell: usize) -> &mut S {
+        &mut self.slots[cell].state
+    }
+
+    /// [`set_deadline`](Self::set_deadline) of the slot at `cell` (from
+    /// [`cell`](Self::cell)) of entry `id`.
+    #[inline]
+    pub fn set_deadline_at(&mut self, id: EntryId, cell: usize, at_ns: u64) {
+        let c = &mut self.slots[cell];
+        // The entry is armed at a tick that starts no later than any of its
+        // slots' deadlines (every arming in `arm` and in `expire` keeps it
+        // so): a deadline moving later needs nothing but the store.
+        let later = c.deadline != 0 && at_ns >= c.deadline;
+        c.deadline = at_ns;
+        if !later {
+            self.arm(id.0 as usize, at_ns);
+        }
+    }
+
     /// The slot of NF `nf` in entry `id`.
     #[inline]
     pub fn slot_mut(&mut self, id: EntryId, nf: usize) -> &mut S {
@@ -1009,16 +1038,7 @@ impl<S: Slot> FlowTable<S> {
     /// deadline moves later (nothing but a store); an earlier one re-arms the wheel.
     #[inline]
     pub fn set_deadline(&mut self, id: EntryId, nf: usize, at_ns: u64) {
-        let i = id.0 as usize;
-        let cell = &mut self.slots[i * self.cfg.slots + nf];
-        // The entry is armed at a tick that starts no later than any of its
-        // slots' deadlines (every arming in `arm` and in `expire` keeps it
-        // so): a deadline moving later needs nothing but the store.
-        let later = cell.deadline != 0 && at_ns >= cell.deadline;
-        cell.deadline = at_ns;
-        if !later {
-            self.arm(i, at_ns);
-        }
+        self.set_deadline_at(id, self.cell(id, nf), at_ns);
     }
 
     /// Arms entry `i`'s timer for `at_ns` unless it is armed at a tick that

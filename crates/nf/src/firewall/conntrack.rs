@@ -157,7 +157,7 @@ impl Conn {
     }
 
     /// Moves the state machine for a packet in direction `dir`.
-    #[inline]
+    #[inline(always)]
     pub fn update(&mut self, dir: Dir, l4: L4Info) -> Result<(), DropCause> {
         let reply = dir == Dir::Reply;
         match self {
@@ -251,6 +251,7 @@ impl Conn {
     }
 }
 
+#[inline(never)]
 fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCause> {
     use TcpState::*;
     if f.contains(TcpFlags::RST) {

@@ -118,6 +118,10 @@ impl Nf for Firewall {
         "firewall"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

@@ -436,6 +436,10 @@ impl Nf for Ids {
         "ids"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

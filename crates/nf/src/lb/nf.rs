@@ -280,6 +280,10 @@ impl Nf for Lb {
         "lb"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::BiFiveTuple
     }

@@ -381,23 +381,26 @@ fn patch<const N: usize, const C: usize>(
     port: u16,
     udp: bool,
 ) {
+    // (the one's-complement sum is the same in either byte order, RFC 1071
+    // §2(B): words are read and written in the machine's, with no swaps)
     let (a, p) = if outbound { (12, 0) } else { (16, 2) };
-    let be16 = |d: &[u8], i: usize| u32::from(u16::from_be_bytes([d[i], d[i + 1]]));
-    let delta = (0xffff ^ be16(ip, a))
-        + (0xffff ^ be16(ip, a + 2))
-        + u32::from(u16::from_be_bytes([new[0], new[1]]))
-        + u32::from(u16::from_be_bytes([new[2], new[3]]));
-    let ipck = !fold32((0xffff ^ be16(ip, 10)) + delta);
-    ip[10..12].copy_from_slice(&ipck.to_be_bytes());
+    let w = |d: &[u8], i: usize| u32::from(u16::from_ne_bytes([d[i], d[i + 1]]));
+    let port_ne = u16::from_ne_bytes(port.to_be_bytes());
+    let delta = (0xffff ^ w(ip, a))
+        + (0xffff ^ w(ip, a + 2))
+        + u32::from(u16::from_ne_bytes([new[0], new[1]]))
+        + u32::from(u16::from_ne_bytes([new[2], new[3]]));
+    let ipck = !fold32((0xffff ^ w(ip, 10)) + delta);
+    ip[10..12].copy_from_slice(&ipck.to_ne_bytes());
     ip[a..a + 4].copy_from_slice(&new);
-    let old_port = be16(seg, p);
-    seg[p..p + 2].copy_from_slice(&port.to_be_bytes());
-    let ck = be16(seg, C);
+    let old_port = w(seg, p);
+    seg[p..p + 2].copy_from_slice(&port_ne.to_ne_bytes());
+    let ck = w(seg, C);
     if !(udp && ck == 0) {
-        let l4ck = !fold32((0xffff ^ ck) + delta + (0xffff ^ old_port) + u32::from(port));
+        let l4ck = !fold32((0xffff ^ ck) + delta + (0xffff ^ old_port) + u32::from(port_ne));
         // (a UDP checksum of 0 means none: 0 is sent as 0xffff)
         let l4ck = if udp && l4ck == 0 { 0xffff } else { l4ck };
-        seg[C..C + 2].copy_from_slice(&l4ck.to_be_bytes());
+        seg[C..C + 2].copy_from_slice(&l4ck.to_ne_bytes());
     }
 }
 
@@ -485,6 +488,10 @@ impl Nf for Nat {
 
     fn kind(&self) -> &'static str {
         "nat"
+    }
+
+    fn deletes_state(&self) -> bool {
+        false
     }
 
     fn nflow(&self) -> NflowKey {

@@ -102,6 +102,10 @@ impl Nf for Router {
         "router"
     }
 
+    fn deletes_state(&self) -> bool {
+        false
+    }
+
     fn nflow(&self) -> NflowKey {
         NflowKey::None
     }
