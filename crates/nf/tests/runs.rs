@@ -137,10 +137,13 @@ fn runs_equal_one_packet_at_a_time_with_heavy_hitters() {
 }
 
 /// Counts a flow's packets in its slot and deletes its state at every third:
-/// the flow's next packet finds no entry and starts over.
+/// the flow's next packet finds no entry and starts over, as the original
+/// direction of a new entry (counted by direction: a packet that ran in the
+/// old entry would be counted as a reply).
 #[derive(Clone, Default)]
 struct EveryThird {
     restarts: u64,
+    replies: u64,
 }
 
 impl Nf for EveryThird {
@@ -156,7 +159,8 @@ impl Nf for EveryThird {
     fn state_kind(&self) -> StateKind {
         StateKind::PerFlow
     }
-    fn process(&mut self, cx: &mut Ctx<'_>, _pkt: &mut Packet) -> Verdict {
+    fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        self.replies += u64::from(pkt.dir == state::Dir::Reply);
         let n = match cx.get() {
             Some(FlowState::Seq(s)) => s.last + 1,
             _ => {
@@ -172,7 +176,7 @@ impl Nf for EveryThird {
         Verdict::Forward
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![("restarts", self.restarts)]
+        vec![("restarts", self.restarts), ("replies", self.replies)]
     }
     fn instance(&self) -> Box<dyn Nf> {
         Box::new(EveryThird::default())
@@ -205,4 +209,41 @@ fn a_flow_whose_state_an_nf_deletes_starts_over_as_it_would_packet_by_packet() {
     let lens: Vec<usize> = s.iter().map(|x| x.as_ref().unwrap().table.len()).collect();
     let want: Vec<usize> = s1.iter().map(|x| x.table.len()).collect();
     assert_eq!(lens, want);
+}
+
+/// Each packet's flow state as the router sees it, with bursts of `burst`.
+fn snapshots(
+    pkts: &[trace::GenPacket],
+    burst: usize,
+    routing: Routing,
+) -> Vec<Vec<Option<FlowState>>> {
+    let (mut c, s) = chain(FW_NAT_SEQ);
+    let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
+    let mut parsed: Vec<Packet> = pkts
+        .iter()
+        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
+        .collect();
+    let mut seen = vec![Vec::new(); pkts.len()];
+    let mut routed = Vec::new();
+    for (b, chunk) in parsed.chunks_mut(burst).enumerate() {
+        let now = chunk[0].ts_ns;
+        c.process_burst_routed(&mut s, chunk, now, &mut routed, routing, |i, _, hit| {
+            seen[b * burst + i] = (0..3)
+                .map(|nf| hit.shard.table.slot(hit.entry, nf).clone())
+                .collect();
+            true
+        });
+    }
+    seen
+}
+
+#[test]
+fn a_router_that_reads_state_sees_what_the_flows_earlier_packets_left() {
+    let pkts = heavy_hitters();
+    // one packet per burst: what a packet-by-packet run's router would see
+    let alone = snapshots(&pkts, 1, Routing::ReadsState);
+    assert_eq!(snapshots(&pkts, 32, Routing::ReadsState), alone);
+    // (a router that only observes may see a state its flow's earlier
+    // packets of the burst have not changed yet)
+    assert_ne!(snapshots(&pkts, 32, Routing::Observes), alone);
 }
