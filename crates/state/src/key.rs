@@ -31,7 +31,7 @@ pub enum Dir {
 /// `lo_port | hi_port << 16 | proto << 32 | v6 << 40`), compared and hashed
 /// word by word.
 #[derive(
-    Copy, Clone, Debug, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+    Copy, Clone, Debug, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
 )]
 #[repr(C)]
 pub struct FlowKey {
@@ -46,6 +46,13 @@ impl PartialEq for FlowKey {
         let [a, b, c, d, e] = self.w;
         let [f, g, h, i, j] = o.w;
         ((a ^ f) | (b ^ g) | (c ^ h) | (d ^ i) | (e ^ j)) == 0
+    }
+}
+
+impl core::hash::Hash for FlowKey {
+    /// The words, as equality compares them.
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.w.hash(h);
     }
 }
 
