@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// for capacity measurements; holds a parsed copy of the trace in memory.
     #[arg(long)]
     pub presteer: bool,
+    /// Threads of the NIC model for a replayed trace: with N > 1, N threads
+    /// parse and hash bursts in turn while the NIC-model thread steers them,
+    /// in replay order, by the live indirection table [default: 1].
+    #[arg(long)]
+    pub nic_threads: Option<usize>,
     /// With --iface: how the NIC-model thread reads frames, `recvmmsg` bursts
     /// or a `TPACKET_V3` ring shared with the kernel.
     /// [default: recvmmsg]
@@ -146,6 +151,7 @@ pub(crate) struct RunSection {
     nic_update_delay: Option<String>,
     speed: Option<f64>,
     presteer: Option<bool>,
+    nic_threads: Option<usize>,
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
@@ -315,6 +321,20 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         cfg.nic_update_delay = duration("nic_update_delay", d)?;
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
+    if let Some(k) = a.nic_threads.or(sec.nic_threads) {
+        if !(1..=runspec::MAX_NIC_THREADS).contains(&k) {
+            bail!(
+                "`nic_threads` = {k}: must be between 1 and {}",
+                runspec::MAX_NIC_THREADS
+            );
+        }
+        if k > 1 && cfg.presteer {
+            bail!(
+                "`nic_threads` = {k} with `presteer`: a pre-steered trace is parsed before                  the run, there is nothing left for more NIC-model threads to do"
+            );
+        }
+        cfg.nic_threads = k;
+    }
     cfg.replica = sec.pool.as_ref().map(|p| runspec::Replica {
         listen: p.listen,
         secondary: p.secondary,
@@ -383,6 +403,11 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
     if ifaces.is_some() && cfg.presteer {
         bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
+    }
+    if ifaces.is_some() && cfg.nic_threads > 1 {
+        bail!(
+            "`nic_threads` parses a replayed trace on more threads: it does not apply to              --iface (use `--steer kernel` to steer in the kernel)"
+        );
     }
     let trace = match (&a.input, &ifaces) {
         (_, Some(_)) => Trace::new(),

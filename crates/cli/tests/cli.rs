@@ -321,6 +321,10 @@ fn run_rejects_what_it_cannot_do() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("`offload_select` = `biggest`"));
     let o = flowshift(&["run", "--balancer", "magic"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("`balancer` = `magic`"));
+    let o = flowshift(&["run", "--nic-threads", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`nic_threads` = 0: must be between 1"));
+    let o = flowshift(&["run", "--nic-threads", "2", "--presteer"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("with `presteer`"));
     let cfg = tmp("run-bad.toml");
     std::fs::write(&cfg, "[run]\nworkerz = 2\n[[nf]]\nkind = \"seqcheck\"\n").unwrap();
     let o = flowshift(&["run", "--config", cfg.to_str().unwrap()]);

@@ -164,6 +164,11 @@ pub struct RunConfig {
     /// the live indirection table and enqueues it, so it is not what limits a
     /// capacity measurement. Costs a parsed copy of the trace in memory.
     pub presteer: bool,
+    /// Threads of the NIC model for a replayed trace: 1 (default), one thread
+    /// parses, hashes and steers every packet; N > 1, N threads parse and hash
+    /// bursts in turn while the NIC-model thread steers them, in replay order,
+    /// by the live indirection table (steering stays live, unlike `presteer`).
+    pub nic_threads: usize,
     /// Packet buffers go back from the cores to the NIC-model thread through
     /// rings and are reused, as a NIC's receive buffers are (on by default);
     /// off: one allocation per packet, freed by the core.
@@ -221,6 +226,9 @@ impl ConfigError {
 
 /// Largest ring (descriptors per queue) a run accepts.
 pub const MAX_RING: usize = 1 << 20;
+/// Most NIC-model threads a run accepts.
+pub const MAX_NIC_THREADS: usize = 64;
+
 /// Largest burst a run accepts.
 pub const MAX_BURST: usize = 1 << 12;
 /// Most working cores, and most offloading cores, a run accepts.
@@ -264,6 +272,13 @@ impl RunConfig {
                 "burst",
                 self.burst,
                 format!("must be between 1 and {MAX_BURST}"),
+            ));
+        }
+        if !(1..=MAX_NIC_THREADS).contains(&self.nic_threads) {
+            return Err(ConfigError::new(
+                "nic_threads",
+                self.nic_threads,
+                format!("must be between 1 and {MAX_NIC_THREADS}"),
             ));
         }
         if self.period < std::time::Duration::from_micros(10) {
@@ -335,6 +350,7 @@ impl Default for RunConfig {
             stop: None,
             metrics: None,
             presteer: false,
+            nic_threads: 1,
             recycle: true,
             replica: None,
         }

@@ -62,6 +62,9 @@ pub(crate) struct FeedOptions {
     pub presteer: bool,
     /// Packet buffers the cores have given back.
     pub buffers: Buffers,
+    /// Threads that parse and hash bursts for the NIC-model thread
+    /// ([`runspec::RunConfig::nic_threads`]); 1: it does it itself.
+    pub nic_threads: usize,
 }
 
 /// The NIC model's receive buffers: frames are copied into buffers the cores
@@ -77,6 +80,15 @@ impl Buffers {
     /// Buffers coming back through `rings`.
     pub fn new(rings: Vec<Consumer<Vec<u8>>>) -> Buffers {
         Buffers { rings, next: 0 }
+    }
+
+    /// The rings dealt out to `k` users (ring `r` to user `r mod k`).
+    pub fn split(self, k: usize) -> Vec<Buffers> {
+        let mut out: Vec<Vec<Consumer<Vec<u8>>>> = (0..k.max(1)).map(|_| Vec::new()).collect();
+        for (r, ring) in self.rings.into_iter().enumerate() {
+            out[r % k.max(1)].push(ring);
+        }
+        out.into_iter().map(Buffers::new).collect()
     }
 
     /// `frame` in a buffer, a returned one if any.
@@ -144,6 +156,9 @@ pub(crate) fn feed(
         next: 0,
         to: opts.metrics.clone(),
     };
+    if opts.nic_threads > 1 && !opts.presteer {
+        return feed_parsed(trace, hasher, shared, queues, opts, publisher);
+    }
     let FeedOptions {
         schedule,
         burst,
@@ -225,6 +240,101 @@ pub(crate) fn feed(
         publisher.tick(shared.now_ns(), &st);
     }
     st.duration_ns = shared.now_ns() - t0;
+    shared.finish_feeding();
+    st
+}
+
+/// [`feed`] with `opts.nic_threads` parsers ([`crate::parsers`]): this thread
+/// takes their bursts in replay order, paces, counts and steers them.
+fn feed_parsed(
+    trace: &Trace,
+    hasher: &RssHasher,
+    shared: &Arc<Shared>,
+    mut queues: Vec<Producer<Packet>>,
+    opts: FeedOptions,
+    mut publisher: Publisher,
+) -> FeederStats {
+    let FeedOptions {
+        schedule,
+        burst,
+        duration_ns,
+        spray,
+        stop,
+        buffers,
+        nic_threads,
+        ..
+    } = opts;
+    let mut st = FeederStats::default();
+    let total = schedule.packets(trace);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let job = crate::parsers::Job {
+        trace,
+        hasher,
+        schedule,
+        burst: burst.max(1),
+        total,
+        done: &done,
+    };
+    let job = &job;
+    std::thread::scope(|sc| {
+        let mut ends = crate::parsers::start(sc, job, buffers.split(nic_threads));
+        let k = ends.len();
+        let wait = !matches!(schedule.pace, Pace::Timed { .. });
+        let mut n = 0u64;
+        let mut b = 0usize;
+        let t0 = shared.now_ns();
+        'feed: while n < total {
+            if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
+                || stop.as_ref().is_some_and(|s| s.is_set())
+            {
+                break;
+            }
+            let e = &mut ends[b % k];
+            let mut batch = loop {
+                match e.bursts.pop() {
+                    Ok(v) => break v,
+                    Err(_) if shared.aborted() => break 'feed,
+                    // (it owed this burst: it panicked, the scope says so)
+                    Err(_) if e.thread.is_finished() && e.bursts.is_empty() => break 'feed,
+                    Err(_) => std::hint::spin_loop(),
+                }
+            };
+            b += 1;
+            if batch.is_empty() {
+                // (the schedule released no more packets)
+                break;
+            }
+            let v = shared.version();
+            for x in batch.drain(..) {
+                n += 1;
+                if let Pace::Timed { .. } = schedule.pace {
+                    while shared.now_ns().saturating_sub(t0) < x.at {
+                        std::hint::spin_loop();
+                    }
+                }
+                st.offered += 1;
+                st.bytes += u64::from(trace.orig_len(x.index)) + u64::from(trace::FCS_LEN);
+                let mut p = match x.pkt {
+                    Ok(p) => p,
+                    Err(m) => {
+                        st.malformed[m as usize] += 1;
+                        continue;
+                    }
+                };
+                p.ts_ns = shared.now_ns();
+                if !enqueue(p, n, spray, wait, shared, &mut queues, &mut st) {
+                    break 'feed;
+                }
+            }
+            // every packet steered with a table of version ≤ v is in its ring now
+            shared.ack_version(v);
+            publisher.tick(shared.now_ns(), &st);
+            let _ = e.empties.push(batch);
+        }
+        st.duration_ns = shared.now_ns() - t0;
+        // Release: pairs with the parsers' Acquire loads; they leave.
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
     shared.finish_feeding();
     st
 }

@@ -50,6 +50,7 @@ mod feeder;
 mod kernel;
 mod messages;
 mod offloader;
+mod parsers;
 mod ports;
 mod replica;
 mod run;

@@ -441,6 +441,7 @@ impl Threads<'_> {
             metrics: cfg.metrics.clone(),
             presteer: cfg.presteer,
             buffers,
+            nic_threads: cfg.nic_threads,
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
