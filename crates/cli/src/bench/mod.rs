@@ -62,7 +62,9 @@ struct Results {
 struct Row {
     chain: &'static str,
     /// `live`: the NIC-model thread parses and hashes every packet;
-    /// `presteered`: that was done before the run (`run --presteer`).
+    /// `live/2`: two threads do, in turn (`run --nic-threads 2`), the
+    /// NIC-model thread steers; `presteered`: that was done before the run
+    /// (`run --presteer`).
     feeder: &'static str,
     /// `pool`: packet buffers go back from the cores to the NIC-model thread
     /// and are reused; `malloc`: one allocation per packet.
@@ -221,22 +223,27 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         "vs empty"
     );
     for w in 1..=a.max_workers.max(1) {
-        let mut base = [0.0; 2];
-        for (name, chain, offloaders, presteer, recycle) in [
-            ("empty", &empty, 0, false, true),
-            ("empty", &empty, 0, true, true),
-            ("fw+nat", &fw_nat, 0, false, true),
-            ("fw+nat", &fw_nat, 0, false, false),
-            ("fw+nat", &fw_nat, 0, true, true),
-            ("fw+nat", &fw_nat, 0, true, false),
-            ("fw+nat", &fw_nat, 1, true, true),
+        // (feeder 0: live, 1: presteered, 2: live with two parsing threads)
+        let mut base = [0.0; 3];
+        for (name, chain, offloaders, feeder, recycle) in [
+            ("empty", &empty, 0, 0, true),
+            ("empty", &empty, 0, 1, true),
+            ("empty", &empty, 0, 2, true),
+            ("fw+nat", &fw_nat, 0, 0, true),
+            ("fw+nat", &fw_nat, 0, 0, false),
+            ("fw+nat", &fw_nat, 0, 1, true),
+            ("fw+nat", &fw_nat, 0, 1, false),
+            ("fw+nat", &fw_nat, 0, 2, true),
+            ("fw+nat", &fw_nat, 1, 1, true),
         ] {
+            let presteer = feeder == 1;
             let cfg = RunConfig {
                 workers: w,
                 offloaders,
                 offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
                 balancer: BalancerKind::Static,
                 presteer,
+                nic_threads: if feeder == 2 { 2 } else { 1 },
                 recycle,
                 ..RunConfig::default()
             };
@@ -247,13 +254,13 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
                 "counts do not balance or packets were reordered"
             );
             let mpps = r.throughput["mpps"];
-            let base = &mut base[usize::from(presteer)];
+            let base = &mut base[feeder];
             if name == "empty" {
                 *base = mpps;
             }
             let row = Row {
                 chain: name,
-                feeder: if presteer { "presteered" } else { "live" },
+                feeder: ["live", "presteered", "live/2"][feeder],
                 buffers: if recycle { "pool" } else { "malloc" },
                 workers: w,
                 offloaders,
@@ -279,7 +286,8 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     }
     println!(
         "(one feeder thread plays the NIC: when \"offered\" ≈ \"Mpps\" for the empty chain, the feeder is the limit; \
-         \"presteered\" rows had every packet parsed and hashed before the run, \"vs empty\" compares rows of one feeder; \
+         \"presteered\" rows had every packet parsed and hashed before the run, \"live/2\" rows two threads parsing in turn \
+         for the NIC-model thread, \"vs empty\" compares rows of one feeder; \
          this machine has {} cores for feeder, workers and controller)",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
