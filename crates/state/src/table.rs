@@ -537,11 +537,25 @@ impl<S: Slot> FlowTable<S> {
                 return None;
             }
             if (b >> 32) as u32 == ih {
+                let id = (b & ID_MASK) as usize;
                 if b & ALIAS_BIT != 0 {
-                    if let Some((l, _, _)) = self.lookup_from(i, key, side, ih) {
-                        return Some(l);
+                    // along the alias key, replies come from `alias_side`
+                    if self.aliases.get(id).is_some_and(|(k, _)| k == key) {
+                        if let Some(m) = self.meta.get_mut(id) {
+                            let dir = if side == m.alias_side {
+                                m.assured = true;
+                                Dir::Reply
+                            } else {
+                                Dir::Original
+                            };
+                            return Some(Lookup {
+                                id: EntryId(id as u32),
+                                dir,
+                                gen: m.gen,
+                            });
+                        }
                     }
-                } else if let Some(m) = self.meta.get_mut((b & ID_MASK) as usize) {
+                } else if let Some(m) = self.meta.get_mut(id) {
                     if m.key == *key {
                         let dir = if side == m.orig {
                             Dir::Original
