@@ -375,7 +375,8 @@ fn bench_prints_every_variant() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = res["runtime"].as_array().unwrap();
-    assert_eq!(rows.len(), 14);
+    assert_eq!(rows.len(), 18);
+    assert_eq!(rows.iter().filter(|r| r["feeder"] == "live/2").count(), 4);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert_eq!(
         rows.iter().filter(|r| r["feeder"] == "presteered").count(),
