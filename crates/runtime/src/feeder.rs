@@ -296,7 +296,8 @@ fn feed_parsed(
                     Err(_) if shared.aborted() => break 'feed,
                     // (it owed this burst: it panicked, the scope says so)
                     Err(_) if e.thread.is_finished() && e.bursts.is_empty() => break 'feed,
-                    Err(_) => std::hint::spin_loop(),
+                    // (the parser may need this CPU)
+                    Err(_) => std::thread::yield_now(),
                 }
             };
             b += 1;

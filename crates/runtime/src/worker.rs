@@ -416,7 +416,10 @@ impl Worker {
         {
             match (fate, v) {
                 (_, Some(v)) => {
-                    if *v == Verdict::Forward && self.replicate(&p, Some(i), done) {
+                    if *v == Verdict::Forward
+                        && self.replica.is_some()
+                        && self.replicate(&p, Some(i), done)
+                    {
                         self.sink.one_away(&p, done);
                     } else {
                         self.sink.one(&p, *v, done);

@@ -211,17 +211,34 @@ pub struct WorkerMoves<P> {
     held: BTreeMap<ShardId, VecDeque<P>>,
     outgoing: Vec<Outgoing>,
     held_total: u64,
+    /// By shard: owned and not held, so its packets are processed at once
+    /// (the per-packet question, answered without a tree search).
+    direct: Vec<bool>,
 }
 
 impl<P> WorkerMoves<P> {
     /// A worker that starts owning `shards`.
     pub fn new(shards: impl IntoIterator<Item = ShardId>) -> WorkerMoves<P> {
-        WorkerMoves {
+        let mut m = WorkerMoves {
             owned: shards.into_iter().collect(),
             held: BTreeMap::new(),
             outgoing: Vec::new(),
             held_total: 0,
+            direct: Vec::new(),
+        };
+        for s in m.owned.clone() {
+            m.set_direct(s);
         }
+        m
+    }
+
+    /// Recomputes `direct` for `shard` from `owned` and `held`.
+    fn set_direct(&mut self, shard: ShardId) {
+        let i = usize::from(shard);
+        if self.direct.len() <= i {
+            self.direct.resize(i + 1, false);
+        }
+        self.direct[i] = self.owned.contains(&shard) && !self.held.contains_key(&shard);
     }
 
     /// True if this worker owns `shard` now.
@@ -237,11 +254,17 @@ impl<P> WorkerMoves<P> {
     /// A packet of `shard` taken from the queue (step 2): process it, or hold it.
     pub fn on_packet(&mut self, shard: ShardId, p: P) -> Received<P> {
         crate::probe::hit(crate::probe::Probe::OnPacket);
-        if self.owned.contains(&shard) && !self.held.contains_key(&shard) {
+        if self
+            .direct
+            .get(usize::from(shard))
+            .copied()
+            .unwrap_or(false)
+        {
             return Received::Process(p);
         }
         self.held.entry(shard).or_default().push_back(p);
         self.held_total += 1;
+        self.set_direct(shard);
         Received::Held
     }
 
@@ -260,6 +283,7 @@ impl<P> WorkerMoves<P> {
         );
         if queue_len == 0 {
             self.owned.remove(&shard);
+            self.set_direct(shard);
             return Some((shard, to));
         }
         self.outgoing.push(Outgoing {
@@ -287,6 +311,7 @@ impl<P> WorkerMoves<P> {
         });
         for (s, _) in &done {
             self.owned.remove(s);
+            self.set_direct(*s);
         }
         done
     }
@@ -298,6 +323,7 @@ impl<P> WorkerMoves<P> {
         self.owned.insert(shard);
         let q = self.held.remove(&shard).unwrap_or_default();
         self.held_total -= q.len() as u64;
+        self.set_direct(shard);
         q
     }
 
