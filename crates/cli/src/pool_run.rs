@@ -47,6 +47,11 @@ pub struct RunArgs {
     /// Buckets of the router's resilient nexthop groups.
     #[arg(long, default_value_t = 64)]
     pub buckets: usize,
+    /// The nodes' weights in the groups, e.g. `2,1,1` (node 0 gets half of
+    /// the buckets, so it is the primary of half of the flows); spares weigh
+    /// 1 [default: 1 each].
+    #[arg(long)]
+    pub weights: Option<String>,
     /// Heartbeat period, µs; a node that misses `--missed` in a row is down.
     #[arg(long, default_value_t = 1000)]
     pub heartbeat_us: u64,
@@ -147,6 +152,9 @@ pub struct Join {
 #[derive(Debug, Serialize)]
 pub struct PoolReport {
     pub nodes: usize,
+    /// Each node's buckets of the router's groups when the pool came up (in
+    /// proportion to `--weights`): its share of the flows as their primary.
+    pub start_buckets: Vec<usize>,
     /// Each node's run report (`null` for a node that was killed and did
     /// not come back).
     pub node_reports: Vec<serde_json::Value>,
@@ -832,12 +840,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     // a config the nodes would refuse fails here, before the bed is built
     crate::run::load(Some(&a.out.join("node0.toml")))?;
     let stop = crate::run::stop_on_signals()?;
-    let bed = PoolBed::up(&a.prefix, total, a.buckets)
+    let weights = weights(a.weights.as_deref(), a.nodes)?;
+    let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &weights)
         .context("building the pool bed (needs root: network namespaces)")?;
     if a.spares > 0 {
         // the spares wait outside the groups
         bed.set_members(&(0..a.nodes).collect::<Vec<_>>())?;
     }
+    let start_buckets: Vec<usize> = bed
+        .bucket_nodes()
+        .map(|(front, _)| {
+            (0..a.nodes)
+                .map(|n| front.iter().filter(|&&b| b == n).count())
+                .collect()
+        })
+        .unwrap_or_default();
+    println!(
+        "flowshift pool: buckets per node at the start: {:?} (of {})",
+        start_buckets, a.buckets
+    );
     let mut nodes = Nodes(Vec::new());
     for i in 0..total {
         nodes.0.push(Some(start_node(&bed, &a.out, a.workers, i)?));
@@ -972,6 +993,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let report = PoolReport {
         nodes: total,
+        start_buckets,
         node_reports: reports,
         failovers: c.failovers,
         rejoins: c.rejoins,
@@ -984,6 +1006,29 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     drop(bed);
     Ok(())
+}
+
+/// `--weights`: one weight (1..=255) per node, or 1 each.
+fn weights(text: Option<&str>, nodes: usize) -> anyhow::Result<Vec<u8>> {
+    let Some(t) = text else {
+        return Ok(vec![1; nodes]);
+    };
+    let w: Vec<u8> = t
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|w| *w > 0)
+                .ok_or_else(|| anyhow::anyhow!("--weights: `{x}` is not a weight from 1 to 255"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(
+        w.len() == nodes,
+        "--weights: {} weights for {nodes} nodes",
+        w.len()
+    );
+    Ok(w)
 }
 
 fn print_report(r: &PoolReport) {

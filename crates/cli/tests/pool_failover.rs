@@ -3,8 +3,10 @@
 //! (`netio::poolbed`), FW → NAT, each node the secondary of the one before it
 //! (a packet that creates or changes its flow's state leaves by the secondary,
 //! which installs the flow's entry first; a flow whose copy is not yet
-//! acknowledged has every packet copied). 200 long downloads run through all
-//! three; node 0 is killed with `kill -9` mid-download; the pool's controller
+//! acknowledged has every packet copied). Node 0 weighs 2 in the router's
+//! groups, the others 1: it holds half of the buckets, so it is the primary of
+//! about half of the flows. 200 long downloads run through all three; node 0
+//! is killed with `kill -9` mid-download; the pool's controller
 //! (a heartbeat every millisecond, 200 missed = down) redirects node 0's
 //! buckets — and its NAT pool — to node 1, which holds the state of its flows,
 //! and tells node 2 (whose secondary node 0 was) to replicate to node 1 from
@@ -192,6 +194,8 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     let _ = std::fs::remove_file(&json);
     let mut child = Command::new(env!("CARGO_BIN_EXE_flowshift"))
         .args(["pool", "run", "--prefix", PREFIX, "--nodes", "3"])
+        // node 0, to be killed, is the primary of half of the flows
+        .args(["--weights", "2,1,1"])
         // heartbeats every millisecond; on this loaded 2-CPU machine (the
         // suite builds the fuzz targets beside the tests) a busy node may
         // not answer for tens of them, and a live node failed over takes
@@ -305,6 +309,13 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     assert_eq!(broken, 0, "connections broken");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let start: Vec<u64> = r["start_buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .collect();
+    assert_eq!(start, [32, 16, 16], "node 0 held half of the 64 buckets");
     let f = &r["failovers"];
     assert_eq!(f.as_array().unwrap().len(), 1, "{f}");
     assert_eq!(
@@ -329,7 +340,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
             .find(|y| y["from"] == from && y["to"] == to && y["purpose"] == purpose)
             .unwrap_or_else(|| panic!("no sync {from} → {to} ({purpose}): {syncs:?}"))
     };
-    // node 1 held its own connections and node 0's: two thirds of them
+    // node 1 held its own connections and node 0's: three quarters of them
     let back = sync(1, 0, "hand-back");
     assert!(back["done_ms"].as_f64().is_some(), "{back}");
     assert!(back["copies"].as_u64().unwrap() >= 100, "{back}");

@@ -62,18 +62,34 @@ pub struct PoolBed {
     pub nodes: usize,
     /// Router buckets (in each group).
     pub buckets: usize,
+    /// Each node's weight in the groups (1 for nodes past the end): the
+    /// kernel gives a member buckets in proportion.
+    pub weights: Vec<u8>,
 }
 
 impl PoolBed {
     /// Builds the bed: names start with `prefix` (≤ 6 characters), `nodes`
     /// nodes (1..=16), `buckets` buckets per group.
     pub fn up(prefix: &str, nodes: usize, buckets: usize) -> io::Result<PoolBed> {
+        Self::up_weighted(prefix, nodes, buckets, &[])
+    }
+
+    /// [`up`](Self::up) with node `i` weighing `weights[i]` in the groups (1
+    /// for nodes past the end).
+    pub fn up_weighted(
+        prefix: &str,
+        nodes: usize,
+        buckets: usize,
+        weights: &[u8],
+    ) -> io::Result<PoolBed> {
         assert!(prefix.len() <= 6, "prefix too long for interface names");
         assert!((1..=16).contains(&nodes), "1 to 16 nodes");
+        assert!(weights.iter().all(|w| *w > 0), "weights of at least 1");
         let bed = PoolBed {
             prefix: prefix.to_string(),
             nodes,
             buckets,
+            weights: weights.to_vec(),
         };
         bed.remove();
         bed.build()?;
@@ -295,7 +311,7 @@ impl PoolBed {
         Ok(())
     }
 
-    /// Makes `nodes` the members of both groups (weight 1 each).
+    /// Makes `nodes` the members of both groups (each with its weight).
     pub fn set_members(&self, nodes: &[usize]) -> io::Result<()> {
         self.groups("replace", nodes)
     }
@@ -308,7 +324,13 @@ impl PoolBed {
             .map(|base| {
                 let members: Vec<String> = nodes
                     .iter()
-                    .map(|&n| (base + 1 + n as u32).to_string())
+                    .map(|&n| {
+                        let id = base + 1 + n as u32;
+                        match self.weights.get(n) {
+                            Some(&w) if w > 1 => format!("{id},{w}"),
+                            _ => id.to_string(),
+                        }
+                    })
                     .collect();
                 format!(
                     "nexthop {verb} id {base} group {} type resilient buckets {} idle_timer 0\n",
@@ -431,6 +453,7 @@ impl PoolBed {
             prefix: prefix.to_string(),
             nodes,
             buckets: 0,
+            weights: Vec::new(),
         }
         .remove();
     }
