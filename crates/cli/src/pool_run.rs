@@ -822,6 +822,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if total > 16 {
         bail!("--nodes plus --spares: at most 16 nodes");
     }
+    let weights = weights(a.weights.as_deref(), a.nodes)?;
     let restart_after = match a.restart_after.as_str() {
         "off" => None,
         d => Some(
@@ -840,7 +841,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     // a config the nodes would refuse fails here, before the bed is built
     crate::run::load(Some(&a.out.join("node0.toml")))?;
     let stop = crate::run::stop_on_signals()?;
-    let weights = weights(a.weights.as_deref(), a.nodes)?;
     let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &weights)
         .context("building the pool bed (needs root: network namespaces)")?;
     if a.spares > 0 {

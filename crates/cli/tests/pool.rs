@@ -175,6 +175,8 @@ fn pool_run_refuses_bad_options_before_building_anything() {
         (vec!["--prefix", "toolong"], "1 to 6 characters"),
         (vec!["--restart-after", "soon"], "--restart-after soon"),
         (vec!["--duration", "x"], "--duration x"),
+        (vec!["--weights", "2,1"], "--weights: 2 weights for 3 nodes"),
+        (vec!["--weights", "2,0,1"], "--weights: `0` is not a weight"),
     ] {
         let mut v = vec!["pool", "run", "--out"];
         let out = std::env::temp_dir().join("flowshift-pool-run-bad");
