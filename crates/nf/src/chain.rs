@@ -493,15 +493,7 @@ impl Chain {
                 if len > 0 {
                     // the run may make this flow (a NAT's alias for a reply):
                     // after it, look again
-                    self.flush(
-                        shards,
-                        pkts,
-                        &sc.run[..len],
-                        &mut sc.verdicts,
-                        base,
-                        out,
-                        now_ns,
-                    );
+                    self.flush(shards, pkts, sc, len, base, out, now_ns);
                     len = 0;
                     in_run = [0; 4];
                     continue;
@@ -522,15 +514,7 @@ impl Chain {
                     .any(|m| m.entry == l.id && m.shard as usize == s)
             {
                 // the flow's packet before this one has not run yet
-                self.flush(
-                    shards,
-                    pkts,
-                    &sc.run[..len],
-                    &mut sc.verdicts,
-                    base,
-                    out,
-                    now_ns,
-                );
+                self.flush(shards, pkts, sc, len, base, out, now_ns);
                 len = 0;
                 in_run = [0; 4];
                 continue;
@@ -564,33 +548,26 @@ impl Chain {
             i += 1;
         }
         if len > 0 {
-            self.flush(
-                shards,
-                pkts,
-                &sc.run[..len],
-                &mut sc.verdicts,
-                base,
-                out,
-                now_ns,
-            );
+            self.flush(shards, pkts, sc, len, base, out, now_ns);
         }
     }
 
-    /// Runs every NF on the run's packets, NF by NF, and writes their
-    /// verdicts into `out` (the packets' places there: `base` + their index
-    /// in `pkts`).
+    /// Runs every NF on the run's `len` packets (in `sc`), NF by NF, and
+    /// writes their verdicts into `out` (the packets' places there: `base` +
+    /// their index in `pkts`).
     #[allow(clippy::too_many_arguments)]
     fn flush(
         &mut self,
         shards: &mut [Option<Shard>],
         pkts: &mut [Packet],
-        run: &[Member],
-        verdicts: &mut [Verdict; BURST],
+        sc: &mut Scratch,
+        len: usize,
         base: usize,
         out: &mut [Option<Verdict>],
         now_ns: u64,
     ) {
-        let verdicts = &mut verdicts[..run.len()];
+        let run = &sc.run[..len];
+        let verdicts = &mut sc.verdicts[..len];
         verdicts.fill(Verdict::Forward);
         let mut deleted = false;
         for (i, nf) in self.nfs.iter_mut().enumerate() {

@@ -149,6 +149,22 @@ impl Ctx<'_> {
         }
     }
 
+    /// Makes the packet's tuple as an NF rewrote it a second key of its entry
+    /// ([`add_alias`](Self::add_alias)): the replies to it find the entry with
+    /// the single lookup, in this same shard (the rewrite kept the reply in
+    /// the packet's bucket). False on an offloading core.
+    pub fn alias_rewritten(&mut self, pkt: &Packet) -> bool {
+        let t = pkt.info.tuple;
+        let (key, side) = FlowKey::of(&t);
+        let hash = self.hasher.hash(&t);
+        debug_assert_eq!(
+            hash & self.shard.bucket_mask,
+            pkt.hash & self.shard.bucket_mask,
+            "reply bucket"
+        );
+        self.add_alias(key, side, hash)
+    }
+
     /// True once the flow has seen both directions.
     pub fn is_assured(&self) -> bool {
         match &self.at {

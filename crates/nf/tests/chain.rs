@@ -7,7 +7,7 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
-use common::{chain, frame, run};
+use common::{chain, frame, run, FW_NAT_SEQ};
 use nf::monitor::Monitor;
 use nf::{ChainConfig, ConfigError, DropCause, Verdict};
 use trace::{Generator, TraceSpec};
@@ -400,20 +400,6 @@ fn translated_trace_passes_tshark() {
     let seq = c.nfs()[2].counters();
     assert_eq!(seq[1], ("reordered", 0));
 }
-
-/// A firewall that denies a quarter of the flows (so entries are created and
-/// freed inside bursts), then NAT and seqcheck.
-const FW_NAT_SEQ: &str = r#"
-[[nf]]
-kind = "firewall"
-rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
-[[nf]]
-kind = "nat"
-internal = "10.0.0.0/8"
-external = ["203.0.113.0/24"]
-[[nf]]
-kind = "seqcheck"
-"#;
 
 #[test]
 fn bursts_equal_one_packet_at_a_time() {

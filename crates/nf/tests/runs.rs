@@ -8,26 +8,17 @@ mod common;
 
 use core::any::Any;
 
-use common::chain;
+use common::{chain, FW_NAT_SEQ};
 use nf::seqcheck::SeqState;
 use nf::{
     Chain, ChainOptions, Ctx, FlowState, Nf, NflowKey, Packet, Routing, Shard, StateKind, Verdict,
 };
 use trace::{Generator, TraceSpec};
 
-const FW_NAT_SEQ: &str = r#"
-[steering]
-shards = 4
-[[nf]]
-kind = "firewall"
-rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
-[[nf]]
-kind = "nat"
-internal = "10.0.0.0/8"
-external = ["203.0.113.0/24"]
-[[nf]]
-kind = "seqcheck"
-"#;
+/// The shared chain on 4 shards.
+fn fw_nat_seq() -> String {
+    format!("[steering]\nshards = 4\n{FW_NAT_SEQ}")
+}
 
 /// A trace where a few flows carry most packets: a burst holds several
 /// packets of one flow, and replies follow their SYN within a burst.
@@ -107,7 +98,7 @@ fn assert_same(one: &Chain, other: &Chain, a: &[(Verdict, Vec<u8>)], b: &[(Verdi
 #[test]
 fn runs_equal_one_packet_at_a_time_with_heavy_hitters() {
     let pkts = heavy_hitters();
-    let (mut one, mut s1) = chain(FW_NAT_SEQ);
+    let (mut one, mut s1) = chain(&fw_nat_seq());
     let expected = singles(&mut one, &mut s1, &pkts);
     for (burst, routing) in [
         (32, None),
@@ -115,7 +106,7 @@ fn runs_equal_one_packet_at_a_time_with_heavy_hitters() {
         (7, Some(Routing::Observes)),
         (100, None),
     ] {
-        let (mut c, s) = chain(FW_NAT_SEQ);
+        let (mut c, s) = chain(&fw_nat_seq());
         let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
         let got = bursts(&mut c, &mut s, &pkts, burst, routing);
         assert_same(&one, &c, &expected, &got);
@@ -217,7 +208,7 @@ fn snapshots(
     burst: usize,
     routing: Routing,
 ) -> Vec<Vec<Option<FlowState>>> {
-    let (mut c, s) = chain(FW_NAT_SEQ);
+    let (mut c, s) = chain(&fw_nat_seq());
     let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
     let mut parsed: Vec<Packet> = pkts
         .iter()

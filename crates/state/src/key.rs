@@ -96,6 +96,11 @@ impl FlowKey {
             };
             return (k, side);
         }
+        Self::of_any(t)
+    }
+
+    /// [`of`](Self::of) without its IPv4 shortcut: any address family.
+    fn of_any(t: &FiveTuple) -> (FlowKey, Side) {
         let (s, d) = (bits(t.src), bits(t.dst));
         let v6 = t.src.is_ipv6();
         let (lo, hi, lp, hp, side) = if (s, t.src_port) <= (d, t.dst_port) {
@@ -174,23 +179,7 @@ mod tests {
     #[test]
     fn ipv4_keys_are_the_mapped_ipv6_keys() {
         // the IPv4 shortcut builds the same words as the IPv4-mapped address
-        let generic = |t: &FiveTuple| {
-            let (s, d) = (bits(t.src), bits(t.dst));
-            let (lo, hi, lp, hp, side) = if (s, t.src_port) <= (d, t.dst_port) {
-                (s, d, t.src_port, t.dst_port, Side::Lo)
-            } else {
-                (d, s, t.dst_port, t.src_port, Side::Hi)
-            };
-            let (l0, l1) = words(lo);
-            let (h0, h1) = words(hi);
-            let tail = u64::from(lp) | u64::from(hp) << 16 | u64::from(t.proto) << 32;
-            (
-                FlowKey {
-                    w: [l0, l1, h0, h1, tail],
-                },
-                side,
-            )
-        };
+        let generic = FlowKey::of_any;
         let t = FiveTuple {
             src: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)),
             dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),

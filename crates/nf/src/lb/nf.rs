@@ -391,17 +391,9 @@ impl Nf for Lb {
             (self.shared.snat[usize::from(c.snat_idx)], c.snat_port),
             (backend.addr, backend.port),
         );
-        // the rewritten tuple becomes a second key of this entry: the backend's
-        // replies find the connection with the single lookup, in this same shard
-        let translated: FiveTuple = pkt.info.tuple;
-        let (key, side) = FlowKey::of(&translated);
-        let hash = cx.hasher.hash(&translated);
-        debug_assert_eq!(
-            hash & cx.shard.bucket_mask,
-            pkt.hash & cx.shard.bucket_mask,
-            "reply bucket"
-        );
-        if !cx.add_alias(key, side, hash) {
+        // the rewritten tuple becomes a second key of this entry: the
+        // backend's replies find the connection
+        if !cx.alias_rewritten(pkt) {
             return Verdict::Drop(DropCause::OffloadState);
         }
         cx.insert(FlowState::Lb(c));

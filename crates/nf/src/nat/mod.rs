@@ -27,8 +27,8 @@ pub use config::NatSection;
 use ipnet::Ipv4Net;
 pub use pool::{PortClass, PortPlan, PortPool};
 use serde::{Deserialize, Serialize};
-use state::{Dir, FlowKey};
-use wire::{FiveTuple, IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
+use state::Dir;
+use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
 use crate::{
     Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
@@ -679,18 +679,9 @@ impl Nat {
             Err(c) => return Verdict::Drop(c),
         };
         rewrite(pkt, true, m.ext_addr, m.ext_port);
-        // the translated tuple becomes a second key of this entry: replies to it
-        // find the mapping with the single lookup, in this same shard
-        let translated: FiveTuple = pkt.info.tuple;
-        let (key, side) = FlowKey::of(&translated);
-        let hash = cx.hasher.hash(&translated);
-        debug_assert_eq!(
-            hash & cx.shard.bucket_mask,
-            pkt.hash & cx.shard.bucket_mask,
-            "reply bucket"
-        );
-        // (refused only on an offloading core, where `map` already failed)
-        if !cx.add_alias(key, side, hash) {
+        // the translated tuple becomes a second key of this entry (refused
+        // only on an offloading core, where `map` already failed)
+        if !cx.alias_rewritten(pkt) {
             return Verdict::Drop(DropCause::OffloadState);
         }
         cx.insert(FlowState::Nat(m));

@@ -140,3 +140,18 @@ pub fn fw_nat(steering: &str, external: &str, extra: &str) -> String {
          [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"{external}\"]\n{extra}\n"
     )
 }
+
+/// A firewall that denies a quarter of the flows (so entries are created and
+/// freed inside bursts), then NAT and seqcheck.
+#[allow(dead_code)]
+pub const FW_NAT_SEQ: &str = r#"
+[[nf]]
+kind = "firewall"
+rules = "deny any any -> 198.18.0.0/17\nallow any 10.0.0.0/8 -> any"
+[[nf]]
+kind = "nat"
+internal = "10.0.0.0/8"
+external = ["203.0.113.0/24"]
+[[nf]]
+kind = "seqcheck"
+"#;
