@@ -153,6 +153,25 @@ impl Sink {
         self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
     }
 
+    /// Counts the outcomes of a burst's packets that all ran here, at `now`
+    /// (`verdicts[i]` is packet i's): as [`one`](Self::one) on each, with the
+    /// questions about outputs asked once when nothing but latency is kept.
+    pub fn burst(&mut self, pkts: &[Packet], verdicts: &[Option<Verdict>], now: u64) {
+        let latency_only =
+            self.tx.is_none() && !self.keep_output && self.tap.is_none() && self.exit.is_none();
+        if latency_only {
+            let dscp = self.priority_dscp;
+            for p in pkts {
+                let class = usize::from(p.info.dscp != dscp);
+                self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+            }
+            return;
+        }
+        for (p, v) in pkts.iter().zip(verdicts) {
+            self.one(p, v.expect("a packet routed here ran here"), now);
+        }
+    }
+
     /// Counts a packet's outcome at `now`: latency per class, and the packet
     /// itself when kept.
     pub fn one(&mut self, p: &Packet, v: Verdict, now: u64) {

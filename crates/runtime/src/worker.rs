@@ -305,34 +305,53 @@ impl Worker {
         }
     }
 
-    /// The next packet of this core's queue (there is one).
-    fn pop(&mut self) -> Packet {
-        match &mut self.rx {
-            Some(rx) => rx.queue.pop_front(),
-            None => self.ring.pop().ok(),
+    /// Takes `n` packets from this core's queue (they are there) into
+    /// `sc.batch`, counting each one's bucket and telling the machine of it;
+    /// the ring's read position moves once for all of them.
+    fn intake(&mut self, n: usize, sc: &mut Scratch) {
+        let Worker {
+            ring,
+            rx,
+            core,
+            stats,
+            sink,
+            chain,
+            ..
+        } = self;
+        let mask = sc.bucket_totals.len() - 1;
+        let mut accept = |p: Packet| {
+            let b = p.hash as usize & mask;
+            sc.bucket_totals[b] += 1;
+            stats.publish_bucket(b, sc.bucket_totals[b]);
+            if sink.is_priority(&p) {
+                sc.priority_totals[b] += 1;
+                stats.publish_priority(b, sc.priority_totals[b]);
+            }
+            let s = chain.shard_of(p.hash) as ShardId;
+            if let Received::Process(p) = core.on_packet(s, p) {
+                sc.batch.push(p);
+            }
+        };
+        match rx {
+            Some(rx) => {
+                for _ in 0..n {
+                    accept(rx.queue.pop_front().expect("queued() said so"));
+                }
+            }
+            None => {
+                // (the chunk's iterator commits what it gave when dropped)
+                for p in ring.read_chunk(n).expect("queued() said so") {
+                    accept(p);
+                }
+            }
         }
-        .expect("queued() said so")
     }
 
     /// Takes `n` packets from the ring and runs, offloads or pends them; returns
     /// the times an offload ring was full.
     fn burst_of(&mut self, n: usize, sc: &mut Scratch) -> u64 {
-        let mask = sc.bucket_totals.len() - 1;
         sc.batch.clear();
-        for _ in 0..n {
-            let p = self.pop();
-            let b = p.hash as usize & mask;
-            sc.bucket_totals[b] += 1;
-            self.stats.publish_bucket(b, sc.bucket_totals[b]);
-            if self.sink.is_priority(&p) {
-                sc.priority_totals[b] += 1;
-                self.stats.publish_priority(b, sc.priority_totals[b]);
-            }
-            let s = self.chain.shard_of(p.hash) as ShardId;
-            if let Received::Process(p) = self.core.on_packet(s, p) {
-                sc.batch.push(p);
-            }
-        }
+        self.intake(n, sc);
         let now = self.shared.now_ns();
         if self.replica.is_some() {
             self.install_replicas(&mut sc.batch, now);
@@ -404,6 +423,14 @@ impl Worker {
         );
         // latency ends when the chain is done with the burst
         let done = self.shared.now_ns();
+        if !offloading && self.replica.is_none() {
+            // every packet ran here: their outcomes are counted together
+            self.sink.burst(&sc.batch, &sc.routed, done);
+            for p in sc.batch.drain(..) {
+                self.sink.give_back(p.data);
+            }
+            return 0;
+        }
         // misses never reach the router: they run here
         sc.fates.resize_with(sc.batch.len(), || Fate::Here);
         let mut waits = 0;
