@@ -29,14 +29,24 @@ fn main() {
         .map(|p| c.packet(p.frame, p.ts_ns).unwrap())
         .collect();
     let mut first = pkts.clone();
+    let t = std::time::Instant::now();
     create(&mut c, &mut shards, &mut first);
+    eprintln!(
+        "TIMING create {:.1}",
+        t.elapsed().as_nanos() as f64 / 600000.0
+    );
     // the same packets one span later, as a second lap of the trace
     let span = pkts.last().map_or(0, |p| p.ts_ns - pkts[0].ts_ns) + 1;
     let mut again = pkts;
     for p in &mut again {
         p.ts_ns += span;
     }
+    let t = std::time::Instant::now();
     steady(&mut c, &mut shards, &mut again);
+    eprintln!(
+        "TIMING steady {:.1}",
+        t.elapsed().as_nanos() as f64 / 600000.0
+    );
     println!("{:?}", c.counters());
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use balance::migrate::offload::Ticket;
-use balance::migrate::{slice_of, Action, OffloadStats, Received, Route, WorkingCore};
+use balance::migrate::{slice_of, Action, OffloadStats, Route, WorkingCore};
 use balance::{CoreId, ShardId};
 use crossbeam_channel::{Receiver, Sender};
 use nf::{Chain, Leased, Packet, Shard, Verdict};
@@ -144,6 +144,32 @@ struct Scratch {
     verdicts: Vec<Verdict>,
     bucket_totals: Vec<u64>,
     priority_totals: Vec<u64>,
+}
+
+/// Packets taken from the queue: each one's bucket counted, then run
+/// (pushed onto the burst, moved once) or held by the shard-move machine.
+#[inline(always)]
+fn accept(
+    pkts: impl Iterator<Item = Packet>,
+    sc: &mut Scratch,
+    core: &mut WorkingCore<Packet>,
+    stats: &WorkerStats,
+    sink: &Sink,
+    chain: &Chain,
+) {
+    let mask = sc.bucket_totals.len() - 1;
+    for p in pkts {
+        let b = p.hash as usize & mask;
+        sc.bucket_totals[b] += 1;
+        stats.publish_bucket(b, sc.bucket_totals[b]);
+        if sink.is_priority(&p) {
+            sc.priority_totals[b] += 1;
+            stats.publish_priority(b, sc.priority_totals[b]);
+        }
+        let s = chain.shard_of(p.hash) as ShardId;
+        let batch = &mut sc.batch;
+        core.take_packet(s, p, |p| batch.push(p));
+    }
 }
 
 /// Busy and idle time, packets.
@@ -318,31 +344,15 @@ impl Worker {
             chain,
             ..
         } = self;
-        let mask = sc.bucket_totals.len() - 1;
-        let mut accept = |p: Packet| {
-            let b = p.hash as usize & mask;
-            sc.bucket_totals[b] += 1;
-            stats.publish_bucket(b, sc.bucket_totals[b]);
-            if sink.is_priority(&p) {
-                sc.priority_totals[b] += 1;
-                stats.publish_priority(b, sc.priority_totals[b]);
-            }
-            let s = chain.shard_of(p.hash) as ShardId;
-            if let Received::Process(p) = core.on_packet(s, p) {
-                sc.batch.push(p);
-            }
-        };
         match rx {
             Some(rx) => {
-                for _ in 0..n {
-                    accept(rx.queue.pop_front().expect("queued() said so"));
-                }
+                let pkts = (0..n).map(|_| rx.queue.pop_front().expect("queued() said so"));
+                accept(pkts, sc, core, stats, sink, chain);
             }
             None => {
                 // (the chunk's iterator commits what it gave when dropped)
-                for p in ring.read_chunk(n).expect("queued() said so") {
-                    accept(p);
-                }
+                let pkts = ring.read_chunk(n).expect("queued() said so");
+                accept(pkts.into_iter(), sc, core, stats, sink, chain);
             }
         }
     }

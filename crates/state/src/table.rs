@@ -202,6 +202,13 @@ pub struct FlowTable<S> {
     hottest: Vec<(u32, u32)>,
 }
 
+/// An empty vector with room for `n` items, or none when the system refuses.
+fn room<T>(n: usize) -> Vec<T> {
+    let mut v = Vec::new();
+    let _ = v.try_reserve_exact(n);
+    v
+}
+
 #[inline]
 fn pack(hash: u32, id: u32, alias: bool) -> u64 {
     (u64::from(hash) << 32) | u64::from(id) | if alias { ALIAS_BIT } else { 0 }
@@ -210,7 +217,8 @@ fn pack(hash: u32, id: u32, alias: bool) -> u64 {
 impl<S: Slot> FlowTable<S> {
     /// Bytes a table of `cfg` takes when full: its index (allocated at once) and
     /// `capacity` entries (metadata, slots, alias key, timer-wheel item, free-list
-    /// and eviction-queue places, allocated as flows arrive). State an NF keeps
+    /// and eviction-queue places; the slab's room is reserved at once, its
+    /// pages backed by memory as flows arrive). State an NF keeps
     /// on the heap behind its slot is not counted.
     pub fn bytes_at_capacity(cfg: &TableConfig) -> u64 {
         let keys = cfg.keys_per_entry.clamp(1, 2);
@@ -245,11 +253,16 @@ impl<S: Slot> FlowTable<S> {
         let keys = cfg.keys_per_entry.clamp(1, 2);
         // load factor ≤ 1/2 with every key present
         let size = (cfg.capacity * keys * 2).next_power_of_two().max(16);
+        // the slab's room for `capacity` entries is reserved now: address
+        // space only (the kernel backs a page when an entry first touches
+        // it), and no packet waits while a grown slab is copied; room the
+        // system refuses is grown into as flows arrive instead
+        let alias_room = if keys > 1 { cfg.capacity } else { 0 };
         FlowTable {
             wheel: TimerWheel::new(cfg.wheel_slots, cfg.tick_ns, 0),
-            meta: Vec::new(),
-            aliases: Vec::new(),
-            slots: Vec::new(),
+            meta: room(cfg.capacity),
+            aliases: room(alias_room),
+            slots: room(cfg.capacity.saturating_mul(cfg.slots)),
             index: vec![EMPTY; size],
             shift: 64 - size.trailing_zeros(),
             mask: size - 1,
@@ -762,7 +775,8 @@ impl<S: Slot> FlowTable<S> {
         Ok(EntryId(id))
     }
 
-    /// Makes room for one more entry in the slab: doubling, but never past the
+    /// Makes room for one more entry in the slab (reserved at creation; a
+    /// clone has only its entries' room): doubling, but never past the
     /// capacity, so a full table holds exactly what
     /// [`bytes_at_capacity`](Self::bytes_at_capacity) counts.
     fn grow_slab(&mut self) {

@@ -253,6 +253,19 @@ impl<P> WorkerMoves<P> {
 
     /// A packet of `shard` taken from the queue (step 2): process it, or hold it.
     pub fn on_packet(&mut self, shard: ShardId, p: P) -> Received<P> {
+        let mut run = None;
+        if self.take_packet(shard, p, |p| run = Some(p)) {
+            Received::Process(run.expect("a processed packet was given"))
+        } else {
+            Received::Held
+        }
+    }
+
+    /// [`on_packet`](Self::on_packet) with the packet handed to `process`
+    /// when it is processed (e.g. pushed onto the burst, moved once); true
+    /// then, false when it is held.
+    #[inline]
+    pub fn take_packet(&mut self, shard: ShardId, p: P, process: impl FnOnce(P)) -> bool {
         crate::probe::hit(crate::probe::Probe::OnPacket);
         if self
             .direct
@@ -260,12 +273,13 @@ impl<P> WorkerMoves<P> {
             .copied()
             .unwrap_or(false)
         {
-            return Received::Process(p);
+            process(p);
+            return true;
         }
         self.held.entry(shard).or_default().push_back(p);
         self.held_total += 1;
         self.set_direct(shard);
-        Received::Held
+        false
     }
 
     /// The controller asks to release `shard` to `to` (step 4); `queue_len` is the

@@ -158,6 +158,16 @@ impl<P> WorkingCore<P> {
         r
     }
 
+    /// [`on_packet`](Self::on_packet) with the packet handed to `process` when
+    /// it is processed (moved once, e.g. onto the burst); true then, false
+    /// when it is held.
+    #[inline]
+    pub fn take_packet(&mut self, shard: ShardId, p: P, process: impl FnOnce(P)) -> bool {
+        let r = self.moves.take_packet(shard, p, process);
+        log::step(self.id, || Step::Packet { shard, process: r });
+        r
+    }
+
     /// Counts a packet of flow `entry` of `shard` for the heavy-flow window
     /// (sampled).
     #[inline]
