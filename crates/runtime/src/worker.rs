@@ -395,8 +395,6 @@ impl Worker {
             &mut sc.routed,
             routing,
             |i, p, hit| {
-                // misses before this packet ran here without asking
-                fates.resize_with(i, || Fate::Here);
                 if let Some(r) = snapshot.as_mut() {
                     r.found[i] = true;
                     for nf in 0..nfs {
@@ -406,9 +404,11 @@ impl Worker {
                 let shard = hit.shard.info.index as ShardId;
                 core.sample(shard, hit.entry.0);
                 if !offloading {
-                    fates.push(Fate::Here);
+                    // (every packet runs here: the fates are filled after)
                     return true;
                 }
+                // misses before this packet ran here without asking
+                fates.resize_with(i, || Fate::Here);
                 let slice = slice_of(hit.shard.table.key(hit.entry).mix());
                 let route = core.route(
                     shard,
