@@ -137,12 +137,8 @@ const ALIAS_BIT: u64 = 1 << 31;
 const ID_MASK: u64 = ALIAS_BIT - 1;
 const NO_TICK: u64 = u64::MAX;
 
-/// A slot and its deadline (absolute ns, 0 = none), side by side: 32 bytes
-/// for a slot of up to 24, so an entry's cells for one or two NFs never
-/// straddle a cache line (the slab starts on one: large allocations do),
-/// where 24-byte cells put half of the two-NF entries across two lines.
+/// A slot and its deadline (absolute ns, 0 = none), side by side.
 #[derive(Clone, Debug, Default)]
-#[repr(align(32))]
 struct Cell<S> {
     state: S,
     deadline: u64,
