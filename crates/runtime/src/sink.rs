@@ -220,3 +220,66 @@ pub(crate) fn live(chain: &nf::Chain, sink: &Sink) -> runspec::metrics::CoreCoun
         latency,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nf::DropCause;
+    use steer::{HashFields, RssHasher, RssKey};
+    use trace::{Generator, SizeDist, TraceSpec};
+
+    /// Packets of both latency classes, each `i` µs old at 1 s.
+    fn packets() -> Vec<Packet> {
+        let spec = TraceSpec {
+            flows: 20,
+            packets: 200,
+            priority_share: 0.5,
+            sizes: SizeDist::Fixed(64),
+            ..Default::default()
+        };
+        let hasher = RssHasher::new(RssKey::DEFAULT, HashFields::IpPorts);
+        Generator::new(&spec)
+            .unwrap()
+            .enumerate()
+            .map(|(i, p)| Packet::new(p.frame, 1_000_000_000 - i as u64 * 1_000, &hasher).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_counts_as_its_packets_one_by_one() {
+        let pkts = packets();
+        let dscp = TraceSpec::default().priority_dscp;
+        assert!(
+            pkts.iter().any(|p| p.info.dscp == dscp) && pkts.iter().any(|p| p.info.dscp != dscp)
+        );
+        let verdicts: Vec<Option<Verdict>> = (0..pkts.len())
+            .map(|i| {
+                Some(if i % 5 == 0 {
+                    Verdict::Drop(DropCause::Policy)
+                } else {
+                    Verdict::Forward
+                })
+            })
+            .collect();
+        for keep in [false, true] {
+            let (mut one, mut burst) = (Sink::new(keep, dscp, false), Sink::new(keep, dscp, false));
+            for (p, v) in pkts.iter().zip(&verdicts) {
+                one.one(p, v.unwrap(), 1_000_000_000);
+            }
+            burst.burst(&pkts, &verdicts, 1_000_000_000);
+            for class in 0..2 {
+                assert!(burst.latency[class].len() > 0);
+                assert_eq!(burst.latency[class], one.latency[class], "class {class}");
+            }
+            assert_eq!(burst.output, one.output);
+            assert_eq!(
+                burst.output.len(),
+                if keep {
+                    pkts.len() - pkts.len().div_ceil(5)
+                } else {
+                    0
+                }
+            );
+        }
+    }
+}

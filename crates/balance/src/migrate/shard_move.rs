@@ -410,4 +410,21 @@ mod tests {
         assert_eq!(b.on_packet(3, 102), Received::Process(102));
         assert_eq!(b.held(), 0);
     }
+
+    #[test]
+    fn take_packet_hands_over_only_what_runs_in_order() {
+        let mut b: WorkerMoves<u32> = WorkerMoves::new([4]);
+        let mut run = Vec::new();
+        // shard 3 is arriving: its packets are held, the closure never sees them
+        assert!(!b.take_packet(3, 100, |p| run.push(p)));
+        assert!(b.take_packet(4, 1, |p| run.push(p)));
+        assert!(!b.take_packet(3, 101, |p| run.push(p)));
+        assert!(b.take_packet(4, 2, |p| run.push(p)));
+        assert_eq!(run, vec![1, 2]);
+        assert_eq!(b.held(), 2);
+        assert_eq!(b.on_shard(3), VecDeque::from([100, 101]));
+        assert!(b.take_packet(3, 102, |p| run.push(p)));
+        assert_eq!(run, vec![1, 2, 102]);
+        assert_eq!(b.held(), 0);
+    }
 }
