@@ -268,7 +268,7 @@ mod tests {
             }
             burst.burst(&pkts, &verdicts, 1_000_000_000);
             for class in 0..2 {
-                assert!(burst.latency[class].len() > 0);
+                assert!(!burst.latency[class].is_empty());
                 assert_eq!(burst.latency[class], one.latency[class], "class {class}");
             }
             assert_eq!(burst.output, one.output);
