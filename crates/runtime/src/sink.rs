@@ -148,6 +148,7 @@ impl Sink {
 
     /// Counts a packet that left this node another way (to its pool
     /// secondary, which sends it out): its latency here.
+    #[inline]
     pub fn one_away(&mut self, p: &Packet, now: u64) {
         let class = usize::from(!self.is_priority(p));
         self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
@@ -160,10 +161,8 @@ impl Sink {
         let latency_only =
             self.tx.is_none() && !self.keep_output && self.tap.is_none() && self.exit.is_none();
         if latency_only {
-            let dscp = self.priority_dscp;
             for p in pkts {
-                let class = usize::from(p.info.dscp != dscp);
-                self.latency[class].saturating_record(now.saturating_sub(p.ts_ns).max(1));
+                self.one_away(p, now);
             }
             return;
         }
