@@ -1,10 +1,14 @@
 //! A chain of NFs on one core: the single flow lookup, then every NF in order.
 
+use core::any::Any;
+
 use state::{FlowKey, FlowTable, Lookup, TableConfig};
 use steer::{RssHasher, RssKey};
 
 use crate::ctx::{At, Leased};
+use crate::firewall::Firewall;
 use crate::found::Member;
+use crate::nat::Nat;
 use crate::nflow::{steering_for, ChainError, SteerKey};
 use crate::{
     Ctx, DropCause, FlowState, Found, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
@@ -108,10 +112,60 @@ pub struct Chain {
     /// Emergency mode's high- and low-water marks, in flows per shard.
     emergency: Option<(usize, usize)>,
     counters: ChainCounters,
+    /// How a run of found packets goes through the NFs.
+    plan: Vec<Step>,
     /// Reused by `process_burst_routed`.
     scratch: Option<Box<Scratch>>,
     /// Reused by `process_burst`.
     routed: Vec<Option<Verdict>>,
+}
+
+/// One step of a run of found packets through the chain (see [`Found`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// NF `i` takes the run ([`Nf::process_found`]).
+    One(usize),
+    /// NFs `i` and `i + 1`, a pair the chain knows the types of, take each
+    /// packet in turn ([`Found::each2`]): compiled together, the packet, its
+    /// shard and its entry's slots are found once for both.
+    Pair(usize, Pair),
+}
+
+/// The pairs of NFs a chain runs fused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Pair {
+    /// A firewall, then a NAT (the FW+NAT chain).
+    FirewallNat,
+}
+
+impl Pair {
+    /// The pair NFs `a` then `b` make, if the chain knows it.
+    fn of(a: &dyn Nf, b: &dyn Nf) -> Option<Pair> {
+        let (a, b): (&dyn Any, &dyn Any) = (a, b);
+        (a.is::<Firewall>() && b.is::<Nat>()).then_some(Pair::FirewallNat)
+    }
+}
+
+/// The steps of a chain of `nfs`: known pairs fused, the rest one by one.
+fn plan(nfs: &[Box<dyn Nf>]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < nfs.len() {
+        match nfs
+            .get(i + 1)
+            .and_then(|b| Pair::of(nfs[i].as_ref(), b.as_ref()))
+        {
+            Some(p) => {
+                steps.push(Step::Pair(i, p));
+                i += 2;
+            }
+            None => {
+                steps.push(Step::One(i));
+                i += 1;
+            }
+        }
+    }
+    steps
 }
 
 /// Packets a burst is processed in at once (a longer burst is taken in
@@ -239,6 +293,7 @@ impl Chain {
             .map(|(h, l)| ((h * cap).ceil() as usize, (l * cap).floor() as usize));
         Ok(Chain {
             emergency,
+            plan: plan(&nfs),
             nfs,
             steering,
             hasher,
@@ -269,6 +324,7 @@ impl Chain {
             deletes: self.deletes,
             emergency: self.emergency,
             counters: ChainCounters::default(),
+            plan: self.plan.clone(),
             scratch: None,
             routed: Vec::new(),
         }
@@ -318,6 +374,20 @@ impl Chain {
     #[inline]
     pub fn shard_of(&self, hash: u32) -> usize {
         (hash as usize) & (self.shards - 1)
+    }
+
+    /// The pairs of consecutive NFs (by index) that run fused: each packet
+    /// of a run of found packets goes through both before the next packet
+    /// does, in one loop compiled for their types ([`Found::each2`]). The
+    /// outcome is the same as running them one after the other.
+    pub fn fused(&self) -> Vec<(usize, usize)> {
+        self.plan
+            .iter()
+            .filter_map(|s| match s {
+                Step::Pair(i, _) => Some((*i, i + 1)),
+                Step::One(_) => None,
+            })
+            .collect()
     }
 
     /// The NFs, in order.
@@ -570,7 +640,8 @@ impl Chain {
         let verdicts = &mut sc.verdicts[..len];
         verdicts.fill(Verdict::Forward);
         let mut deleted = false;
-        for (i, nf) in self.nfs.iter_mut().enumerate() {
+        for step in &self.plan {
+            let (Step::One(i) | Step::Pair(i, _)) = *step;
             let mut found = Found {
                 shards: &mut *shards,
                 pkts: &mut *pkts,
@@ -581,7 +652,25 @@ impl Chain {
                 hasher: &self.hasher,
                 deleted: false,
             };
-            nf.process_found(&mut found);
+            match *step {
+                Step::One(i) => self.nfs[i].process_found(&mut found),
+                Step::Pair(i, Pair::FirewallNat) => {
+                    let [a, b] = &mut self.nfs[i..i + 2] else {
+                        unreachable!("a pair is two NFs")
+                    };
+                    let (fw, nat): (&mut dyn Any, &mut dyn Any) = (a.as_mut(), b.as_mut());
+                    if let (Some(fw), Some(nat)) =
+                        (fw.downcast_mut::<Firewall>(), nat.downcast_mut::<Nat>())
+                    {
+                        found.each2(fw, nat);
+                    } else {
+                        // (the plan was made from these NFs: not reached)
+                        a.process_found(&mut found);
+                        found.nf = i + 1;
+                        b.process_found(&mut found);
+                    }
+                }
+            }
             deleted |= found.deleted;
         }
         self.counters.packets += run.len() as u64;
@@ -846,6 +935,13 @@ impl Chain {
                 "{i}: {:<10} NFLOW key {:<22} {kind}\n",
                 n.name(),
                 n.nflow().name()
+            ));
+        }
+        for (a, b) in self.fused() {
+            s.push_str(&format!(
+                "{a}+{b}: {} and {} run fused (each packet through both in one loop)\n",
+                self.nfs[a].name(),
+                self.nfs[b].name()
             ));
         }
         match self.hasher.rules() {

@@ -127,6 +127,40 @@ fn runs_equal_one_packet_at_a_time_with_heavy_hitters() {
     );
 }
 
+/// The firewall and NAT run fused wherever they stand in a chain (each
+/// packet through both in one loop), and a fused chain's bursts give what
+/// its packets give one at a time; in the other order they are not fused.
+#[test]
+fn fused_firewall_and_nat_equal_one_packet_at_a_time_anywhere_in_the_chain() {
+    let pkts = heavy_hitters();
+    let fw = "[[nf]]\nkind = \"firewall\"\nrules = \"deny any any -> 198.18.0.0/17\\nallow any 10.0.0.0/8 -> any\\nallow any 203.0.113.0/24 -> any\"\n";
+    let nat =
+        "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n";
+    let seq = "[[nf]]\nkind = \"seqcheck\"\n";
+    for (nfs, fused) in [
+        (format!("{fw}{nat}"), vec![(0, 1)]),
+        (format!("{seq}{fw}{nat}"), vec![(1, 2)]),
+        (format!("{nat}{fw}"), vec![]),
+    ] {
+        let cfg = format!("[steering]\nshards = 4\n{nfs}");
+        let (mut one, mut s1) = chain(&cfg);
+        assert_eq!(one.fused(), fused, "{cfg}");
+        let expected = singles(&mut one, &mut s1, &pkts);
+        let (mut c, s) = chain(&cfg);
+        let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
+        let got = bursts(&mut c, &mut s, &pkts, 32, None);
+        assert_same(&one, &c, &expected, &got);
+        // (the trace exercises the pair: packets forwarded and dropped)
+        let k = one.counters();
+        assert!(
+            k.forwarded > 5_000 && k.forwarded < k.packets,
+            "{cfg}: {k:?}"
+        );
+        // an instance for another core runs the same plan
+        assert_eq!(c.instance().fused(), fused);
+    }
+}
+
 /// Counts a flow's packets in its slot and deletes its state at every third:
 /// the flow's next packet finds no entry and starts over, as the original
 /// direction of a new entry (counted by direction: a packet that ran in the

@@ -110,7 +110,7 @@ impl Default for Timeouts {
     }
 }
 
-/// [`Timeouts`] in ns, by [`Conn::class`]: what the packet path sets.
+/// [`Timeouts`] in ns, by the connection state's class: what the packet path sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeoutsNs {
     by_class: [u64; 10],
