@@ -368,6 +368,8 @@ fn bench_prints_every_variant() {
         "3000",
         "--laps",
         "1",
+        "--rounds",
+        "2",
         "--json",
         json.to_str().unwrap(),
     ]));
@@ -375,15 +377,35 @@ fn bench_prints_every_variant() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = res["runtime"].as_array().unwrap();
-    assert_eq!(rows.len(), 18);
+    assert_eq!(rows.len(), 20);
     assert_eq!(rows.iter().filter(|r| r["feeder"] == "live/2").count(), 4);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert_eq!(
         rows.iter().filter(|r| r["feeder"] == "presteered").count(),
-        8
+        10
     );
     assert_eq!(rows.iter().filter(|r| r["buffers"] == "malloc").count(), 4);
-    assert!(rows.iter().all(|r| r["mpps"].as_f64().unwrap() > 0.0));
+    assert_eq!(rows.iter().filter(|r| r["laps"] == 4).count(), 2);
+    for r in rows {
+        let f = |k: &str| r[k].as_f64().unwrap();
+        assert_eq!(r["rounds"], 2, "{r}");
+        assert!(f("mpps") > 0.0, "{r}");
+        // the median of two rounds is one of them, within their range
+        assert!(
+            f("mpps_min") <= f("mpps") && f("mpps") <= f("mpps_max"),
+            "{r}"
+        );
+        assert!(
+            f("mpps_max") == f("mpps") || f("mpps_min") == f("mpps"),
+            "{r}"
+        );
+        // an empty row over its own round's empty row is 1 in every round
+        if r["chain"] == "empty" {
+            assert_eq!(f("vs_empty"), 1.0, "{r}");
+        } else {
+            assert!(f("vs_empty") > 0.0, "{r}");
+        }
+    }
     // in memory: empty, firewall, NAT, then FW+NAT and the C table at 500,
     // 1 000 and 3 000 flows
     let mem = res["memory"].as_array().unwrap();

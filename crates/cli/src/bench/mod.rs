@@ -42,6 +42,12 @@ pub struct BenchArgs {
     /// Only the in-memory rows (no runtime runs).
     #[arg(long)]
     pub memory_only: bool,
+    /// Rounds of the runtime rows: each round runs every row once, in
+    /// turn, and each row reports its median rate (with the range) and the
+    /// median of its per-round ratios to the empty chain — a busy host moves
+    /// rates within minutes, a round's runs are seconds apart.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Also count the instructions per packet of each in-memory variant with
     /// callgrind (valgrind; a minute or two per variant).
     #[arg(long)]
@@ -71,10 +77,37 @@ struct Row {
     buffers: &'static str,
     workers: usize,
     offloaders: usize,
+    /// Times the trace was replayed (`run --loops`): after the first lap
+    /// every flow has its entry (a closed TCP connection reopens it), so
+    /// more laps weigh the established-flow path over flow creation.
+    laps: u32,
+    /// Rounds the row ran (`--rounds`); the rates are their median.
+    rounds: usize,
     offered_mpps: f64,
     mpps: f64,
+    mpps_min: f64,
+    mpps_max: f64,
     mpps_per_worker: f64,
+    /// Median over the rounds of the rate over the same round's empty chain
+    /// with the same feeder.
     vs_empty: f64,
+}
+
+/// A runtime row to run: chain, offloading cores, feeder (0: live, 1:
+/// presteered, 2: live with two parsing threads), buffer pool, laps.
+struct Variant<'a> {
+    name: &'static str,
+    chain: &'a Chain,
+    offloaders: usize,
+    feeder: usize,
+    recycle: bool,
+    laps: u32,
+}
+
+/// The median of `x` (sorted in place); 0 for none.
+fn median(x: &mut [f64]) -> f64 {
+    x.sort_by(f64::total_cmp);
+    x.get(x.len() / 2).copied().unwrap_or(0.0)
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
@@ -209,75 +242,103 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     )?;
     let fw_nat = fw_nat_cfg.build(Path::new("."))?;
     let mut rows: Vec<Row> = Vec::new();
-    println!("\nthe runtime: a NIC-model thread feeding working cores through rings:");
+    let rounds = a.rounds.max(1);
+    let v = |name, chain, offloaders, feeder, recycle, laps| Variant {
+        name,
+        chain,
+        offloaders,
+        feeder,
+        recycle,
+        laps,
+    };
+    let variants = [
+        v("empty", &empty, 0, 0, true, 1),
+        v("empty", &empty, 0, 1, true, 1),
+        v("empty", &empty, 0, 2, true, 1),
+        v("fw+nat", &fw_nat, 0, 0, true, 1),
+        v("fw+nat", &fw_nat, 0, 0, false, 1),
+        v("fw+nat", &fw_nat, 0, 1, true, 1),
+        v("fw+nat", &fw_nat, 0, 1, false, 1),
+        v("fw+nat", &fw_nat, 0, 1, true, 4),
+        v("fw+nat", &fw_nat, 0, 2, true, 1),
+        v("fw+nat", &fw_nat, 1, 1, true, 1),
+    ];
     println!(
-        "{:<10} {:>10} {:>7} {:>7} {:>10} {:>13} {:>10} {:>13} {:>9}",
+        "\nthe runtime: a NIC-model thread feeding working cores through rings \
+         (median of {rounds} rounds, each running every row in turn):"
+    );
+    println!(
+        "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13} {:>10} {:>15} {:>13} {:>9}",
         "chain",
         "feeder",
         "buffers",
+        "laps",
         "workers",
         "offloaders",
         "offered Mpps",
         "Mpps",
+        "Mpps range",
         "Mpps/worker",
         "vs empty"
     );
     for w in 1..=a.max_workers.max(1) {
-        // (feeder 0: live, 1: presteered, 2: live with two parsing threads)
-        let mut base = [0.0; 3];
-        for (name, chain, offloaders, feeder, recycle) in [
-            ("empty", &empty, 0, 0, true),
-            ("empty", &empty, 0, 1, true),
-            ("empty", &empty, 0, 2, true),
-            ("fw+nat", &fw_nat, 0, 0, true),
-            ("fw+nat", &fw_nat, 0, 0, false),
-            ("fw+nat", &fw_nat, 0, 1, true),
-            ("fw+nat", &fw_nat, 0, 1, false),
-            ("fw+nat", &fw_nat, 0, 2, true),
-            ("fw+nat", &fw_nat, 1, 1, true),
-        ] {
-            let presteer = feeder == 1;
-            let cfg = RunConfig {
-                workers: w,
-                offloaders,
-                offload_ratio: if offloaders > 0 { 0.5 } else { 0.0 },
-                balancer: BalancerKind::Static,
-                presteer,
-                nic_threads: if feeder == 2 { 2 } else { 1 },
-                recycle,
-                ..RunConfig::default()
-            };
-            let out = runtime::run(chain, &trace, &cfg)?;
-            let r = &out.report;
-            anyhow::ensure!(
-                r.packets_in == r.packets_out + r.dropped() && r.reordered == 0,
-                "counts do not balance or packets were reordered"
+        // per variant, per round: (Mpps, offered Mpps)
+        let mut got = vec![Vec::with_capacity(rounds); variants.len()];
+        for round in 0..rounds {
+            eprintln!(
+                "flowshift bench: {w} worker(s), round {} of {rounds}…",
+                round + 1
             );
-            let mpps = r.throughput["mpps"];
-            let base = &mut base[feeder];
-            if name == "empty" {
-                *base = mpps;
+            for (x, out) in variants.iter().zip(got.iter_mut()) {
+                out.push(runtime_once(x, w, &trace)?);
             }
+        }
+        for (x, runs) in variants.iter().zip(&got) {
+            // the same round's empty chain with this feeder
+            let base = variants
+                .iter()
+                .position(|b| b.name == "empty" && b.feeder == x.feeder)
+                .map(|b| &got[b]);
+            let mut mpps: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            let mut offered: Vec<f64> = runs.iter().map(|r| r.1).collect();
+            let mut ratios: Vec<f64> = match base {
+                Some(b) => runs
+                    .iter()
+                    .zip(b)
+                    .map(|(r, e)| if e.0 > 0.0 { r.0 / e.0 } else { 0.0 })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let (lo, hi) = mpps
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
+            let m = median(&mut mpps);
             let row = Row {
-                chain: name,
-                feeder: ["live", "presteered", "live/2"][feeder],
-                buffers: if recycle { "pool" } else { "malloc" },
+                chain: x.name,
+                feeder: ["live", "presteered", "live/2"][x.feeder],
+                buffers: if x.recycle { "pool" } else { "malloc" },
                 workers: w,
-                offloaders,
-                offered_mpps: r.throughput["offered_mpps"],
-                mpps,
-                mpps_per_worker: mpps / w as f64,
-                vs_empty: if *base > 0.0 { mpps / *base } else { 0.0 },
+                offloaders: x.offloaders,
+                laps: x.laps,
+                rounds,
+                offered_mpps: median(&mut offered),
+                mpps: m,
+                mpps_min: lo,
+                mpps_max: hi,
+                mpps_per_worker: m / w as f64,
+                vs_empty: median(&mut ratios),
             };
             println!(
-                "{:<10} {:>10} {:>7} {:>7} {:>10} {:>13.3} {:>10.3} {:>13.3} {:>9.2}",
+                "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13.3} {:>10.3} {:>15} {:>13.3} {:>9.2}",
                 row.chain,
                 row.feeder,
                 row.buffers,
+                row.laps,
                 row.workers,
                 row.offloaders,
                 row.offered_mpps,
                 row.mpps,
+                format!("{lo:.2}–{hi:.2}"),
                 row.mpps_per_worker,
                 row.vs_empty
             );
@@ -287,9 +348,32 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     println!(
         "(one feeder thread plays the NIC: when \"offered\" ≈ \"Mpps\" for the empty chain, the feeder is the limit; \
          \"presteered\" rows had every packet parsed and hashed before the run, \"live/2\" rows two threads parsing in turn \
-         for the NIC-model thread, \"vs empty\" compares rows of one feeder; \
+         for the NIC-model thread, \"vs empty\" is the median of each round's rate over that round's empty chain \
+         with the same feeder, \"laps\" > 1 replays the trace so that most packets find their flow; \
          this machine has {} cores for feeder, workers and controller)",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
     Ok(rows)
+}
+
+/// One run of variant `x` on `workers` workers: (Mpps, offered Mpps).
+fn runtime_once(x: &Variant<'_>, workers: usize, trace: &Trace) -> anyhow::Result<(f64, f64)> {
+    let cfg = RunConfig {
+        workers,
+        offloaders: x.offloaders,
+        offload_ratio: if x.offloaders > 0 { 0.5 } else { 0.0 },
+        balancer: BalancerKind::Static,
+        presteer: x.feeder == 1,
+        nic_threads: if x.feeder == 2 { 2 } else { 1 },
+        recycle: x.recycle,
+        loops: x.laps,
+        ..RunConfig::default()
+    };
+    let out = runtime::run(x.chain, trace, &cfg)?;
+    let r = &out.report;
+    anyhow::ensure!(
+        r.packets_in == r.packets_out + r.dropped() && r.reordered == 0,
+        "counts do not balance or packets were reordered"
+    );
+    Ok((r.throughput["mpps"], r.throughput["offered_mpps"]))
 }
