@@ -159,16 +159,23 @@ fn accept(
 ) {
     let mask = sc.bucket_totals.len() - 1;
     for p in pkts {
-        let b = p.hash as usize & mask;
-        sc.bucket_totals[b] += 1;
-        stats.publish_bucket(b, sc.bucket_totals[b]);
-        if sink.is_priority(&p) {
-            sc.priority_totals[b] += 1;
-            stats.publish_priority(b, sc.priority_totals[b]);
-        }
+        count_bucket(&p, mask, sc, stats, sink);
         let s = chain.shard_of(p.hash) as ShardId;
         let batch = &mut sc.batch;
         core.take_packet(s, p, |p| batch.push(p));
+    }
+}
+
+/// Counts a packet taken from the queue in its bucket's running totals
+/// (all packets, and the priority class's), published for the controller.
+#[inline(always)]
+fn count_bucket(p: &Packet, mask: usize, sc: &mut Scratch, stats: &WorkerStats, sink: &Sink) {
+    let b = p.hash as usize & mask;
+    sc.bucket_totals[b] += 1;
+    stats.publish_bucket(b, sc.bucket_totals[b]);
+    if sink.is_priority(p) {
+        sc.priority_totals[b] += 1;
+        stats.publish_priority(b, sc.priority_totals[b]);
     }
 }
 
@@ -357,9 +364,72 @@ impl Worker {
         }
     }
 
+    /// Runs `n` packets of the ring where they are, in its slots, when every
+    /// one of them runs here and nothing else is asked of them (no offloading
+    /// core, no pool replica, no shard of theirs moving): none is moved onto
+    /// a burst. The ring's read position moves once, after they ran. False,
+    /// with nothing taken, when some packet must go the usual way (held).
+    fn burst_in_place(&mut self, n: usize, sc: &mut Scratch) -> bool {
+        let Worker {
+            ring,
+            core,
+            stats,
+            sink,
+            chain,
+            shards,
+            shared,
+            ..
+        } = self;
+        let mut chunk = ring.read_chunk(n).expect("queued() said so");
+        let (a, b) = chunk.as_slices();
+        let shard = |p: &Packet| chain.shard_of(p.hash) as ShardId;
+        if !a.iter().chain(b).all(|p| core.runs_directly(shard(p))) {
+            // (a chunk dropped without a commit leaves its packets queued)
+            return false;
+        }
+        let mask = sc.bucket_totals.len() - 1;
+        for p in a.iter().chain(b) {
+            count_bucket(p, mask, sc, stats, sink);
+            core.took_in_place(shard(p));
+        }
+        let now = shared.now_ns();
+        let (a, b) = chunk.as_mut_slices();
+        for part in [a, b] {
+            if part.is_empty() {
+                continue;
+            }
+            chain.process_burst_routed(
+                shards,
+                part,
+                now,
+                &mut sc.routed,
+                nf::Routing::Observes,
+                |_, _, hit| {
+                    core.sample(hit.shard.info.index as ShardId, hit.entry.0);
+                    true
+                },
+            );
+            // latency ends when the chain is done with the packets
+            sink.burst(part, &sc.routed, shared.now_ns());
+            for p in part.iter_mut() {
+                sink.give_back(std::mem::take(&mut p.data));
+            }
+        }
+        // (what is left in the slots, buffers taken, is dropped here)
+        chunk.commit_all();
+        true
+    }
+
     /// Takes `n` packets from the ring and runs, offloads or pends them; returns
     /// the times an offload ring was full.
     fn burst_of(&mut self, n: usize, sc: &mut Scratch) -> u64 {
+        if self.rx.is_none()
+            && self.offload_rings.is_empty()
+            && self.replica.is_none()
+            && self.burst_in_place(n, sc)
+        {
+            return 0;
+        }
         sc.batch.clear();
         self.intake(n, sc);
         let now = self.shared.now_ns();

@@ -241,6 +241,17 @@ impl<P> WorkerMoves<P> {
         self.direct[i] = self.owned.contains(&shard) && !self.held.contains_key(&shard);
     }
 
+    /// True if a packet of `shard` taken now is processed at once (the
+    /// shard is owned and none of its packets are held):
+    /// [`take_packet`](Self::take_packet) would hand it to `process`.
+    #[inline]
+    pub fn runs_directly(&self, shard: ShardId) -> bool {
+        self.direct
+            .get(usize::from(shard))
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// True if this worker owns `shard` now.
     pub fn owns(&self, shard: ShardId) -> bool {
         self.owned.contains(&shard)
@@ -267,12 +278,7 @@ impl<P> WorkerMoves<P> {
     #[inline]
     pub fn take_packet(&mut self, shard: ShardId, p: P, process: impl FnOnce(P)) -> bool {
         crate::probe::hit(crate::probe::Probe::OnPacket);
-        if self
-            .direct
-            .get(usize::from(shard))
-            .copied()
-            .unwrap_or(false)
-        {
+        if self.runs_directly(shard) {
             process(p);
             return true;
         }

@@ -168,6 +168,33 @@ impl<P> WorkingCore<P> {
         r
     }
 
+    /// True if a packet of `shard` taken now runs at once: then the driver
+    /// may run it where it is (in its queue's slot) and tell the machine with
+    /// [`took_in_place`](Self::took_in_place) instead of handing it over with
+    /// [`take_packet`](Self::take_packet). Asks nothing of the machine's
+    /// state and changes none of it.
+    #[inline]
+    pub fn runs_directly(&self, shard: ShardId) -> bool {
+        self.moves.runs_directly(shard)
+    }
+
+    /// A packet of `shard`, for which [`runs_directly`](Self::runs_directly)
+    /// said true with nothing in between, was taken and runs where it is:
+    /// the same step as [`take_packet`](Self::take_packet) handing it to
+    /// `process`.
+    #[inline]
+    pub fn took_in_place(&mut self, shard: ShardId) {
+        crate::probe::hit(crate::probe::Probe::OnPacket);
+        debug_assert!(
+            self.runs_directly(shard),
+            "shard {shard} does not run directly"
+        );
+        log::step(self.id, || Step::Packet {
+            shard,
+            process: true,
+        });
+    }
+
     /// Counts a packet of flow `entry` of `shard` for the heavy-flow window
     /// (sampled).
     #[inline]
