@@ -56,33 +56,10 @@ impl Found<'_> {
             if *v != Verdict::Forward {
                 continue;
             }
-            let Some(Shard {
-                info,
-                table,
-                locals,
-                ..
-            }) = self
-                .shards
-                .get_mut(m.shard as usize)
-                .and_then(Option::as_mut)
+            let Some((at, table, [local], pkt)) =
+                member::<1>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
             else {
-                debug_assert!(false, "a run's shard is the core's");
                 continue;
-            };
-            let (Some(local), Some(pkt)) = (locals.get_mut(i), self.pkts.get_mut(m.pkt as usize))
-            else {
-                debug_assert!(false, "a run's packet and NF exist");
-                continue;
-            };
-            let cell = table.cell(m.entry, i);
-            let at = Here {
-                nf: i,
-                cell,
-                entry: m.entry,
-                now_ns: self.now_ns,
-                hasher: self.hasher,
-                shard: *info,
-                emergency: m.emergency,
             };
             *v = step(nf, at, table, local, pkt, &mut self.deleted);
         }
@@ -102,34 +79,10 @@ impl Found<'_> {
             if *v != Verdict::Forward {
                 continue;
             }
-            let Some(Shard {
-                info,
-                table,
-                locals,
-                ..
-            }) = self
-                .shards
-                .get_mut(m.shard as usize)
-                .and_then(Option::as_mut)
+            let Some((mut at, table, [la, lb], pkt)) =
+                member::<2>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
             else {
-                debug_assert!(false, "a run's shard is the core's");
                 continue;
-            };
-            let (Some([la, lb]), Some(pkt)) =
-                (locals.get_mut(i..i + 2), self.pkts.get_mut(m.pkt as usize))
-            else {
-                debug_assert!(false, "a run's packet and NFs exist");
-                continue;
-            };
-            let cell = table.cell(m.entry, i);
-            let mut at = Here {
-                nf: i,
-                cell,
-                entry: m.entry,
-                now_ns: self.now_ns,
-                hasher: self.hasher,
-                shard: *info,
-                emergency: m.emergency,
             };
             *v = step(a, at, table, la, pkt, &mut self.deleted);
             if *v != Verdict::Forward {
@@ -150,6 +103,55 @@ impl Found<'_> {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
+}
+
+/// What NFs `nf..nf + N` need of run member `m`: the first one's context
+/// but for the table and its shard-local state, the shard's table, the NFs'
+/// shard-local states and the packet. `None` (never, for a run the chain
+/// made) when the shard, the NFs or the packet are not there.
+#[inline(always)]
+fn member<'s, 'h, const N: usize>(
+    shards: &'s mut [Option<Shard>],
+    pkts: &'s mut [Packet],
+    m: &Member,
+    nf: usize,
+    now_ns: u64,
+    hasher: &'h RssHasher,
+) -> Option<(
+    Here<'h>,
+    &'s mut FlowTable<Option<FlowState>>,
+    &'s mut [ShardLocal; N],
+    &'s mut Packet,
+)> {
+    let Some(Shard {
+        info,
+        table,
+        locals,
+        ..
+    }) = shards.get_mut(m.shard as usize).and_then(Option::as_mut)
+    else {
+        debug_assert!(false, "a run's shard is the core's");
+        return None;
+    };
+    let (Some(locals), Some(pkt)) = (
+        locals
+            .get_mut(nf..nf + N)
+            .and_then(|l| <&mut [ShardLocal; N]>::try_from(l).ok()),
+        pkts.get_mut(m.pkt as usize),
+    ) else {
+        debug_assert!(false, "a run's packet and NFs exist");
+        return None;
+    };
+    let at = Here {
+        nf,
+        cell: table.cell(m.entry, nf),
+        entry: m.entry,
+        now_ns,
+        hasher,
+        shard: *info,
+        emergency: m.emergency,
+    };
+    Some((at, table, locals, pkt))
 }
 
 /// What a packet's context is made of besides the table and the NF's
