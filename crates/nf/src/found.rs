@@ -105,6 +105,14 @@ impl Found<'_> {
     }
 }
 
+/// A run member as [`member`] finds it for `N` NFs.
+type Parts<'s, 'h, const N: usize> = (
+    Here<'h>,
+    &'s mut FlowTable<Option<FlowState>>,
+    &'s mut [ShardLocal; N],
+    &'s mut Packet,
+);
+
 /// What NFs `nf..nf + N` need of run member `m`: the first one's context
 /// but for the table and its shard-local state, the shard's table, the NFs'
 /// shard-local states and the packet. `None` (never, for a run the chain
@@ -117,12 +125,7 @@ fn member<'s, 'h, const N: usize>(
     nf: usize,
     now_ns: u64,
     hasher: &'h RssHasher,
-) -> Option<(
-    Here<'h>,
-    &'s mut FlowTable<Option<FlowState>>,
-    &'s mut [ShardLocal; N],
-    &'s mut Packet,
-)> {
+) -> Option<Parts<'s, 'h, N>> {
     let Some(Shard {
         info,
         table,
