@@ -573,21 +573,25 @@ impl Chain {
                 i += 1;
                 continue;
             };
-            // (a 256-bit filter of the run's entries: a flow's second packet
-            // is looked for in the run only when its bit is set)
-            let h = l.id.0 ^ (s as u32).wrapping_mul(0x9e37_79b9);
-            let (word, bit) = ((h >> 6) as usize & 3, 1u64 << (h & 63));
-            if !together
-                && in_run[word] & bit != 0
-                && sc.run[..len]
-                    .iter()
-                    .any(|m| m.entry == l.id && m.shard as usize == s)
-            {
-                // the flow's packet before this one has not run yet
-                self.flush(shards, pkts, sc, len, base, out, now_ns);
-                len = 0;
-                in_run = [0; 4];
-                continue;
+            // (a 256-bit filter of the run's entries, kept when a flow's
+            // packets may not share a run: a flow's second packet is looked
+            // for in the run only when its bit is set)
+            let mark = (!together).then(|| {
+                let h = l.id.0 ^ (s as u32).wrapping_mul(0x9e37_79b9);
+                ((h >> 6) as usize & 3, 1u64 << (h & 63))
+            });
+            if let Some((word, bit)) = mark {
+                if in_run[word] & bit != 0
+                    && sc.run[..len]
+                        .iter()
+                        .any(|m| m.entry == l.id && m.shard as usize == s)
+                {
+                    // the flow's packet before this one has not run yet
+                    self.flush(shards, pkts, sc, len, base, out, now_ns);
+                    len = 0;
+                    in_run = [0; 4];
+                    continue;
+                }
             }
             p.entry = Some(l.id);
             p.dir = l.dir;
@@ -612,7 +616,9 @@ impl Chain {
                 emergency: *emergency,
             };
             len += 1;
-            in_run[word] |= bit;
+            if let Some((word, bit)) = mark {
+                in_run[word] |= bit;
+            }
             // (the run's flush writes the verdict)
             out.push(Some(Verdict::Forward));
             i += 1;
