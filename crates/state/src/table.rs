@@ -542,49 +542,85 @@ impl<S: Slot> FlowTable<S> {
         if self.fast.is_some() {
             return self.lookup_hashed(self.home(ih), key, side, ih);
         }
-        // the index probe of `lookup_from`, for a key's own entry, inline
+        // the index probe of `lookup_from`, for a key's own entry, inline: the
+        // first bucket whose signature matches, then its key (the loop
+        // touches no key, so the compiler keeps none of its words across it);
+        // after a signature collision the probe goes on out of line
         let mut i = self.home(ih);
-        loop {
+        let b = loop {
             let b = *self.index.get(i)?;
             if b == EMPTY {
                 return None;
             }
             if (b >> 32) as u32 == ih {
-                let id = (b & ID_MASK) as usize;
-                if b & ALIAS_BIT != 0 {
-                    // along the alias key, replies come from `alias_side`
-                    if self.aliases.get(id).is_some_and(|(k, _)| k == key) {
-                        if let Some(m) = self.meta.get_mut(id) {
-                            let dir = if side == m.alias_side {
-                                m.assured = true;
-                                Dir::Reply
-                            } else {
-                                Dir::Original
-                            };
-                            return Some(Lookup {
-                                id: EntryId(id as u32),
-                                dir,
-                                gen: m.gen,
-                            });
-                        }
-                    }
-                } else if let Some(m) = self.meta.get_mut(id) {
-                    if m.key == *key {
-                        let dir = if side == m.orig {
-                            Dir::Original
-                        } else {
-                            m.assured = true;
-                            Dir::Reply
-                        };
-                        return Some(Lookup {
-                            id: EntryId((b & ID_MASK) as u32),
-                            dir,
-                            gen: m.gen,
-                        });
-                    }
-                }
+                break b;
             }
             i = (i + 1) & self.mask;
+        };
+        match self.hit(b, key, side) {
+            Some(l) => Some(l),
+            None => self.lookup_after(i, key, side, ih),
+        }
+    }
+
+    /// The entry index bucket `b` (whose signature matched) holds, if it is
+    /// `key`'s (its own key or its alias), as seen from `side`; a reply marks
+    /// the flow assured.
+    #[inline(always)]
+    fn hit(&mut self, b: u64, key: &FlowKey, side: Side) -> Option<Lookup> {
+        let id = (b & ID_MASK) as usize;
+        if b & ALIAS_BIT != 0 {
+            // along the alias key, replies come from `alias_side`
+            let (k, _) = self.aliases.get(id)?;
+            if k != key {
+                return None;
+            }
+            let m = self.meta.get_mut(id)?;
+            let dir = if side == m.alias_side {
+                m.assured = true;
+                Dir::Reply
+            } else {
+                Dir::Original
+            };
+            return Some(Lookup {
+                id: EntryId(id as u32),
+                dir,
+                gen: m.gen,
+            });
+        }
+        let m = self.meta.get_mut(id)?;
+        if m.key != *key {
+            return None;
+        }
+        let dir = if side == m.orig {
+            Dir::Original
+        } else {
+            m.assured = true;
+            Dir::Reply
+        };
+        Some(Lookup {
+            id: EntryId(id as u32),
+            dir,
+            gen: m.gen,
+        })
+    }
+
+    /// [`lookup_at`](Self::lookup_at)'s probe after a signature collision at
+    /// index bucket `i`: the buckets after it.
+    #[cold]
+    #[inline(never)]
+    fn lookup_after(&mut self, mut i: usize, key: &FlowKey, side: Side, ih: u32) -> Option<Lookup> {
+        loop {
+            i = (i + 1) & self.mask;
+            let b = *self.index.get(i)?;
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == ih {
+                if let Some(l) = self.hit(b, key, side) {
+                    return Some(l);
+                }
+            }
         }
     }
 

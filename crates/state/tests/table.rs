@@ -90,7 +90,12 @@ proptest! {
                 }
                 Op::Lookup(i) => {
                     let (k, s) = FlowKey::of(&tuple(i));
-                    let got = t.lookup(&k, s, weak_hash(i)).map(|l| l.id);
+                    let l = t.lookup(&k, s, weak_hash(i));
+                    // the chain's probe by index hash (its own loop, out of
+                    // line after a signature collision) finds the same
+                    let ih = t.index_hash(&k, weak_hash(i));
+                    prop_assert_eq!(t.lookup_at(&k, s, ih), l);
+                    let got = l.map(|l| l.id);
                     prop_assert_eq!(got, model.get(&i).copied());
                     if let Some(id) = got {
                         prop_assert_eq!(*t.slot(id, 1), Some(i));
@@ -99,18 +104,24 @@ proptest! {
             }
             prop_assert_eq!(t.len(), model.len());
         }
-        // every key and alias still reachable, with the right direction
+        // every key and alias still reachable, with the right direction, by
+        // either probe
         for (i, id) in &model {
             let (k, s) = FlowKey::of(&tuple(*i));
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
+            let ih = t.index_hash(&k, weak_hash(*i));
+            prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
             let (k, s) = FlowKey::of(&tuple(*i).reversed());
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
+            prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
         }
         for (a, i) in &aliased {
             // the alias was added for packets sent from the alias tuple's source; the
             // reply of the translated flow comes from the other side
             let (k, s) = FlowKey::of(&tuple(*a).reversed());
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*a)).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
+            let ih = t.index_hash(&k, weak_hash(*a));
+            prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
         }
     }
 }
