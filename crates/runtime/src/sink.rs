@@ -171,6 +171,15 @@ impl Sink {
         }
     }
 
+    /// [`burst`](Self::burst), then each packet's buffer taken back for the
+    /// NIC model (the packets are left without one).
+    pub fn ran_here(&mut self, pkts: &mut [Packet], verdicts: &[Option<Verdict>], now: u64) {
+        self.burst(pkts, verdicts, now);
+        for p in pkts {
+            self.give_back(std::mem::take(&mut p.data));
+        }
+    }
+
     /// Counts a packet's outcome at `now`: latency per class, and the packet
     /// itself when kept.
     pub fn one(&mut self, p: &Packet, v: Verdict, now: u64) {

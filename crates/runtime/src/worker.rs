@@ -410,10 +410,7 @@ impl Worker {
                 },
             );
             // latency ends when the chain is done with the packets
-            sink.burst(part, &sc.routed, shared.now_ns());
-            for p in part.iter_mut() {
-                sink.give_back(std::mem::take(&mut p.data));
-            }
+            sink.ran_here(part, &sc.routed, shared.now_ns());
         }
         // (what is left in the slots, buffers taken, is dropped here)
         chunk.commit_all();
@@ -505,10 +502,8 @@ impl Worker {
         let done = self.shared.now_ns();
         if !offloading && self.replica.is_none() {
             // every packet ran here: their outcomes are counted together
-            self.sink.burst(&sc.batch, &sc.routed, done);
-            for p in sc.batch.drain(..) {
-                self.sink.give_back(p.data);
-            }
+            self.sink.ran_here(&mut sc.batch, &sc.routed, done);
+            sc.batch.clear();
             return 0;
         }
         // misses never reach the router: they run here
