@@ -174,10 +174,10 @@ pub const BURST: usize = 32;
 
 /// What `process_burst_routed` keeps per packet of a piece of a burst.
 struct Scratch {
-    /// Each packet's flow key, side and index hash.
+    /// Each packet's flow key, side and where its lookup starts.
     keys: [FlowKey; BURST],
     sides: [state::Side; BURST],
-    ihs: [u32; BURST],
+    probes: [state::Probe; BURST],
     /// The run of found packets being gathered, and its verdicts.
     run: [Member; BURST],
     verdicts: [Verdict; BURST],
@@ -188,7 +188,7 @@ impl Default for Scratch {
         Scratch {
             keys: [FlowKey::default(); BURST],
             sides: [state::Side::Lo; BURST],
-            ihs: [0; BURST],
+            probes: [state::Probe::default(); BURST],
             run: [Member {
                 pkt: 0,
                 shard: 0,
@@ -533,17 +533,17 @@ impl Chain {
                 .as_ref()
                 .expect("the core owns the packet's shard")
                 .table;
-            let ih = table.index_hash(&k, p.hash);
-            table.prefetch_index_at(ih);
+            let probe = table.probe(&k, p.hash);
+            table.prefetch_index_at(probe);
             // the headers an NF may rewrite, in flight too
             state::prefetch(p.data.as_ptr());
             sc.keys[i] = k;
             sc.sides[i] = side;
-            sc.ihs[i] = ih;
+            sc.probes[i] = probe;
         }
-        for (p, ih) in pkts.iter().zip(&sc.ihs) {
+        for (p, probe) in pkts.iter().zip(&sc.probes) {
             if let Some(shard) = &shards[self.shard_of(p.hash)] {
-                shard.table.prefetch_entry_at(*ih);
+                shard.table.prefetch_entry_at(*probe);
             }
         }
         // packets whose entry was found gather in a run, which every NF
@@ -554,12 +554,12 @@ impl Chain {
         let mut i = 0;
         while i < n {
             let p = &mut pkts[i];
-            let (k, side, ih) = (&sc.keys[i], sc.sides[i], sc.ihs[i]);
+            let (k, side, probe) = (&sc.keys[i], sc.sides[i], sc.probes[i]);
             let s = self.shard_of(p.hash);
             let shard = shards[s]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            let Some(l) = shard.table.lookup_at(k, side, ih) else {
+            let Some(l) = shard.table.lookup_at(k, side, probe) else {
                 if len > 0 {
                     // the run may make this flow (a NAT's alias for a reply):
                     // after it, look again

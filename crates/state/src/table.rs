@@ -202,6 +202,14 @@ pub struct FlowTable<S> {
     hottest: Vec<(u32, u32)>,
 }
 
+/// Where a key's lookup in one table starts ([`FlowTable::probe`]): its
+/// index hash and home bucket, for the stages of a pipelined lookup.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Probe {
+    ih: u32,
+    home: usize,
+}
+
 /// An empty vector with room for `n` items, or none when the system refuses.
 fn room<T>(n: usize) -> Vec<T> {
     let mut v = Vec::new();
@@ -503,50 +511,59 @@ impl<S: Slot> FlowTable<S> {
     /// pipelined lookup over a burst).
     #[inline]
     pub fn prefetch_index(&self, key: &FlowKey, rss_hash: u32) {
-        self.prefetch_index_at(self.index_hash(key, rss_hash));
+        self.prefetch_index_at(self.probe(key, rss_hash));
     }
 
     /// Reads `key`'s first index bucket (prefetched earlier) and prefetches the
     /// entry it points to when the signature matches (second stage).
     #[inline]
     pub fn prefetch_entry(&self, key: &FlowKey, rss_hash: u32) {
-        self.prefetch_entry_at(self.index_hash(key, rss_hash));
+        self.prefetch_entry_at(self.probe(key, rss_hash));
     }
 
-    /// The hash this table indexes `key` by (the RSS hash, or the key's own
-    /// hash: [`IndexHash`]): computed once per packet, it serves the pipelined
-    /// stages [`prefetch_index_at`](Self::prefetch_index_at),
+    /// Where `key`'s lookup in this table starts: the hash the table indexes
+    /// it by (the RSS hash, or the key's own hash: [`IndexHash`]) and its
+    /// home bucket. Computed once per packet, it serves the pipelined stages
+    /// [`prefetch_index_at`](Self::prefetch_index_at),
     /// [`prefetch_entry_at`](Self::prefetch_entry_at) and
-    /// [`lookup_at`](Self::lookup_at).
+    /// [`lookup_at`](Self::lookup_at) of this table.
     #[inline]
-    pub fn index_hash(&self, key: &FlowKey, rss_hash: u32) -> u32 {
-        self.ih(key, rss_hash)
+    pub fn probe(&self, key: &FlowKey, rss_hash: u32) -> Probe {
+        let ih = self.ih(key, rss_hash);
+        Probe {
+            ih,
+            home: self.home(ih),
+        }
     }
 
-    /// [`prefetch_index`](Self::prefetch_index) by index hash.
+    /// [`prefetch_index`](Self::prefetch_index) of a [`probe`](Self::probe).
     #[inline]
-    pub fn prefetch_index_at(&self, ih: u32) {
-        prefetch(&self.index[self.home(ih)]);
+    pub fn prefetch_index_at(&self, p: Probe) {
+        if let Some(b) = self.index.get(p.home) {
+            prefetch(b);
+        }
     }
 
-    /// [`prefetch_entry`](Self::prefetch_entry) by index hash.
+    /// [`prefetch_entry`](Self::prefetch_entry) of a [`probe`](Self::probe).
     #[inline]
-    pub fn prefetch_entry_at(&self, ih: u32) {
-        self.prefetch_hit(self.home(ih), ih);
+    pub fn prefetch_entry_at(&self, p: Probe) {
+        self.prefetch_hit(p.home, p.ih);
     }
 
-    /// [`lookup`](Self::lookup) by index hash (`ih` from
-    /// [`index_hash`](Self::index_hash) of the same key).
+    /// [`lookup`](Self::lookup) of a [`probe`](Self::probe) of the same key
+    /// in this table.
     #[inline]
-    pub fn lookup_at(&mut self, key: &FlowKey, side: Side, ih: u32) -> Option<Lookup> {
+    pub fn lookup_at(&mut self, key: &FlowKey, side: Side, p: Probe) -> Option<Lookup> {
+        debug_assert_eq!(p.home, self.home(p.ih), "a probe of another table");
+        let ih = p.ih;
         if self.fast.is_some() {
-            return self.lookup_hashed(self.home(ih), key, side, ih);
+            return self.lookup_hashed(p.home, key, side, ih);
         }
         // the index probe of `lookup_from`, for a key's own entry, inline: the
         // first bucket whose signature matches, then its key (the loop
         // touches no key, so the compiler keeps none of its words across it);
         // after a signature collision the probe goes on out of line
-        let mut i = self.home(ih);
+        let mut i = p.home;
         let b = loop {
             let b = *self.index.get(i)?;
             if b == EMPTY {
@@ -655,7 +672,9 @@ impl<S: Slot> FlowTable<S> {
     /// match is through one (what the probe and the NFs will touch).
     #[inline]
     fn prefetch_hit(&self, home: usize, ih: u32) {
-        let b = self.index[home];
+        let Some(&b) = self.index.get(home) else {
+            return;
+        };
         if b != EMPTY && (b >> 32) as u32 == ih {
             let id = (b & ID_MASK) as usize;
             prefetch(&self.meta[id]);
@@ -1106,17 +1125,24 @@ impl<S: Slot> FlowTable<S> {
     }
 
     /// Arms entry `i`'s timer for `at_ns` unless it is armed at a tick that
-    /// starts no later.
-    #[inline(never)]
+    /// starts no later (the common case, decided inline: a deadline moving
+    /// earlier within its tick).
+    #[inline]
     fn arm(&mut self, i: usize, at_ns: u64) {
         let m = &self.meta[i];
         // (`at_ns` before the armed tick's start: its tick is earlier)
         if m.wheel_tick == NO_TICK || at_ns < self.wheel.tick_start(m.wheel_tick) {
-            let gen = m.gen;
-            let t = self.wheel.schedule((i as u32, gen), at_ns);
-            self.meta[i].wheel_tick = t;
-            self.compact_wheel();
+            self.schedule(i, at_ns);
         }
+    }
+
+    /// [`arm`](Self::arm)'s scheduling, out of line.
+    #[inline(never)]
+    fn schedule(&mut self, i: usize, at_ns: u64) {
+        let gen = self.meta[i].gen;
+        let t = self.wheel.schedule((i as u32, gen), at_ns);
+        self.meta[i].wheel_tick = t;
+        self.compact_wheel();
     }
 
     /// Drops the wheel's stale items once they outnumber the live entries

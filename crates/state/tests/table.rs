@@ -93,7 +93,7 @@ proptest! {
                     let l = t.lookup(&k, s, weak_hash(i));
                     // the chain's probe by index hash (its own loop, out of
                     // line after a signature collision) finds the same
-                    let ih = t.index_hash(&k, weak_hash(i));
+                    let ih = t.probe(&k, weak_hash(i));
                     prop_assert_eq!(t.lookup_at(&k, s, ih), l);
                     let got = l.map(|l| l.id);
                     prop_assert_eq!(got, model.get(&i).copied());
@@ -109,7 +109,7 @@ proptest! {
         for (i, id) in &model {
             let (k, s) = FlowKey::of(&tuple(*i));
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
-            let ih = t.index_hash(&k, weak_hash(*i));
+            let ih = t.probe(&k, weak_hash(*i));
             prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((*id, Dir::Original)));
             let (k, s) = FlowKey::of(&tuple(*i).reversed());
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*i)).map(|l| (l.id, l.dir)), Some((*id, Dir::Reply)));
@@ -120,7 +120,7 @@ proptest! {
             // reply of the translated flow comes from the other side
             let (k, s) = FlowKey::of(&tuple(*a).reversed());
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*a)).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
-            let ih = t.index_hash(&k, weak_hash(*a));
+            let ih = t.probe(&k, weak_hash(*a));
             prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
         }
     }
