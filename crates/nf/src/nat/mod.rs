@@ -123,10 +123,12 @@ counters! {
 }
 
 struct Shared {
-    internal: Ipv4Net,
+    /// The internal prefix as (network, mask) for membership tests.
+    internal: (u32, u32),
     external: Vec<Ipv4Addr>,
-    /// `external`, sorted, for membership tests.
-    sorted: Vec<Ipv4Addr>,
+    /// `external` as sorted, disjoint ranges of consecutive addresses (one
+    /// for a prefix's addresses), for membership tests.
+    ranges: Vec<(u32, u32)>,
     ports: (u16, u16),
     /// The timeouts in ns, as the packet path sets them.
     timeouts: TimeoutsNs,
@@ -177,14 +179,21 @@ impl Nat {
             !external.is_empty(),
             "a NAT needs at least one external address"
         );
-        let mut sorted = external.clone();
+        let mut sorted: Vec<u32> = external.iter().map(|&a| u32::from(a)).collect();
         sorted.sort_unstable();
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for a in sorted {
+            match ranges.last_mut() {
+                Some((_, hi)) if a <= hi.saturating_add(1) => *hi = (*hi).max(a),
+                _ => ranges.push((a, a)),
+            }
+        }
         Nat {
             name: name.into(),
             shared: Arc::new(Shared {
-                internal,
+                internal: (u32::from(internal.network()), u32::from(internal.netmask())),
                 external,
-                sorted,
+                ranges,
                 ports,
                 timeouts: TimeoutsNs::of(&timeouts),
             }),
@@ -205,7 +214,16 @@ impl Nat {
     }
 
     fn is_external(&self, a: Ipv4Addr) -> bool {
-        self.shared.sorted.binary_search(&a).is_ok()
+        let a = u32::from(a);
+        let r = &self.shared.ranges;
+        // the last range starting at or before `a`
+        let i = r.partition_point(|&(lo, _)| lo <= a);
+        i > 0 && a <= r[i - 1].1
+    }
+
+    fn is_internal(&self, a: Ipv4Addr) -> bool {
+        let (net, mask) = self.shared.internal;
+        u32::from(a) & mask == net
     }
 
     /// The idle timeout of a mapping, ns.
@@ -665,8 +683,7 @@ impl Nat {
         if self.is_external(dst) {
             return Verdict::Drop(DropCause::NatNoMapping);
         }
-        let internal = &self.shared.internal;
-        if pkt.dir == Dir::Reply || !internal.contains(&src) || internal.contains(&dst) {
+        if pkt.dir == Dir::Reply || !self.is_internal(src) || self.is_internal(dst) {
             self.counters.passed += 1;
             return Verdict::Forward;
         }
@@ -741,6 +758,46 @@ mod tests {
             &steer::RssHasher::new(steer::RssKey::DEFAULT, steer::HashFields::IpPorts),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn external_and_internal_membership_is_the_lists() {
+        let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        // unordered, a duplicate, gaps, and a run at the top of the space
+        let external = [
+            "198.51.100.7",
+            "198.51.100.5",
+            "198.51.100.4",
+            "198.51.100.5",
+            "9.9.9.9",
+            "255.255.255.254",
+            "255.255.255.255",
+        ]
+        .map(a)
+        .to_vec();
+        let nat = Nat::new(
+            "nat",
+            "10.1.0.0/16".parse().unwrap(),
+            external.clone(),
+            (1024, 65535),
+            NatTimeouts::default(),
+        );
+        for x in [
+            "0.0.0.0",
+            "9.9.9.8",
+            "9.9.9.10",
+            "198.51.100.3",
+            "198.51.100.6",
+            "198.51.100.8",
+            "255.255.255.253",
+        ] {
+            assert!(!nat.is_external(a(x)), "{x}");
+        }
+        for x in &external {
+            assert!(nat.is_external(*x), "{x}");
+        }
+        assert!(nat.is_internal(a("10.1.0.0")) && nat.is_internal(a("10.1.255.255")));
+        assert!(!nat.is_internal(a("10.0.255.255")) && !nat.is_internal(a("10.2.0.0")));
     }
 
     #[test]
