@@ -109,15 +109,14 @@ pub struct Chain {
     entries: bool,
     /// Some NF may delete its state on a packet ([`Nf::deletes_state`]).
     deletes: bool,
-    /// Emergency mode's high- and low-water marks, in flows per shard.
-    emergency: Option<(usize, usize)>,
+    /// Emergency mode's high- and low-water marks, in flows per shard;
+    /// without emergency mode a high mark no table reaches.
+    emergency: (usize, usize),
     counters: ChainCounters,
     /// How a run of found packets goes through the NFs.
     plan: Vec<Step>,
     /// Reused by `process_burst_routed`.
     scratch: Option<Box<Scratch>>,
-    /// Reused by `process_burst`.
-    routed: Vec<Option<Verdict>>,
 }
 
 /// One step of a run of found packets through the chain (see [`Found`]).
@@ -196,6 +195,59 @@ impl Default for Scratch {
                 emergency: false,
             }; BURST],
             verdicts: [Verdict::Forward; BURST],
+        }
+    }
+}
+
+/// Where a burst's verdicts go, one per packet in order:
+/// [`Chain::process_burst`]'s list (every packet runs here) or
+/// [`Chain::process_burst_routed`]'s (`None` for a packet the router left to
+/// the caller).
+trait Verdicts {
+    fn clear(&mut self);
+    /// The next packet ran here (a run's packet: `Forward` until its run is
+    /// flushed).
+    fn ran(&mut self, v: Verdict);
+    /// The next packet was left to the caller.
+    fn left(&mut self);
+    /// Packet `i`'s verdict, once its run is flushed.
+    fn set(&mut self, i: usize, v: Verdict);
+}
+
+impl Verdicts for Vec<Option<Verdict>> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    #[inline(always)]
+    fn ran(&mut self, v: Verdict) {
+        self.push(Some(v));
+    }
+    fn left(&mut self) {
+        self.push(None);
+    }
+    #[inline(always)]
+    fn set(&mut self, i: usize, v: Verdict) {
+        if let Some(o) = self.get_mut(i) {
+            *o = Some(v);
+        }
+    }
+}
+
+impl Verdicts for Vec<Verdict> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    #[inline(always)]
+    fn ran(&mut self, v: Verdict) {
+        self.push(v);
+    }
+    fn left(&mut self) {
+        unreachable!("process_burst's router keeps every packet");
+    }
+    #[inline(always)]
+    fn set(&mut self, i: usize, v: Verdict) {
+        if let Some(o) = self.get_mut(i) {
+            *o = v;
         }
     }
 }
@@ -288,9 +340,9 @@ impl Chain {
         let entries = nfs.iter().any(|n| n.keeps_entries());
         let deletes = nfs.iter().any(|n| n.deletes_state());
         let cap = table.capacity as f64;
-        let emergency = opts
-            .emergency
-            .map(|(h, l)| ((h * cap).ceil() as usize, (l * cap).floor() as usize));
+        let emergency = opts.emergency.map_or((usize::MAX, 0), |(h, l)| {
+            ((h * cap).ceil() as usize, (l * cap).floor() as usize)
+        });
         Ok(Chain {
             emergency,
             plan: plan(&nfs),
@@ -305,7 +357,6 @@ impl Chain {
             deletes,
             counters: ChainCounters::default(),
             scratch: None,
-            routed: Vec::new(),
         })
     }
 
@@ -326,7 +377,6 @@ impl Chain {
             counters: ChainCounters::default(),
             plan: self.plan.clone(),
             scratch: None,
-            routed: Vec::new(),
         }
     }
 
@@ -447,18 +497,7 @@ impl Chain {
         now_ns: u64,
         out: &mut Vec<Verdict>,
     ) {
-        let mut routed = core::mem::take(&mut self.routed);
-        self.process_burst_routed(
-            shards,
-            pkts,
-            now_ns,
-            &mut routed,
-            Routing::Observes,
-            |_, _, _| true,
-        );
-        out.clear();
-        out.extend(routed.iter().map(|v| v.expect("every packet runs here")));
-        self.routed = routed;
+        self.burst(shards, pkts, now_ns, out, Routing::Observes, |_, _, _| true);
     }
 
     /// [`process_burst`](Self::process_burst) with a say in where each packet runs:
@@ -474,6 +513,19 @@ impl Chain {
         now_ns: u64,
         out: &mut Vec<Option<Verdict>>,
         routing: Routing,
+        route: impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+    ) {
+        self.burst(shards, pkts, now_ns, out, routing, route);
+    }
+
+    /// Both of the above, into either kind of verdict list.
+    fn burst<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        now_ns: u64,
+        out: &mut O,
+        routing: Routing,
         mut route: impl FnMut(usize, &Packet, Hit<'_>) -> bool,
     ) {
         out.clear();
@@ -482,7 +534,7 @@ impl Chain {
                 let shard = shards[self.shard_of(p.hash)]
                     .as_mut()
                     .expect("the core owns the packet's shard");
-                out.push(Some(self.run_keyed(shard, p, None, None, now_ns)));
+                out.ran(self.run_keyed(shard, p, None, None, now_ns));
             }
             return;
         }
@@ -506,13 +558,13 @@ impl Chain {
     /// [`BURST`] packets, the first being the burst's `base`-th.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn chunk(
+    fn chunk<O: Verdicts>(
         &mut self,
         shards: &mut [Option<Shard>],
         pkts: &mut [Packet],
         base: usize,
         now_ns: u64,
-        out: &mut Vec<Option<Verdict>>,
+        out: &mut O,
         routing: Routing,
         route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
         sc: &mut Scratch,
@@ -569,7 +621,7 @@ impl Chain {
                     continue;
                 }
                 let v = self.run_keyed(shard, p, None, Some((*k, side)), now_ns);
-                out.push(Some(v));
+                out.ran(v);
                 i += 1;
                 continue;
             };
@@ -601,7 +653,7 @@ impl Chain {
                 nfs: &self.nfs,
             };
             if !route(base + i, p, hit) {
-                out.push(None);
+                out.left();
                 i += 1;
                 continue;
             }
@@ -620,7 +672,7 @@ impl Chain {
                 in_run[word] |= bit;
             }
             // (the run's flush writes the verdict)
-            out.push(Some(Verdict::Forward));
+            out.ran(Verdict::Forward);
             i += 1;
         }
         if len > 0 {
@@ -632,14 +684,14 @@ impl Chain {
     /// writes their verdicts into `out` (the packets' places there: `base` +
     /// their index in `pkts`).
     #[allow(clippy::too_many_arguments)]
-    fn flush(
+    fn flush<O: Verdicts>(
         &mut self,
         shards: &mut [Option<Shard>],
         pkts: &mut [Packet],
         sc: &mut Scratch,
         len: usize,
         base: usize,
-        out: &mut [Option<Verdict>],
+        out: &mut O,
         now_ns: u64,
     ) {
         let run = &sc.run[..len];
@@ -685,9 +737,7 @@ impl Chain {
                 Verdict::Forward => self.counters.forwarded += 1,
                 Verdict::Drop(c) => self.counters.drops[*c as usize] += 1,
             }
-            if let Some(o) = out.get_mut(base + m.pkt as usize) {
-                *o = Some(*v);
-            }
+            out.set(base + m.pkt as usize, *v);
             if deleted {
                 // (an entry whose NFs all deleted their state goes, as after
                 // a packet-by-packet run)
@@ -700,15 +750,18 @@ impl Chain {
 
     /// Emergency mode's hysteresis between the high- and the low-water mark,
     /// at `len` flows in the shard.
+    /// (A shard out of emergency mode, the common case, compares with the
+    /// high-water mark only.)
     #[inline]
     fn track_emergency(&mut self, len: usize, emergency: &mut bool) {
-        if let Some((high, low)) = self.emergency {
-            if !*emergency && len >= high {
+        let (high, low) = self.emergency;
+        if !*emergency {
+            if len >= high {
                 *emergency = true;
                 self.counters.emergencies += 1;
-            } else if *emergency && len <= low {
-                *emergency = false;
             }
+        } else if len <= low {
+            *emergency = false;
         }
     }
 

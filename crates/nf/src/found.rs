@@ -106,8 +106,8 @@ impl Found<'_> {
 }
 
 /// A run member as [`member`] finds it for `N` NFs.
-type Parts<'s, 'h, const N: usize> = (
-    Here<'h>,
+type Parts<'s, const N: usize> = (
+    Here<'s>,
     &'s mut FlowTable<Option<FlowState>>,
     &'s mut [ShardLocal; N],
     &'s mut Packet,
@@ -118,14 +118,14 @@ type Parts<'s, 'h, const N: usize> = (
 /// shard-local states and the packet. `None` (never, for a run the chain
 /// made) when the shard, the NFs or the packet are not there.
 #[inline(always)]
-fn member<'s, 'h, const N: usize>(
+fn member<'s, const N: usize>(
     shards: &'s mut [Option<Shard>],
     pkts: &'s mut [Packet],
     m: &Member,
     nf: usize,
     now_ns: u64,
-    hasher: &'h RssHasher,
-) -> Option<Parts<'s, 'h, N>> {
+    hasher: &'s RssHasher,
+) -> Option<Parts<'s, N>> {
     let Some(Shard {
         info,
         table,
@@ -151,14 +151,15 @@ fn member<'s, 'h, const N: usize>(
         entry: m.entry,
         now_ns,
         hasher,
-        shard: *info,
+        shard: info,
         emergency: m.emergency,
     };
     Some((at, table, locals, pkt))
 }
 
 /// What a packet's context is made of besides the table and the NF's
-/// shard-local state.
+/// shard-local state (the shard's description by reference: copied into a
+/// context only when one is made).
 #[derive(Copy, Clone)]
 struct Here<'a> {
     nf: usize,
@@ -166,7 +167,7 @@ struct Here<'a> {
     entry: EntryId,
     now_ns: u64,
     hasher: &'a RssHasher,
-    shard: ShardInfo,
+    shard: &'a ShardInfo,
     emergency: bool,
 }
 
@@ -190,7 +191,7 @@ impl<'a> Here<'a> {
             now_ns: self.now_ns,
             local,
             hasher: self.hasher,
-            shard: self.shard,
+            shard: *self.shard,
             emergency: self.emergency,
             deleted: false,
         }
