@@ -720,7 +720,7 @@ impl Chain {
                     if let (Some(fw), Some(nat)) =
                         (fw.downcast_mut::<Firewall>(), nat.downcast_mut::<Nat>())
                     {
-                        found.each2(fw, nat);
+                        found.firewall_nat(fw, nat);
                     } else {
                         // (the plan was made from these NFs: not reached)
                         a.process_found(&mut found);

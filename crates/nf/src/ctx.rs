@@ -84,6 +84,16 @@ impl Ctx<'_> {
         }
     }
 
+    /// This NF's slot for the packet's flow, empty or not (an NF's
+    /// `hit_slot` works on it).
+    #[inline]
+    pub(crate) fn slot(&mut self) -> &mut Option<FlowState> {
+        match &mut self.at {
+            At::Table { table, cell } => table.slot_at(*cell),
+            At::Detached(d) => &mut d.slots[self.nf],
+        }
+    }
+
     /// Stores state for the packet's flow (`InsertState`).
     #[inline]
     pub fn insert(&mut self, s: FlowState) {

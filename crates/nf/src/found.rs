@@ -15,6 +15,8 @@ use state::{EntryId, FlowTable};
 use steer::RssHasher;
 
 use crate::ctx::At;
+use crate::firewall::Firewall;
+use crate::nat::Nat;
 use crate::{Ctx, FlowState, Nf, Packet, Shard, ShardInfo, ShardLocal, Verdict};
 
 /// A packet of a run: where it is in the burst, its shard and entry.
@@ -69,29 +71,103 @@ impl Found<'_> {
     /// packet runs `a`, then `b` if `a` forwarded it, before the next packet
     /// runs — the order of a packet-by-packet run — with the packet, its shard,
     /// its NFs' shard-local state and its entry's row of slots found once for
-    /// both. The chain takes this for the pairs it knows (see
-    /// [`Chain::fused`](crate::Chain::fused)); it is what a chain specialised
-    /// for its NFs saves over running them one after the other.
+    /// both. It is what a chain specialised for its NFs saves over running
+    /// them one after the other.
     #[inline(always)]
     pub fn each2<A: Nf + ?Sized, B: Nf + ?Sized>(&mut self, a: &mut A, b: &mut B) {
-        let i = self.nf;
-        for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
-            if *v != Verdict::Forward {
+        for k in 0..self.members.len() {
+            if self.verdicts[k] == Verdict::Forward {
+                self.pair(k, a, b, false);
+            }
+        }
+    }
+
+    /// [`each2`](Self::each2) for a firewall followed by a NAT (the chain's
+    /// [`fused`](crate::Chain::fused) pair): each packet's common case — a
+    /// tracked connection with a mapping — runs on the entry's two slots
+    /// borrowed at once, without a context per NF; a packet that is not that
+    /// case for one of them goes on as in `each2` from that NF on. Deadlines
+    /// that moved earlier re-arm the entry's timer in the order a
+    /// packet-by-packet run arms it (the firewall's first), after both ran.
+    #[inline(always)]
+    pub(crate) fn firewall_nat(&mut self, fw: &mut Firewall, nat: &mut Nat) {
+        let (i, now) = (self.nf, self.now_ns);
+        for k in 0..self.members.len() {
+            if self.verdicts[k] != Verdict::Forward {
                 continue;
             }
-            let Some((mut at, table, [la, lb], pkt)) =
-                member::<2>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
-            else {
+            let m = self.members[k];
+            let (Some(Some(shard)), Some(pkt)) = (
+                self.shards.get_mut(m.shard as usize),
+                self.pkts.get_mut(m.pkt as usize),
+            ) else {
+                debug_assert!(false, "a run's shard and packet are the core's");
                 continue;
             };
+            let table = &mut shard.table;
+            let cell = table.cell(m.entry, i);
+            let (mut armed_fw, mut armed_nat) = (None, None);
+            // (a hit that is not its NF's case changed nothing)
+            let fused = match table.slots_at::<2>(cell) {
+                Some([mut f, mut n]) => match fw.hit_slot(f.state, m.emergency, pkt) {
+                    Some((Verdict::Forward, idle)) => {
+                        armed_fw = idle.and_then(|t| f.set_deadline(now.saturating_add(t)));
+                        match nat.hit_slot(n.state, m.emergency, pkt) {
+                            Some((v, idle)) => {
+                                armed_nat =
+                                    idle.and_then(|t| n.set_deadline(now.saturating_add(t)));
+                                Fused::Done(v)
+                            }
+                            None => Fused::FromNat,
+                        }
+                    }
+                    Some((v, idle)) => {
+                        armed_fw = idle.and_then(|t| f.set_deadline(now.saturating_add(t)));
+                        Fused::Done(v)
+                    }
+                    None => Fused::FromFirewall,
+                },
+                None => Fused::FromFirewall,
+            };
+            for r in [armed_fw, armed_nat].into_iter().flatten() {
+                table.rearm(m.entry, r);
+            }
+            match fused {
+                Fused::Done(v) => self.verdicts[k] = v,
+                Fused::FromNat => self.pair(k, fw, nat, true),
+                Fused::FromFirewall => self.pair(k, fw, nat, false),
+            }
+        }
+    }
+
+    /// Member `k` through NF `a` (unless `skip_a`: it forwarded the packet
+    /// already) and then `b`, as [`each2`](Self::each2) runs it.
+    #[inline(always)]
+    fn pair<A: Nf + ?Sized, B: Nf + ?Sized>(
+        &mut self,
+        k: usize,
+        a: &mut A,
+        b: &mut B,
+        skip_a: bool,
+    ) {
+        let i = self.nf;
+        let (Some(m), Some(v)) = (self.members.get(k), self.verdicts.get_mut(k)) else {
+            return;
+        };
+        let Some((mut at, table, [la, lb], pkt)) =
+            member::<2>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
+        else {
+            return;
+        };
+        if !skip_a {
             *v = step(a, at, table, la, pkt, &mut self.deleted);
             if *v != Verdict::Forward {
-                continue;
+                return;
             }
-            at.nf += 1;
-            at.cell += 1;
-            *v = step(b, at, table, lb, pkt, &mut self.deleted);
         }
+        at.nf += 1;
+        at.cell += 1;
+        *v = step(b, at, table, lb, pkt, &mut self.deleted);
     }
 
     /// Packets in the run (dropped ones included).
@@ -103,6 +179,16 @@ impl Found<'_> {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
+}
+
+/// How far a packet got through the fused firewall → NAT common case.
+enum Fused {
+    /// Both ran (or the firewall dropped it): its verdict.
+    Done(Verdict),
+    /// The firewall forwarded it; the NAT runs it as in `each2`.
+    FromNat,
+    /// Neither ran; both run it as in `each2`.
+    FromFirewall,
 }
 
 /// A run member as [`member`] finds it for `N` NFs.

@@ -177,6 +177,34 @@ pub struct Detached<S> {
     pub assured: bool,
 }
 
+/// A slot of a flow entry and its deadline, borrowed with the slots of the
+/// entry's next NFs ([`FlowTable::slots_at`]): for a chain that runs several
+/// NFs on a packet in one pass.
+pub struct SlotMut<'a, S> {
+    /// The slot.
+    pub state: &'a mut S,
+    deadline: &'a mut u64,
+}
+
+/// A slot's deadline that moved earlier: the entry's timer is re-armed
+/// ([`FlowTable::rearm`]) once the slots are given back.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Rearm(u64);
+
+impl<S> SlotMut<'_, S> {
+    /// Sets the slot's idle deadline (absolute ns) as
+    /// [`FlowTable::set_deadline_at`] does: a deadline moving later is the
+    /// store alone; an earlier one must then be given to
+    /// [`FlowTable::rearm`].
+    #[inline(always)]
+    #[must_use = "a deadline that moved earlier re-arms the entry's timer"]
+    pub fn set_deadline(&mut self, at_ns: u64) -> Option<Rearm> {
+        let later = *self.deadline != 0 && at_ns >= *self.deadline;
+        *self.deadline = at_ns;
+        (!later).then_some(Rearm(at_ns))
+    }
+}
+
 /// A flow table over slots of type `S`. See the module documentation.
 pub struct FlowTable<S> {
     cfg: TableConfig,
@@ -1071,6 +1099,29 @@ impl<S: Slot> FlowTable<S> {
         if !later {
             self.arm(id.0 as usize, at_ns);
         }
+    }
+
+    /// The `N` slots from `cell` on (from [`cell`](Self::cell): the slots of
+    /// consecutive NFs of one entry) with their deadlines, in one access;
+    /// `None` past the entry's last slot.
+    #[inline(always)]
+    pub fn slots_at<const N: usize>(&mut self, cell: usize) -> Option<[SlotMut<'_, S>; N]> {
+        debug_assert!(
+            cell % self.cfg.slots.max(1) + N <= self.cfg.slots,
+            "one entry's"
+        );
+        let cells = self.slots.get_mut(cell..)?.first_chunk_mut::<N>()?;
+        Some(cells.each_mut().map(|c| SlotMut {
+            state: &mut c.state,
+            deadline: &mut c.deadline,
+        }))
+    }
+
+    /// Re-arms entry `id`'s timer for a slot deadline that moved earlier
+    /// ([`SlotMut::set_deadline`]).
+    #[inline(always)]
+    pub fn rearm(&mut self, id: EntryId, r: Rearm) {
+        self.arm(id.0 as usize, r.0);
     }
 
     /// The slot of NF `nf` in entry `id`.

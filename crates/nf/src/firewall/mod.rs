@@ -63,6 +63,35 @@ impl Firewall {
         &self.counters
     }
 
+    /// [`process_hit`](Nf::process_hit) on the flow's slot itself: the
+    /// verdict on a packet of a tracked connection (not an ICMP error) and
+    /// the connection's idle timeout from now (none when the packet is
+    /// dropped); `None`, with nothing changed, when the packet is not that
+    /// case. The fused firewall → NAT loop calls it with the entry's slots
+    /// borrowed once ([`Found`](crate::Found)).
+    #[inline(always)]
+    pub(crate) fn hit_slot(
+        &mut self,
+        slot: &mut Option<FlowState>,
+        emergency: bool,
+        pkt: &Packet,
+    ) -> Option<(Verdict, Option<u64>)> {
+        let l4 = pkt.info.l4;
+        if let L4Info::IcmpError { .. } = l4 {
+            return None;
+        }
+        let Some(FlowState::Conn(c)) = slot else {
+            return None;
+        };
+        Some(match c.update(pkt.dir, l4) {
+            Ok(()) => (
+                Verdict::Forward,
+                Some(c.timeout_ns_in(&self.timeouts, emergency)),
+            ),
+            Err(e) => (self.drop(e), None),
+        })
+    }
+
     /// An ICMP error passes when it is about a connection (path MTU discovery
     /// needs it) and changes nothing in it; about no connection, it is invalid.
     #[cold]
@@ -143,22 +172,12 @@ impl Nf for Firewall {
     /// A packet of a tracked connection (not an ICMP error).
     #[inline(always)]
     fn process_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict> {
-        let l4 = pkt.info.l4;
-        if let L4Info::IcmpError { .. } = l4 {
-            return None;
-        }
         let emergency = cx.emergency;
-        let Some(FlowState::Conn(c)) = cx.get() else {
-            return None;
-        };
-        Some(match c.update(pkt.dir, l4) {
-            Ok(()) => {
-                let t = c.timeout_ns_in(&self.timeouts, emergency);
-                cx.set_timeout(t);
-                Verdict::Forward
-            }
-            Err(e) => self.drop(e),
-        })
+        let (verdict, idle) = self.hit_slot(cx.slot(), emergency, pkt)?;
+        if let Some(t) = idle {
+            cx.set_timeout(t);
+        }
+        Some(verdict)
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -242,6 +242,49 @@ impl Nat {
         normal
     }
 
+    /// [`process_hit`](Nf::process_hit) on the flow's slot itself: a packet
+    /// of a mapped flow (not an ICMP error) — its mapping's progress, the
+    /// rewrite — and the mapping's idle timeout from now; `None`, with
+    /// nothing changed, when the packet is not that case. The fused
+    /// firewall → NAT loop calls it with the entry's slots borrowed once
+    /// ([`Found`](crate::Found)).
+    #[inline(always)]
+    pub(crate) fn hit_slot(
+        &mut self,
+        slot: &mut Option<FlowState>,
+        emergency: bool,
+        pkt: &mut Packet,
+    ) -> Option<(Verdict, Option<u64>)> {
+        let dir = pkt.dir;
+        let l4 = pkt.info.l4;
+        if let L4Info::IcmpError { .. } = l4 {
+            return None;
+        }
+        let Some(FlowState::Nat(m)) = slot else {
+            return None;
+        };
+        match l4 {
+            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
+                m.tcp = NatTcp::Closing;
+            }
+            // a TCP or UDP mapping is answered once a reply came back
+            L4Info::Tcp { .. } | L4Info::Udp if dir == Dir::Reply && m.tcp == NatTcp::Opening => {
+                m.tcp = NatTcp::Established;
+            }
+            _ => {}
+        }
+        let m = *m;
+        let idle = self.timeout(&m, emergency);
+        if dir == Dir::Original {
+            rewrite(pkt, true, m.ext_addr, m.ext_port);
+            self.counters.out += 1;
+        } else {
+            rewrite(pkt, false, m.int_addr, m.int_port);
+            self.counters.inbound += 1;
+        }
+        Some((Verdict::Forward, Some(idle)))
+    }
+
     /// Chooses an external address and port for a new outbound flow.
     fn map(
         &mut self,
@@ -566,34 +609,12 @@ impl Nf for Nat {
     /// and timeout, and the rewrite.
     #[inline(always)]
     fn process_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict> {
-        let dir = pkt.dir;
-        let l4 = pkt.info.l4;
-        if let L4Info::IcmpError { .. } = l4 {
-            return None;
+        let emergency = cx.emergency;
+        let (verdict, idle) = self.hit_slot(cx.slot(), emergency, pkt)?;
+        if let Some(t) = idle {
+            cx.set_timeout(t);
         }
-        let Some(FlowState::Nat(m)) = cx.get() else {
-            return None;
-        };
-        match l4 {
-            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
-                m.tcp = NatTcp::Closing;
-            }
-            // a TCP or UDP mapping is answered once a reply came back
-            L4Info::Tcp { .. } | L4Info::Udp if dir == Dir::Reply && m.tcp == NatTcp::Opening => {
-                m.tcp = NatTcp::Established;
-            }
-            _ => {}
-        }
-        let m = *m;
-        cx.set_timeout(self.timeout(&m, cx.emergency));
-        if dir == Dir::Original {
-            rewrite(pkt, true, m.ext_addr, m.ext_port);
-            self.counters.out += 1;
-        } else {
-            rewrite(pkt, false, m.int_addr, m.int_port);
-            self.counters.inbound += 1;
-        }
-        Some(Verdict::Forward)
+        Some(verdict)
     }
 
     fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
