@@ -578,13 +578,20 @@ impl Chain {
         // pipelined lookups: every index bucket of the burst in flight first,
         // then every entry, then the probes (each packet's key and index hash
         // computed once, for all three)
-        for (i, p) in pkts.iter().enumerate() {
-            let (k, side) = FlowKey::of(&p.info.tuple);
-            let s = self.shard_of(p.hash);
-            let table = &shards[s]
+        // (each packet's table, found once for the two prefetching stages)
+        let table_of = |p: &Packet| {
+            &shards[self.shard_of(p.hash)]
                 .as_ref()
                 .expect("the core owns the packet's shard")
-                .table;
+                .table
+        };
+        let Some(first) = pkts.first() else {
+            return;
+        };
+        let mut tables = [table_of(first); BURST];
+        for (i, p) in pkts.iter().enumerate() {
+            let (k, side) = FlowKey::of(&p.info.tuple);
+            let table = table_of(p);
             let probe = table.probe(&k, p.hash);
             table.prefetch_index_at(probe);
             // the headers an NF may rewrite, in flight too
@@ -592,11 +599,10 @@ impl Chain {
             sc.keys[i] = k;
             sc.sides[i] = side;
             sc.probes[i] = probe;
+            tables[i] = table;
         }
-        for (p, probe) in pkts.iter().zip(&sc.probes) {
-            if let Some(shard) = &shards[self.shard_of(p.hash)] {
-                shard.table.prefetch_entry_at(*probe);
-            }
+        for (table, probe) in tables[..n].iter().zip(&sc.probes) {
+            table.prefetch_entry_at(*probe);
         }
         // packets whose entry was found gather in a run, which every NF
         // then takes at once; a new flow, or a flow's second packet, first

@@ -110,6 +110,9 @@ impl Default for Timeouts {
     }
 }
 
+/// [`Conn::class`] of an established TCP connection.
+const ESTABLISHED: usize = 2;
+
 /// [`Timeouts`] in ns, by the connection state's class: what the packet path sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeoutsNs {
@@ -185,6 +188,28 @@ impl Conn {
         Ok(())
     }
 
+    /// [`update`](Self::update), then the idle timeout in the new state
+    /// ([`timeout_ns_in`](Self::timeout_ns_in)). An established
+    /// connection's segment without SYN, FIN or RST, the common case, is
+    /// decided first: the state stays, its timeout is the established one
+    /// (never shortened in emergency mode: the connection is assured).
+    #[inline(always)]
+    pub fn update_timeout(
+        &mut self,
+        dir: Dir,
+        l4: L4Info,
+        t: &TimeoutsNs,
+        emergency: bool,
+    ) -> Result<u64, DropCause> {
+        if let (Conn::Tcp(TcpState::Established), L4Info::Tcp { flags }) = (&*self, l4) {
+            if flags.0 & (TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0) == 0 {
+                return Ok(t.by_class[ESTABLISHED]);
+            }
+        }
+        self.update(dir, l4)?;
+        Ok(self.timeout_ns_in(t, emergency))
+    }
+
     /// True until the connection is established (both sides heard from).
     pub fn is_unassured(&self) -> bool {
         matches!(
@@ -223,7 +248,7 @@ impl Conn {
         match self {
             Conn::Tcp(TcpState::SynSent) => 0,
             Conn::Tcp(TcpState::SynRecv) => 1,
-            Conn::Tcp(TcpState::Established) => 2,
+            Conn::Tcp(TcpState::Established) => ESTABLISHED,
             Conn::Tcp(TcpState::FinWait { .. }) => 3,
             Conn::Tcp(TcpState::TimeWait) => 4,
             Conn::Tcp(TcpState::Closed) => 5,

@@ -83,13 +83,12 @@ impl Firewall {
         let Some(FlowState::Conn(c)) = slot else {
             return None;
         };
-        Some(match c.update(pkt.dir, l4) {
-            Ok(()) => (
-                Verdict::Forward,
-                Some(c.timeout_ns_in(&self.timeouts, emergency)),
-            ),
-            Err(e) => (self.drop(e), None),
-        })
+        Some(
+            match c.update_timeout(pkt.dir, l4, &self.timeouts, emergency) {
+                Ok(t) => (Verdict::Forward, Some(t)),
+                Err(e) => (self.drop(e), None),
+            },
+        )
     }
 
     /// An ICMP error passes when it is about a connection (path MTU discovery
