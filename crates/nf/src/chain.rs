@@ -210,7 +210,7 @@ trait Verdicts {
     fn ran(&mut self, v: Verdict);
     /// The next packet was left to the caller.
     fn left(&mut self);
-    /// Packet `i`'s verdict, once its run is flushed.
+    /// Packet `i`'s verdict when its run changed it (dropped it).
     fn set(&mut self, i: usize, v: Verdict);
 }
 
@@ -737,13 +737,15 @@ impl Chain {
             }
             deleted |= found.deleted;
         }
-        self.counters.packets += run.len() as u64;
+        // (a run's packets are in `out` as forwarded already: only drops
+        // change their verdict)
+        let mut dropped = 0;
         for (m, v) in run.iter().zip(verdicts.iter()) {
-            match v {
-                Verdict::Forward => self.counters.forwarded += 1,
-                Verdict::Drop(c) => self.counters.drops[*c as usize] += 1,
+            if let Verdict::Drop(c) = v {
+                self.counters.drops[*c as usize] += 1;
+                dropped += 1;
+                out.set(base + m.pkt as usize, *v);
             }
-            out.set(base + m.pkt as usize, *v);
             if deleted {
                 // (an entry whose NFs all deleted their state goes, as after
                 // a packet-by-packet run)
@@ -752,6 +754,8 @@ impl Chain {
                 }
             }
         }
+        self.counters.packets += run.len() as u64;
+        self.counters.forwarded += (run.len() - dropped) as u64;
     }
 
     /// Emergency mode's hysteresis between the high- and the low-water mark,

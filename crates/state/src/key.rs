@@ -81,18 +81,21 @@ impl FlowKey {
             // the common case on 32-bit addresses: same key as below, each
             // endpoint as one 48-bit number (address, port), so the order of
             // the endpoints is one comparison
-            let a = u64::from(u32::from(s)) << 16 | u64::from(t.src_port);
-            let b = u64::from(u32::from(d)) << 16 | u64::from(t.dst_port);
-            let (lo, hi, side) = if a <= b {
-                (a, b, Side::Lo)
-            } else {
-                (b, a, Side::Hi)
-            };
+            let (so, dob) = (s.octets(), d.octets());
+            let a = u64::from(u32::from_be_bytes(so)) << 16 | u64::from(t.src_port);
+            let b = u64::from(u32::from_be_bytes(dob)) << 16 | u64::from(t.dst_port);
             // ::ffff:a.b.c.d: bytes 8..16 are 0, 0, 0xff, 0xff, a, b, c, d
-            let mapped = |e: u64| 0xffff_0000 | u64::from(((e >> 16) as u32).swap_bytes()) << 32;
+            // (the address's bytes as they are, no swap back)
+            let mapped = |o: [u8; 4]| 0xffff_0000 | u64::from(u32::from_le_bytes(o)) << 32;
+            let (sm, dm) = (mapped(so), mapped(dob));
+            let (lo, hi, lm, hm, side) = if a <= b {
+                (a, b, sm, dm, Side::Lo)
+            } else {
+                (b, a, dm, sm, Side::Hi)
+            };
             let tail = (lo & 0xffff) | (hi & 0xffff) << 16 | u64::from(t.proto) << 32;
             let k = FlowKey {
-                w: [0, mapped(lo), 0, mapped(hi), tail],
+                w: [0, lm, 0, hm, tail],
             };
             return (k, side);
         }

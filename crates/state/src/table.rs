@@ -199,7 +199,8 @@ impl<S> SlotMut<'_, S> {
     #[inline(always)]
     #[must_use = "a deadline that moved earlier re-arms the entry's timer"]
     pub fn set_deadline(&mut self, at_ns: u64) -> Option<Rearm> {
-        let later = *self.deadline != 0 && at_ns >= *self.deadline;
+        // (a deadline of 0, none, is never earlier: 0 − 1 wraps to the largest)
+        let later = self.deadline.wrapping_sub(1) < at_ns;
         *self.deadline = at_ns;
         (!later).then_some(Rearm(at_ns))
     }
@@ -712,15 +713,19 @@ impl<S: Slot> FlowTable<S> {
             let first = id * self.cfg.slots;
             if let Some(cells) = self.slots.get(first..first + self.cfg.slots) {
                 // the first and the last line (the same one, or next to each
-                // other, for chains of up to two NFs), then any between
+                // other, for rows of up to 64 bytes: chains of up to two
+                // NFs), then any between
                 let start = cells.as_ptr() as usize;
-                let last = start + core::mem::size_of_val(cells).max(1) - 1;
+                let bytes = core::mem::size_of_val(cells);
                 prefetch(start as *const u8);
-                prefetch(last as *const u8);
-                let mut line = (start & !63) + 64;
-                while line < (last & !63) {
-                    prefetch(line as *const u8);
-                    line += 64;
+                prefetch((start + bytes.max(1) - 1) as *const u8);
+                if bytes > 64 {
+                    let last = start + bytes - 1;
+                    let mut line = (start & !63) + 64;
+                    while line < (last & !63) {
+                        prefetch(line as *const u8);
+                        line += 64;
+                    }
                 }
             }
         }
@@ -1094,7 +1099,9 @@ impl<S: Slot> FlowTable<S> {
         // The entry is armed at a tick that starts no later than any of its
         // slots' deadlines (every arming in `arm` and in `expire` keeps it
         // so): a deadline moving later needs nothing but the store.
-        let later = c.deadline != 0 && at_ns >= c.deadline;
+        // (c.deadline != 0 && at_ns >= c.deadline: a deadline of 0, none,
+        // wraps to the largest)
+        let later = c.deadline.wrapping_sub(1) < at_ns;
         c.deadline = at_ns;
         if !later {
             self.arm(id.0 as usize, at_ns);
