@@ -581,7 +581,7 @@ impl<S: Slot> FlowTable<S> {
 
     /// [`lookup`](Self::lookup) of a [`probe`](Self::probe) of the same key
     /// in this table.
-    #[inline]
+    #[inline(always)]
     pub fn lookup_at(&mut self, key: &FlowKey, side: Side, p: Probe) -> Option<Lookup> {
         debug_assert_eq!(p.home, self.home(p.ih), "a probe of another table");
         let ih = p.ih;
