@@ -94,6 +94,18 @@ impl Ctx<'_> {
         }
     }
 
+    /// Finishes an NF's `hit_slot` on [`slot`](Self::slot): sets the idle
+    /// timeout it gave, if any, and returns its verdict (`None`: not the
+    /// hit's case, nothing to set).
+    #[inline(always)]
+    pub(crate) fn hit_done(&mut self, hit: Option<(Verdict, Option<u64>)>) -> Option<Verdict> {
+        let (verdict, idle) = hit?;
+        if let Some(t) = idle {
+            self.set_timeout(t);
+        }
+        Some(verdict)
+    }
+
     /// Stores state for the packet's flow (`InsertState`).
     #[inline]
     pub fn insert(&mut self, s: FlowState) {

@@ -11,7 +11,7 @@
 //! *i > j* did on packet *k*, and the order in which each NF sees a flow's
 //! packets is the burst's.
 
-use state::{EntryId, FlowTable};
+use state::{EntryId, FlowTable, Rearm, SlotMut};
 use steer::RssHasher;
 
 use crate::ctx::At;
@@ -111,18 +111,17 @@ impl Found<'_> {
             let fused = match table.slots_at::<2>(cell) {
                 Some([mut f, mut n]) => match fw.hit_slot(f.state, m.emergency, pkt) {
                     Some((Verdict::Forward, idle)) => {
-                        armed_fw = idle.and_then(|t| f.set_deadline(now.saturating_add(t)));
+                        armed_fw = refresh(&mut f, now, idle);
                         match nat.hit_slot(n.state, m.emergency, pkt) {
                             Some((v, idle)) => {
-                                armed_nat =
-                                    idle.and_then(|t| n.set_deadline(now.saturating_add(t)));
+                                armed_nat = refresh(&mut n, now, idle);
                                 Fused::Done(v)
                             }
                             None => Fused::FromNat,
                         }
                     }
                     Some((v, idle)) => {
-                        armed_fw = idle.and_then(|t| f.set_deadline(now.saturating_add(t)));
+                        armed_fw = refresh(&mut f, now, idle);
                         Fused::Done(v)
                     }
                     None => Fused::FromFirewall,
@@ -179,6 +178,17 @@ impl Found<'_> {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
+}
+
+/// A slot's idle timeout from `now_ns` set, as `Ctx::set_timeout` sets it;
+/// a deadline that moved earlier comes back to re-arm the entry's timer.
+#[inline(always)]
+fn refresh(
+    slot: &mut SlotMut<'_, Option<FlowState>>,
+    now_ns: u64,
+    idle: Option<u64>,
+) -> Option<Rearm> {
+    idle.and_then(|t| slot.set_deadline(now_ns.saturating_add(t)))
 }
 
 /// How far a packet got through the fused firewall → NAT common case.

@@ -144,6 +144,17 @@ struct Cell<S> {
     deadline: u64,
 }
 
+impl<S> Cell<S> {
+    /// The slot and its deadline, for [`SlotMut::set_deadline`].
+    #[inline(always)]
+    fn as_slot(&mut self) -> SlotMut<'_, S> {
+        SlotMut {
+            state: &mut self.state,
+            deadline: &mut self.deadline,
+        }
+    }
+}
+
 /// Entry metadata: exactly one cache line, so a lookup touches one line per entry.
 #[derive(Clone, Debug)]
 #[repr(align(64))]
@@ -1095,16 +1106,11 @@ impl<S: Slot> FlowTable<S> {
     /// [`cell`](Self::cell)) of entry `id`.
     #[inline]
     pub fn set_deadline_at(&mut self, id: EntryId, cell: usize, at_ns: u64) {
-        let c = &mut self.slots[cell];
         // The entry is armed at a tick that starts no later than any of its
         // slots' deadlines (every arming in `arm` and in `expire` keeps it
         // so): a deadline moving later needs nothing but the store.
-        // (c.deadline != 0 && at_ns >= c.deadline: a deadline of 0, none,
-        // wraps to the largest)
-        let later = c.deadline.wrapping_sub(1) < at_ns;
-        c.deadline = at_ns;
-        if !later {
-            self.arm(id.0 as usize, at_ns);
+        if let Some(r) = self.slots[cell].as_slot().set_deadline(at_ns) {
+            self.rearm(id, r);
         }
     }
 
@@ -1118,10 +1124,7 @@ impl<S: Slot> FlowTable<S> {
             "one entry's"
         );
         let cells = self.slots.get_mut(cell..)?.first_chunk_mut::<N>()?;
-        Some(cells.each_mut().map(|c| SlotMut {
-            state: &mut c.state,
-            deadline: &mut c.deadline,
-        }))
+        Some(cells.each_mut().map(Cell::as_slot))
     }
 
     /// Re-arms entry `id`'s timer for a slot deadline that moved earlier

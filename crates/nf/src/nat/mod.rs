@@ -610,11 +610,8 @@ impl Nf for Nat {
     #[inline(always)]
     fn process_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict> {
         let emergency = cx.emergency;
-        let (verdict, idle) = self.hit_slot(cx.slot(), emergency, pkt)?;
-        if let Some(t) = idle {
-            cx.set_timeout(t);
-        }
-        Some(verdict)
+        let hit = self.hit_slot(cx.slot(), emergency, pkt);
+        cx.hit_done(hit)
     }
 
     fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
