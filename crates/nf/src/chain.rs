@@ -7,7 +7,7 @@ use steer::{RssHasher, RssKey};
 
 use crate::ctx::{At, Leased};
 use crate::firewall::Firewall;
-use crate::found::Member;
+use crate::found::{self, Member};
 use crate::nat::Nat;
 use crate::nflow::{steering_for, ChainError, SteerKey};
 use crate::{
@@ -68,17 +68,26 @@ pub struct Hit<'a> {
     pub shard: &'a mut Shard,
     /// The entry the lookup found.
     pub entry: state::EntryId,
-    nfs: &'a [Box<dyn Nf>],
+    nfs: HitNfs<'a>,
+}
+
+/// The chain's NFs as a [`Hit`] sees them.
+enum HitNfs<'a> {
+    /// Any chain's.
+    All(&'a [Box<dyn Nf>]),
+    /// A chain of one fused firewall → NAT pair, taken by type already.
+    FirewallNat(&'a Firewall, &'a Nat),
 }
 
 impl Hit<'_> {
     /// True if every NF can process this flow's packets with the entry detached
     /// and no shard-local state ([`Nf::offloadable`]).
     pub fn offloadable(&self) -> bool {
-        self.nfs
-            .iter()
-            .enumerate()
-            .all(|(i, n)| n.offloadable(self.shard.table.slot(self.entry, i).as_ref()))
+        let slot = |i| self.shard.table.slot(self.entry, i).as_ref();
+        match self.nfs {
+            HitNfs::All(nfs) => nfs.iter().enumerate().all(|(i, n)| n.offloadable(slot(i))),
+            HitNfs::FirewallNat(fw, nat) => fw.offloadable(slot(0)) && nat.offloadable(slot(1)),
+        }
     }
 }
 
@@ -604,6 +613,9 @@ impl Chain {
         for (table, probe) in tables[..n].iter().zip(&sc.probes) {
             table.prefetch_entry_at(*probe);
         }
+        if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
+            return self.chunk_fused(shards, pkts, base, now_ns, out, route, sc);
+        }
         // packets whose entry was found gather in a run, which every NF
         // then takes at once; a new flow, or a flow's second packet, first
         // has the run processed (see `found`)
@@ -656,7 +668,7 @@ impl Chain {
             let hit = Hit {
                 shard: &mut *shard,
                 entry: l.id,
-                nfs: &self.nfs,
+                nfs: HitNfs::All(&self.nfs),
             };
             if !route(base + i, p, hit) {
                 out.left();
@@ -684,6 +696,117 @@ impl Chain {
         if len > 0 {
             self.flush(shards, pkts, sc, len, base, out, now_ns);
         }
+    }
+
+    /// The rest of [`chunk`](Self::chunk) for a chain that is one fused
+    /// firewall → NAT pair (see [`Found`]): there is no next NF to take a
+    /// run after it, so each found packet goes through the pair as soon as
+    /// it is found — a run of one packet, packet by packet as runs are.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn chunk_fused<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        base: usize,
+        now_ns: u64,
+        out: &mut O,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &Scratch,
+    ) {
+        let mut i = 0;
+        while i < pkts.len() {
+            i = self.fused_hits(shards, pkts, i, base, now_ns, out, route, sc);
+            // a new flow
+            let Some(p) = pkts.get_mut(i) else {
+                break;
+            };
+            let shard = shards[self.shard_of(p.hash)]
+                .as_mut()
+                .expect("the core owns the packet's shard");
+            let v = self.run_keyed(shard, p, None, Some((sc.keys[i], sc.sides[i])), now_ns);
+            out.ran(v);
+            i += 1;
+        }
+    }
+
+    /// The packets of [`chunk_fused`](Self::chunk_fused) from the `from`-th
+    /// on whose lookup finds their entry, through the pair, up to the first
+    /// whose lookup does not: its index (the number of packets when none).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fused_hits<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        from: usize,
+        base: usize,
+        now_ns: u64,
+        out: &mut O,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &Scratch,
+    ) -> usize {
+        let shard_mask = self.shards - 1;
+        let Chain {
+            nfs,
+            counters,
+            hasher,
+            emergency: marks,
+            ..
+        } = self;
+        let [a, b] = &mut nfs[..] else {
+            unreachable!("a fused pair is the chain's two NFs")
+        };
+        let (fw, nat): (&mut dyn Any, &mut dyn Any) = (a.as_mut(), b.as_mut());
+        let (Some(fw), Some(nat)) = (fw.downcast_mut::<Firewall>(), nat.downcast_mut::<Nat>())
+        else {
+            unreachable!("the plan was made from these NFs")
+        };
+        let n = pkts.len().min(BURST);
+        for (i, p) in (from..n).zip(&mut pkts[from..n]) {
+            let shard = shards[p.hash as usize & shard_mask]
+                .as_mut()
+                .expect("the core owns the packet's shard");
+            let Some(l) = shard
+                .table
+                .lookup_at(&sc.keys[i], sc.sides[i], sc.probes[i])
+            else {
+                return i;
+            };
+            p.entry = Some(l.id);
+            p.dir = l.dir;
+            let hit = Hit {
+                shard: &mut *shard,
+                entry: l.id,
+                nfs: HitNfs::FirewallNat(fw, nat),
+            };
+            if !route(base + i, p, hit) {
+                out.left();
+                continue;
+            }
+            track_emergency(*marks, counters, shard.table.len(), &mut shard.emergency);
+            let at = found::Entry {
+                nf: 0,
+                id: l.id,
+                emergency: shard.emergency,
+                now_ns,
+                hasher,
+            };
+            let mut deleted = false;
+            let v = found::firewall_nat(fw, nat, shard, p, at, &mut deleted);
+            if deleted {
+                // (an entry whose NFs all deleted their state goes, as after
+                // a packet-by-packet run)
+                shard.table.release_if_empty(l.id);
+            }
+            counters.packets += 1;
+            match v {
+                Verdict::Forward => counters.forwarded += 1,
+                Verdict::Drop(c) => counters.drops[c as usize] += 1,
+            }
+            out.ran(v);
+        }
+        n
     }
 
     /// Runs every NF on the run's `len` packets (in `sc`), NF by NF, and
@@ -758,21 +881,11 @@ impl Chain {
         self.counters.forwarded += (run.len() - dropped) as u64;
     }
 
-    /// Emergency mode's hysteresis between the high- and the low-water mark,
-    /// at `len` flows in the shard.
-    /// (A shard out of emergency mode, the common case, compares with the
-    /// high-water mark only.)
+    /// Emergency mode's hysteresis ([`track_emergency`]) at `len` flows in
+    /// a shard.
     #[inline]
     fn track_emergency(&mut self, len: usize, emergency: &mut bool) {
-        let (high, low) = self.emergency;
-        if !*emergency {
-            if len >= high {
-                *emergency = true;
-                self.counters.emergencies += 1;
-            }
-        } else if len <= low {
-            *emergency = false;
-        }
+        track_emergency(self.emergency, &mut self.counters, len, emergency);
     }
 
     /// Runs the chain on a packet whose flow entry is detached from its shard and
@@ -1051,4 +1164,26 @@ fn is_symmetric(h: &RssHasher) -> bool {
         };
         h.hash(&t) == h.hash(&t.reversed())
     })
+}
+
+/// Emergency mode's hysteresis between the high- and the low-water mark
+/// (`marks`), at `len` flows in the shard; entering it is counted.
+/// (A shard out of emergency mode, the common case, compares with the
+/// high-water mark only.)
+#[inline]
+fn track_emergency(
+    marks: (usize, usize),
+    counters: &mut ChainCounters,
+    len: usize,
+    emergency: &mut bool,
+) {
+    let (high, low) = marks;
+    if !*emergency {
+        if len >= high {
+            *emergency = true;
+            counters.emergencies += 1;
+        }
+    } else if len <= low {
+        *emergency = false;
+    }
 }

@@ -53,17 +53,28 @@ impl Found<'_> {
     /// that did not decide. The verdict is the packet's from now on.
     #[inline(always)]
     pub fn each<N: Nf + ?Sized>(&mut self, nf: &mut N) {
-        let i = self.nf;
         for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
             if *v != Verdict::Forward {
                 continue;
             }
-            let Some((at, table, [local], pkt)) =
-                member::<1>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
-            else {
+            let (Some(Some(shard)), Some(pkt)) = (
+                self.shards.get_mut(m.shard as usize),
+                self.pkts.get_mut(m.pkt as usize),
+            ) else {
+                debug_assert!(false, "a run's shard and packet are the core's");
                 continue;
             };
-            *v = step(nf, at, table, local, pkt, &mut self.deleted);
+            let at = Entry {
+                nf: self.nf,
+                id: m.entry,
+                emergency: m.emergency,
+                now_ns: self.now_ns,
+                hasher: self.hasher,
+            };
+            let Some((here, table, [local])) = parts::<1>(shard, at) else {
+                continue;
+            };
+            *v = step(nf, here, table, local, pkt, &mut self.deleted);
         }
     }
 
@@ -83,20 +94,14 @@ impl Found<'_> {
     }
 
     /// [`each2`](Self::each2) for a firewall followed by a NAT (the chain's
-    /// [`fused`](crate::Chain::fused) pair): each packet's common case — a
-    /// tracked connection with a mapping — runs on the entry's two slots
-    /// borrowed at once, without a context per NF; a packet that is not that
-    /// case for one of them goes on as in `each2` from that NF on. Deadlines
-    /// that moved earlier re-arm the entry's timer in the order a
-    /// packet-by-packet run arms it (the firewall's first), after both ran.
+    /// [`fused`](crate::Chain::fused) pair), each packet through
+    /// [`firewall_nat`].
     #[inline(always)]
     pub(crate) fn firewall_nat(&mut self, fw: &mut Firewall, nat: &mut Nat) {
-        let (i, now) = (self.nf, self.now_ns);
-        for k in 0..self.members.len() {
-            if self.verdicts[k] != Verdict::Forward {
+        for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
+            if *v != Verdict::Forward {
                 continue;
             }
-            let m = self.members[k];
             let (Some(Some(shard)), Some(pkt)) = (
                 self.shards.get_mut(m.shard as usize),
                 self.pkts.get_mut(m.pkt as usize),
@@ -104,38 +109,14 @@ impl Found<'_> {
                 debug_assert!(false, "a run's shard and packet are the core's");
                 continue;
             };
-            let table = &mut shard.table;
-            let cell = table.cell(m.entry, i);
-            let (mut armed_fw, mut armed_nat) = (None, None);
-            // (a hit that is not its NF's case changed nothing)
-            let fused = match table.slots_at::<2>(cell) {
-                Some([mut f, mut n]) => match fw.hit_slot(f.state, m.emergency, pkt) {
-                    Some((Verdict::Forward, idle)) => {
-                        armed_fw = refresh(&mut f, now, idle);
-                        match nat.hit_slot(n.state, m.emergency, pkt) {
-                            Some((v, idle)) => {
-                                armed_nat = refresh(&mut n, now, idle);
-                                Fused::Done(v)
-                            }
-                            None => Fused::FromNat,
-                        }
-                    }
-                    Some((v, idle)) => {
-                        armed_fw = refresh(&mut f, now, idle);
-                        Fused::Done(v)
-                    }
-                    None => Fused::FromFirewall,
-                },
-                None => Fused::FromFirewall,
+            let at = Entry {
+                nf: self.nf,
+                id: m.entry,
+                emergency: m.emergency,
+                now_ns: self.now_ns,
+                hasher: self.hasher,
             };
-            for r in [armed_fw, armed_nat].into_iter().flatten() {
-                table.rearm(m.entry, r);
-            }
-            match fused {
-                Fused::Done(v) => self.verdicts[k] = v,
-                Fused::FromNat => self.pair(k, fw, nat, true),
-                Fused::FromFirewall => self.pair(k, fw, nat, false),
-            }
+            *v = firewall_nat(fw, nat, shard, pkt, at, &mut self.deleted);
         }
     }
 
@@ -149,24 +130,26 @@ impl Found<'_> {
         b: &mut B,
         skip_a: bool,
     ) {
-        let i = self.nf;
         let (Some(m), Some(v)) = (self.members.get(k), self.verdicts.get_mut(k)) else {
             return;
         };
-        let Some((mut at, table, [la, lb], pkt)) =
-            member::<2>(self.shards, self.pkts, m, i, self.now_ns, self.hasher)
-        else {
+        let (Some(Some(shard)), Some(pkt)) = (
+            self.shards.get_mut(m.shard as usize),
+            self.pkts.get_mut(m.pkt as usize),
+        ) else {
+            debug_assert!(false, "a run's shard and packet are the core's");
             return;
         };
-        if !skip_a {
-            *v = step(a, at, table, la, pkt, &mut self.deleted);
-            if *v != Verdict::Forward {
-                return;
-            }
+        let at = Entry {
+            nf: self.nf,
+            id: m.entry,
+            emergency: m.emergency,
+            now_ns: self.now_ns,
+            hasher: self.hasher,
+        };
+        if let Some(verdict) = pair(a, b, shard, pkt, at, skip_a, &mut self.deleted) {
+            *v = verdict;
         }
-        at.nf += 1;
-        at.cell += 1;
-        *v = step(b, at, table, lb, pkt, &mut self.deleted);
     }
 
     /// Packets in the run (dropped ones included).
@@ -178,6 +161,98 @@ impl Found<'_> {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
+}
+
+/// A found flow entry as the NFs from the `nf`-th on see it.
+#[derive(Copy, Clone)]
+pub(crate) struct Entry<'a> {
+    /// The first NF's index in the chain.
+    pub nf: usize,
+    /// The entry.
+    pub id: EntryId,
+    /// The shard's table was in emergency mode when the packet came.
+    pub emergency: bool,
+    pub now_ns: u64,
+    pub hasher: &'a RssHasher,
+}
+
+/// A firewall (NF `at.nf`) and then a NAT on a packet whose entry `at.id`
+/// the lookup found, as a packet-by-packet run takes it: the common case —
+/// a tracked connection with a mapping — runs on the entry's two slots
+/// borrowed at once, without a context per NF; a packet that is not that
+/// case for one of them goes on through [`pair`] from that NF on. Deadlines
+/// that moved earlier re-arm the entry's timer in the order a
+/// packet-by-packet run arms it (the firewall's first), after both ran.
+/// Sets `deleted` when an NF removed its state.
+#[inline(always)]
+pub(crate) fn firewall_nat(
+    fw: &mut Firewall,
+    nat: &mut Nat,
+    shard: &mut Shard,
+    pkt: &mut Packet,
+    at: Entry<'_>,
+    deleted: &mut bool,
+) -> Verdict {
+    let now = at.now_ns;
+    let table = &mut shard.table;
+    let cell = table.cell(at.id, at.nf);
+    let (mut armed_fw, mut armed_nat) = (None, None);
+    // (a hit that is not its NF's case changed nothing)
+    let fused = match table.slots_at::<2>(cell) {
+        Some([mut f, mut n]) => match fw.hit_slot(f.state, at.emergency, pkt) {
+            Some((Verdict::Forward, idle)) => {
+                armed_fw = refresh(&mut f, now, idle);
+                match nat.hit_slot(n.state, at.emergency, pkt) {
+                    Some((v, idle)) => {
+                        armed_nat = refresh(&mut n, now, idle);
+                        Fused::Done(v)
+                    }
+                    None => Fused::FromNat,
+                }
+            }
+            Some((v, idle)) => {
+                armed_fw = refresh(&mut f, now, idle);
+                Fused::Done(v)
+            }
+            None => Fused::FromFirewall,
+        },
+        None => Fused::FromFirewall,
+    };
+    for r in [armed_fw, armed_nat].into_iter().flatten() {
+        table.rearm(at.id, r);
+    }
+    let skip_fw = match fused {
+        Fused::Done(v) => return v,
+        Fused::FromNat => true,
+        Fused::FromFirewall => false,
+    };
+    pair(fw, nat, shard, pkt, at, skip_fw, deleted).unwrap_or(Verdict::Forward)
+}
+
+/// NF `a` (the `at.nf`-th; unless `skip_a`: it forwarded the packet
+/// already) and then `b` on a packet whose entry the lookup found, as a
+/// packet-by-packet run takes it; `None` (never, for a chain's shard) when
+/// the shard has no shard-local state for them.
+#[inline(always)]
+fn pair<A: Nf + ?Sized, B: Nf + ?Sized>(
+    a: &mut A,
+    b: &mut B,
+    shard: &mut Shard,
+    pkt: &mut Packet,
+    at: Entry<'_>,
+    skip_a: bool,
+    deleted: &mut bool,
+) -> Option<Verdict> {
+    let (mut here, table, [la, lb]) = parts::<2>(shard, at)?;
+    if !skip_a {
+        let v = step(a, here, table, la, pkt, deleted);
+        if v != Verdict::Forward {
+            return Some(v);
+        }
+    }
+    here.nf += 1;
+    here.cell += 1;
+    Some(step(b, here, table, lb, pkt, deleted))
 }
 
 /// A slot's idle timeout from `now_ns` set, as `Ctx::set_timeout` sets it;
@@ -201,56 +276,45 @@ enum Fused {
     FromFirewall,
 }
 
-/// A run member as [`member`] finds it for `N` NFs.
+/// What [`parts`] finds for `N` NFs.
 type Parts<'s, const N: usize> = (
     Here<'s>,
     &'s mut FlowTable<Option<FlowState>>,
     &'s mut [ShardLocal; N],
-    &'s mut Packet,
 );
 
-/// What NFs `nf..nf + N` need of run member `m`: the first one's context
-/// but for the table and its shard-local state, the shard's table, the NFs'
-/// shard-local states and the packet. `None` (never, for a run the chain
-/// made) when the shard, the NFs or the packet are not there.
+/// What NFs `at.nf..at.nf + N` need of a shard for a found entry: the
+/// first one's context but for the table and its shard-local state, the
+/// shard's table and the NFs' shard-local states. `None` (never, for a
+/// chain's shard) when the NFs have no shard-local state there.
 #[inline(always)]
-fn member<'s, const N: usize>(
-    shards: &'s mut [Option<Shard>],
-    pkts: &'s mut [Packet],
-    m: &Member,
-    nf: usize,
-    now_ns: u64,
-    hasher: &'s RssHasher,
+fn parts<'s, const N: usize>(
+    shard: &'s mut Shard,
+    at: Entry<'s>,
 ) -> Option<Parts<'s, N>> {
-    let Some(Shard {
+    let Shard {
         info,
         table,
         locals,
         ..
-    }) = shards.get_mut(m.shard as usize).and_then(Option::as_mut)
+    } = shard;
+    let Some(locals) = locals
+        .get_mut(at.nf..at.nf + N)
+        .and_then(|l| <&mut [ShardLocal; N]>::try_from(l).ok())
     else {
-        debug_assert!(false, "a run's shard is the core's");
+        debug_assert!(false, "a chain's shard has its NFs' shard-local state");
         return None;
     };
-    let (Some(locals), Some(pkt)) = (
-        locals
-            .get_mut(nf..nf + N)
-            .and_then(|l| <&mut [ShardLocal; N]>::try_from(l).ok()),
-        pkts.get_mut(m.pkt as usize),
-    ) else {
-        debug_assert!(false, "a run's packet and NFs exist");
-        return None;
-    };
-    let at = Here {
-        nf,
-        cell: table.cell(m.entry, nf),
-        entry: m.entry,
-        now_ns,
-        hasher,
+    let here = Here {
+        nf: at.nf,
+        cell: table.cell(at.id, at.nf),
+        entry: at.id,
+        now_ns: at.now_ns,
+        hasher: at.hasher,
         shard: info,
-        emergency: m.emergency,
+        emergency: at.emergency,
     };
-    Some((at, table, locals, pkt))
+    Some((here, table, locals))
 }
 
 /// What a packet's context is made of besides the table and the NF's

@@ -7,6 +7,7 @@
 mod common;
 
 use core::any::Any;
+use std::net::IpAddr;
 
 use common::{chain, FW_NAT_SEQ};
 use nf::seqcheck::SeqState;
@@ -14,6 +15,7 @@ use nf::{
     Chain, ChainOptions, Ctx, FlowState, Nf, NflowKey, Packet, Routing, Shard, StateKind, Verdict,
 };
 use trace::{Generator, TraceSpec};
+use wire::TcpFlags;
 
 /// The shared chain on 4 shards.
 fn fw_nat_seq() -> String {
@@ -337,4 +339,109 @@ fn a_router_that_reads_state_sees_what_the_flows_earlier_packets_left() {
     // (a router that only observes may see a state its flow's earlier
     // packets of the burst have not changed yet)
     assert_ne!(snapshots(&pkts, 32, Routing::Observes), alone);
+}
+
+/// A chain that is one fused firewall → NAT pair runs each found packet as
+/// soon as the router keeps it: packets the router leaves to the caller are
+/// untouched and the rest give what they give one at a time without them;
+/// the router asks the pair's NFs, by their own slots, whether the flow can
+/// be offloaded.
+#[test]
+fn a_fused_pairs_router_leaves_packets_untouched_and_asks_its_nfs() {
+    // IPv6 connections among the trace's: the NAT passes them without a
+    // mapping, so their entries cannot be offloaded
+    let mut pkts = heavy_hitters();
+    for k in 0..60u16 {
+        let (c, s) = (
+            IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, k]),
+            IpAddr::from([0x2001, 0xdb8, 1, 0, 0, 0, 0, 1]),
+        );
+        let at = usize::from(k) * 300;
+        let ts = pkts[at].ts_ns;
+        let syn = common::frame("tcp", c, 40_000 + k, s, 80, TcpFlags::SYN, b"");
+        let ack = common::frame(
+            "tcp",
+            s,
+            80,
+            c,
+            40_000 + k,
+            TcpFlags::SYN | TcpFlags::ACK,
+            b"",
+        );
+        let data = common::frame("tcp", c, 40_000 + k, s, 80, TcpFlags::ACK, b"x");
+        for (j, f) in [syn, ack, data.clone(), data].into_iter().enumerate() {
+            pkts.insert(
+                at + 4 * j,
+                trace::GenPacket {
+                    ts_ns: ts,
+                    frame: f,
+                },
+            );
+        }
+    }
+    let cfg = "[steering]\nshards = 4\n[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\\nallow any 2001:db8::/32 -> any\"\n\
+               [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n";
+    let (mut c, s) = chain(cfg);
+    assert_eq!(c.fused(), vec![(0, 1)]);
+    let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
+    let mut parsed: Vec<Packet> = pkts
+        .iter()
+        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
+        .collect();
+    let mut left = vec![false; pkts.len()];
+    let mut asked = Vec::new();
+    let mut routed = Vec::new();
+    for (b, chunk) in parsed.chunks_mut(32).enumerate() {
+        let now = chunk[0].ts_ns;
+        c.process_burst_routed(
+            &mut s,
+            chunk,
+            now,
+            &mut routed,
+            Routing::Observes,
+            |i, _, hit| {
+                let slots: Vec<_> = (0..2)
+                    .map(|nf| hit.shard.table.slot(hit.entry, nf).clone())
+                    .collect();
+                asked.push((hit.offloadable(), slots));
+                let leave = (b * 32 + i) % 3 == 0;
+                left[b * 32 + i] = leave;
+                !leave
+            },
+        );
+        for (k, (v, p)) in routed.iter().zip(chunk.iter()).enumerate() {
+            let i = b * 32 + k;
+            assert_eq!(v.is_none(), left[i], "packet {i}");
+            if left[i] {
+                assert_eq!(p.data, pkts[i].frame, "packet {i} was left untouched");
+            }
+        }
+    }
+    assert!(left.iter().filter(|l| **l).count() > 5_000);
+    // the router's answer is what the NFs say of their slots
+    for (offloadable, slots) in &asked {
+        let want = c
+            .nfs()
+            .iter()
+            .zip(slots)
+            .all(|(nf, slot)| nf.offloadable(slot.as_ref()));
+        assert_eq!(*offloadable, want);
+    }
+    assert!(asked.iter().any(|(o, _)| *o));
+    assert!(asked.iter().any(|(o, _)| !*o));
+    // packet by packet without the packets left: the same bytes and counters
+    let (mut one, mut s1) = chain(cfg);
+    for (i, p) in pkts.iter().enumerate() {
+        if left[i] {
+            continue;
+        }
+        let mut q = one.packet(p.frame.clone(), p.ts_ns).unwrap();
+        let sh = one.shard_of(q.hash);
+        one.process(&mut s1[sh], &mut q, p.ts_ns);
+        assert_eq!(q.data, parsed[i].data, "packet {i}");
+    }
+    assert_eq!(one.counters(), c.counters());
+    for (x, y) in one.nfs().iter().zip(c.nfs()) {
+        assert_eq!(x.counters(), y.counters(), "{}", x.name());
+    }
 }
