@@ -218,7 +218,10 @@ pub(crate) fn firewall_nat(
         },
         None => Fused::FromFirewall,
     };
-    for r in [armed_fw, armed_nat].into_iter().flatten() {
+    if let Some(r) = armed_fw {
+        table.rearm(at.id, r);
+    }
+    if let Some(r) = armed_nat {
         table.rearm(at.id, r);
     }
     let skip_fw = match fused {
@@ -288,10 +291,7 @@ type Parts<'s, const N: usize> = (
 /// shard's table and the NFs' shard-local states. `None` (never, for a
 /// chain's shard) when the NFs have no shard-local state there.
 #[inline(always)]
-fn parts<'s, const N: usize>(
-    shard: &'s mut Shard,
-    at: Entry<'s>,
-) -> Option<Parts<'s, N>> {
+fn parts<'s, const N: usize>(shard: &'s mut Shard, at: Entry<'s>) -> Option<Parts<'s, N>> {
     let Shard {
         info,
         table,
