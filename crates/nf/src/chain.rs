@@ -211,16 +211,16 @@ impl Default for Scratch {
 /// Where a burst's verdicts go, one per packet in order:
 /// [`Chain::process_burst`]'s list (every packet runs here) or
 /// [`Chain::process_burst_routed`]'s (`None` for a packet the router left to
-/// the caller).
+/// the caller). A piece of a burst is put in as forwarded first; then only
+/// the packets whose verdict differs are written.
 trait Verdicts {
     fn clear(&mut self);
-    /// The next packet ran here (a run's packet: `Forward` until its run is
-    /// flushed).
-    fn ran(&mut self, v: Verdict);
-    /// The next packet was left to the caller.
-    fn left(&mut self);
-    /// Packet `i`'s verdict when its run changed it (dropped it).
+    /// `n` more packets, forwarded.
+    fn forward(&mut self, n: usize);
+    /// Packet `i`'s verdict, when not forwarded.
     fn set(&mut self, i: usize, v: Verdict);
+    /// Packet `i` was left to the caller.
+    fn left(&mut self, i: usize);
 }
 
 impl Verdicts for Vec<Option<Verdict>> {
@@ -228,16 +228,18 @@ impl Verdicts for Vec<Option<Verdict>> {
         Vec::clear(self);
     }
     #[inline(always)]
-    fn ran(&mut self, v: Verdict) {
-        self.push(Some(v));
-    }
-    fn left(&mut self) {
-        self.push(None);
+    fn forward(&mut self, n: usize) {
+        self.resize(self.len() + n, Some(Verdict::Forward));
     }
     #[inline(always)]
     fn set(&mut self, i: usize, v: Verdict) {
         if let Some(o) = self.get_mut(i) {
             *o = Some(v);
+        }
+    }
+    fn left(&mut self, i: usize) {
+        if let Some(o) = self.get_mut(i) {
+            *o = None;
         }
     }
 }
@@ -247,17 +249,17 @@ impl Verdicts for Vec<Verdict> {
         Vec::clear(self);
     }
     #[inline(always)]
-    fn ran(&mut self, v: Verdict) {
-        self.push(v);
-    }
-    fn left(&mut self) {
-        unreachable!("process_burst's router keeps every packet");
+    fn forward(&mut self, n: usize) {
+        self.resize(self.len() + n, Verdict::Forward);
     }
     #[inline(always)]
     fn set(&mut self, i: usize, v: Verdict) {
         if let Some(o) = self.get_mut(i) {
             *o = v;
         }
+    }
+    fn left(&mut self, _: usize) {
+        unreachable!("process_burst's router keeps every packet");
     }
 }
 
@@ -539,11 +541,12 @@ impl Chain {
     ) {
         out.clear();
         if !self.entries {
-            for p in pkts.iter_mut() {
+            out.forward(pkts.len());
+            for (i, p) in pkts.iter_mut().enumerate() {
                 let shard = shards[self.shard_of(p.hash)]
                     .as_mut()
                     .expect("the core owns the packet's shard");
-                out.ran(self.run_keyed(shard, p, None, None, now_ns));
+                out.set(i, self.run_keyed(shard, p, None, None, now_ns));
             }
             return;
         }
@@ -584,6 +587,7 @@ impl Chain {
         let together = routing == Routing::Observes && !self.deletes;
         let n = pkts.len().min(BURST);
         let pkts = &mut pkts[..n];
+        out.forward(n);
         // pipelined lookups: every index bucket of the burst in flight first,
         // then every entry, then the probes (each packet's key and index hash
         // computed once, for all three)
@@ -639,7 +643,7 @@ impl Chain {
                     continue;
                 }
                 let v = self.run_keyed(shard, p, None, Some((*k, side)), now_ns);
-                out.ran(v);
+                out.set(base + i, v);
                 i += 1;
                 continue;
             };
@@ -671,7 +675,7 @@ impl Chain {
                 nfs: HitNfs::All(&self.nfs),
             };
             if !route(base + i, p, hit) {
-                out.left();
+                out.left(base + i);
                 i += 1;
                 continue;
             }
@@ -689,8 +693,7 @@ impl Chain {
             if let Some((word, bit)) = mark {
                 in_run[word] |= bit;
             }
-            // (the run's flush writes the verdict)
-            out.ran(Verdict::Forward);
+            // (the run's flush writes the verdict of a drop)
             i += 1;
         }
         if len > 0 {
@@ -725,7 +728,7 @@ impl Chain {
                 .as_mut()
                 .expect("the core owns the packet's shard");
             let v = self.run_keyed(shard, p, None, Some((sc.keys[i], sc.sides[i])), now_ns);
-            out.ran(v);
+            out.set(base + i, v);
             i += 1;
         }
     }
@@ -763,6 +766,7 @@ impl Chain {
             unreachable!("the plan was made from these NFs")
         };
         let n = pkts.len().min(BURST);
+        let (mut ran, mut dropped, mut end) = (0, 0, n);
         for (i, p) in (from..n).zip(&mut pkts[from..n]) {
             let shard = shards[p.hash as usize & shard_mask]
                 .as_mut()
@@ -771,7 +775,8 @@ impl Chain {
                 .table
                 .lookup_at(&sc.keys[i], sc.sides[i], sc.probes[i])
             else {
-                return i;
+                end = i;
+                break;
             };
             p.entry = Some(l.id);
             p.dir = l.dir;
@@ -781,7 +786,7 @@ impl Chain {
                 nfs: HitNfs::FirewallNat(fw, nat),
             };
             if !route(base + i, p, hit) {
-                out.left();
+                out.left(base + i);
                 continue;
             }
             track_emergency(*marks, counters, shard.table.len(), &mut shard.emergency);
@@ -799,14 +804,16 @@ impl Chain {
                 // a packet-by-packet run)
                 shard.table.release_if_empty(l.id);
             }
-            counters.packets += 1;
-            match v {
-                Verdict::Forward => counters.forwarded += 1,
-                Verdict::Drop(c) => counters.drops[c as usize] += 1,
+            ran += 1;
+            if let Verdict::Drop(c) = v {
+                counters.drops[c as usize] += 1;
+                dropped += 1;
+                out.set(base + i, v);
             }
-            out.ran(v);
         }
-        n
+        counters.packets += ran;
+        counters.forwarded += ran - dropped;
+        end
     }
 
     /// Runs every NF on the run's `len` packets (in `sc`), NF by NF, and

@@ -276,7 +276,7 @@ impl Conn {
     }
 }
 
-#[inline(never)]
+#[inline]
 fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCause> {
     use TcpState::*;
     if f.contains(TcpFlags::RST) {
