@@ -667,14 +667,7 @@ impl Chain {
                     continue;
                 }
             }
-            p.entry = Some(l.id);
-            p.dir = l.dir;
-            let hit = Hit {
-                shard: &mut *shard,
-                entry: l.id,
-                nfs: HitNfs::All(&self.nfs),
-            };
-            if !route(base + i, p, hit) {
+            if !route_found(route, base + i, p, shard, l, HitNfs::All(&self.nfs)) {
                 out.left(base + i);
                 i += 1;
                 continue;
@@ -778,14 +771,7 @@ impl Chain {
                 end = i;
                 break;
             };
-            p.entry = Some(l.id);
-            p.dir = l.dir;
-            let hit = Hit {
-                shard: &mut *shard,
-                entry: l.id,
-                nfs: HitNfs::FirewallNat(fw, nat),
-            };
-            if !route(base + i, p, hit) {
+            if !route_found(route, base + i, p, shard, l, HitNfs::FirewallNat(fw, nat)) {
                 out.left(base + i);
                 continue;
             }
@@ -1171,6 +1157,30 @@ fn is_symmetric(h: &RssHasher) -> bool {
         };
         h.hash(&t) == h.hash(&t.reversed())
     })
+}
+
+/// A found packet (`l`: its entry) gets its entry and direction; then the
+/// router says whether it runs here (its index in the burst: `at`).
+#[inline(always)]
+fn route_found(
+    route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+    at: usize,
+    p: &mut Packet,
+    shard: &mut Shard,
+    l: Lookup,
+    nfs: HitNfs<'_>,
+) -> bool {
+    p.entry = Some(l.id);
+    p.dir = l.dir;
+    route(
+        at,
+        p,
+        Hit {
+            shard,
+            entry: l.id,
+            nfs,
+        },
+    )
 }
 
 /// Emergency mode's hysteresis between the high- and the low-water mark

@@ -57,19 +57,10 @@ impl Found<'_> {
             if *v != Verdict::Forward {
                 continue;
             }
-            let (Some(Some(shard)), Some(pkt)) = (
-                self.shards.get_mut(m.shard as usize),
-                self.pkts.get_mut(m.pkt as usize),
-            ) else {
-                debug_assert!(false, "a run's shard and packet are the core's");
+            let Some((shard, pkt, at)) =
+                member(self.shards, self.pkts, m, self.nf, self.now_ns, self.hasher)
+            else {
                 continue;
-            };
-            let at = Entry {
-                nf: self.nf,
-                id: m.entry,
-                emergency: m.emergency,
-                now_ns: self.now_ns,
-                hasher: self.hasher,
             };
             let Some((here, table, [local])) = parts::<1>(shard, at) else {
                 continue;
@@ -102,19 +93,10 @@ impl Found<'_> {
             if *v != Verdict::Forward {
                 continue;
             }
-            let (Some(Some(shard)), Some(pkt)) = (
-                self.shards.get_mut(m.shard as usize),
-                self.pkts.get_mut(m.pkt as usize),
-            ) else {
-                debug_assert!(false, "a run's shard and packet are the core's");
+            let Some((shard, pkt, at)) =
+                member(self.shards, self.pkts, m, self.nf, self.now_ns, self.hasher)
+            else {
                 continue;
-            };
-            let at = Entry {
-                nf: self.nf,
-                id: m.entry,
-                emergency: m.emergency,
-                now_ns: self.now_ns,
-                hasher: self.hasher,
             };
             *v = firewall_nat(fw, nat, shard, pkt, at, &mut self.deleted);
         }
@@ -133,19 +115,10 @@ impl Found<'_> {
         let (Some(m), Some(v)) = (self.members.get(k), self.verdicts.get_mut(k)) else {
             return;
         };
-        let (Some(Some(shard)), Some(pkt)) = (
-            self.shards.get_mut(m.shard as usize),
-            self.pkts.get_mut(m.pkt as usize),
-        ) else {
-            debug_assert!(false, "a run's shard and packet are the core's");
+        let Some((shard, pkt, at)) =
+            member(self.shards, self.pkts, m, self.nf, self.now_ns, self.hasher)
+        else {
             return;
-        };
-        let at = Entry {
-            nf: self.nf,
-            id: m.entry,
-            emergency: m.emergency,
-            now_ns: self.now_ns,
-            hasher: self.hasher,
         };
         if let Some(verdict) = pair(a, b, shard, pkt, at, skip_a, &mut self.deleted) {
             *v = verdict;
@@ -161,6 +134,35 @@ impl Found<'_> {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
+}
+
+/// Run member `m`'s shard, packet and entry as NFs from the `nf`-th on
+/// see it; `None` (never, for a run the chain made) when the shard or the
+/// packet is not there.
+#[inline(always)]
+fn member<'s>(
+    shards: &'s mut [Option<Shard>],
+    pkts: &'s mut [Packet],
+    m: &Member,
+    nf: usize,
+    now_ns: u64,
+    hasher: &'s RssHasher,
+) -> Option<(&'s mut Shard, &'s mut Packet, Entry<'s>)> {
+    let (Some(Some(shard)), Some(pkt)) = (
+        shards.get_mut(m.shard as usize),
+        pkts.get_mut(m.pkt as usize),
+    ) else {
+        debug_assert!(false, "a run's shard and packet are the core's");
+        return None;
+    };
+    let at = Entry {
+        nf,
+        id: m.entry,
+        emergency: m.emergency,
+        now_ns,
+        hasher,
+    };
+    Some((shard, pkt, at))
 }
 
 /// A found flow entry as the NFs from the `nf`-th on see it.
