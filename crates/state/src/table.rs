@@ -579,9 +579,8 @@ impl<S: Slot> FlowTable<S> {
     /// [`prefetch_index`](Self::prefetch_index) of a [`probe`](Self::probe).
     #[inline]
     pub fn prefetch_index_at(&self, p: Probe) {
-        if let Some(b) = self.index.get(p.home) {
-            prefetch(b);
-        }
+        // (an address only: a prefetch reads nothing and never faults)
+        prefetch(self.index.as_ptr().wrapping_add(p.home));
     }
 
     /// [`prefetch_entry`](Self::prefetch_entry) of a [`probe`](Self::probe).
@@ -716,27 +715,27 @@ impl<S: Slot> FlowTable<S> {
             return;
         };
         if b != EMPTY && (b >> 32) as u32 == ih {
+            // (addresses only, computed without bounds checks: a prefetch
+            // reads nothing and never faults, whatever the address)
             let id = (b & ID_MASK) as usize;
-            prefetch(&self.meta[id]);
+            prefetch(self.meta.as_ptr().wrapping_add(id));
             if b & ALIAS_BIT != 0 {
-                prefetch(&self.aliases[id]);
+                prefetch(self.aliases.as_ptr().wrapping_add(id));
             }
-            let first = id * self.cfg.slots;
-            if let Some(cells) = self.slots.get(first..first + self.cfg.slots) {
-                // the first and the last line (the same one, or next to each
-                // other, for rows of up to 64 bytes: chains of up to two
-                // NFs), then any between
-                let start = cells.as_ptr() as usize;
-                let bytes = core::mem::size_of_val(cells);
-                prefetch(start as *const u8);
-                prefetch((start + bytes.max(1) - 1) as *const u8);
-                if bytes > 64 {
-                    let last = start + bytes - 1;
-                    let mut line = (start & !63) + 64;
-                    while line < (last & !63) {
-                        prefetch(line as *const u8);
-                        line += 64;
-                    }
+            let slots = self.cfg.slots;
+            // the first and the last line of the entry's row of slots (the
+            // same one, or next to each other, for rows of up to 64 bytes:
+            // chains of up to two NFs), then any between
+            let start = self.slots.as_ptr().wrapping_add(id.wrapping_mul(slots)) as usize;
+            let bytes = slots * core::mem::size_of::<Cell<S>>();
+            prefetch(start as *const u8);
+            prefetch(start.wrapping_add(bytes.max(1) - 1) as *const u8);
+            if bytes > 64 {
+                let last = start.wrapping_add(bytes - 1);
+                let mut line = (start & !63).wrapping_add(64);
+                while line < (last & !63) {
+                    prefetch(line as *const u8);
+                    line += 64;
                 }
             }
         }
