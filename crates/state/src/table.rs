@@ -727,9 +727,10 @@ impl<S: Slot> FlowTable<S> {
             // same one, or next to each other, for rows of up to 64 bytes:
             // chains of up to two NFs), then any between
             let start = self.slots.as_ptr().wrapping_add(id.wrapping_mul(slots)) as usize;
+            // (a row of no slots would prefetch the byte before: a hint, harmless)
             let bytes = slots * core::mem::size_of::<Cell<S>>();
             prefetch(start as *const u8);
-            prefetch(start.wrapping_add(bytes.max(1) - 1) as *const u8);
+            prefetch(start.wrapping_add(bytes).wrapping_sub(1) as *const u8);
             if bytes > 64 {
                 let last = start.wrapping_add(bytes - 1);
                 let mut line = (start & !63).wrapping_add(64);
