@@ -618,7 +618,24 @@ impl Chain {
             table.prefetch_entry_at(*probe);
         }
         if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
-            return self.chunk_fused(shards, pkts, base, now_ns, out, route, sc);
+            // a chain that is one fused pair: there is no next NF to take a
+            // run after it, so each found packet goes through the pair as
+            // soon as it is found (a run of one packet, packet by packet as
+            // runs are); a new flow runs the whole chain, then the next
+            let mut i = 0;
+            while i < n {
+                i = self.fused_hits(shards, pkts, i, base, now_ns, out, route, sc);
+                let Some(p) = pkts.get_mut(i) else {
+                    break;
+                };
+                let shard = shards[self.shard_of(p.hash)]
+                    .as_mut()
+                    .expect("the core owns the packet's shard");
+                let v = self.run_keyed(shard, p, None, Some((sc.keys[i], sc.sides[i])), now_ns);
+                out.set(base + i, v);
+                i += 1;
+            }
+            return;
         }
         // packets whose entry was found gather in a run, which every NF
         // then takes at once; a new flow, or a flow's second packet, first
@@ -694,41 +711,10 @@ impl Chain {
         }
     }
 
-    /// The rest of [`chunk`](Self::chunk) for a chain that is one fused
-    /// firewall → NAT pair (see [`Found`]): there is no next NF to take a
-    /// run after it, so each found packet goes through the pair as soon as
-    /// it is found — a run of one packet, packet by packet as runs are.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn chunk_fused<O: Verdicts>(
-        &mut self,
-        shards: &mut [Option<Shard>],
-        pkts: &mut [Packet],
-        base: usize,
-        now_ns: u64,
-        out: &mut O,
-        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
-        sc: &Scratch,
-    ) {
-        let mut i = 0;
-        while i < pkts.len() {
-            i = self.fused_hits(shards, pkts, i, base, now_ns, out, route, sc);
-            // a new flow
-            let Some(p) = pkts.get_mut(i) else {
-                break;
-            };
-            let shard = shards[self.shard_of(p.hash)]
-                .as_mut()
-                .expect("the core owns the packet's shard");
-            let v = self.run_keyed(shard, p, None, Some((sc.keys[i], sc.sides[i])), now_ns);
-            out.set(base + i, v);
-            i += 1;
-        }
-    }
-
-    /// The packets of [`chunk_fused`](Self::chunk_fused) from the `from`-th
-    /// on whose lookup finds their entry, through the pair, up to the first
-    /// whose lookup does not: its index (the number of packets when none).
+    /// The packets of a piece of a burst (see [`chunk`](Self::chunk)) from
+    /// the `from`-th on whose lookup finds their entry, through the chain's
+    /// one fused firewall → NAT pair, up to the first whose lookup does not:
+    /// its index (the number of packets when none).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn fused_hits<O: Verdicts>(
