@@ -174,7 +174,9 @@ pub(crate) struct Entry<'a> {
     pub id: EntryId,
     /// The shard's table was in emergency mode when the packet came.
     pub emergency: bool,
+    /// The time the NFs see, ns.
     pub now_ns: u64,
+    /// The chain's RSS hasher (a NAT mapping a new flow steers its reply).
     pub hasher: &'a RssHasher,
 }
 
@@ -275,9 +277,9 @@ fn refresh(
 enum Fused {
     /// Both ran (or the firewall dropped it): its verdict.
     Done(Verdict),
-    /// The firewall forwarded it; the NAT runs it as in `each2`.
+    /// The firewall forwarded it; the NAT runs it through [`pair`].
     FromNat,
-    /// Neither ran; both run it as in `each2`.
+    /// Neither ran; both run it through [`pair`].
     FromFirewall,
 }
 
