@@ -32,7 +32,7 @@ pub(crate) struct Member {
     pub emergency: bool,
 }
 
-/// The packets of a run as one NF sees them ([`Nf::process_found`](crate::Nf::process_found)).
+/// The packets of a run as one NF sees them ([`Nf::process_found`]).
 pub struct Found<'a> {
     pub(crate) shards: &'a mut [Option<Shard>],
     pub(crate) pkts: &'a mut [Packet],
