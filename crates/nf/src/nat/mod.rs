@@ -256,30 +256,40 @@ impl Nat {
         pkt: &mut Packet,
     ) -> Option<(Verdict, Option<u64>)> {
         let dir = pkt.dir;
-        let l4 = pkt.info.l4;
-        if let L4Info::IcmpError { .. } = l4 {
-            return None;
-        }
         let Some(FlowState::Nat(m)) = slot else {
             return None;
         };
-        match l4 {
+        // (a mapping's packets are IPv4 ones, its TCP and UDP ones go
+        // straight to `rewrite_v4`: the kind is known from the match)
+        let segment = match pkt.info.l4 {
             L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
                 m.tcp = NatTcp::Closing;
+                true
             }
             // a TCP or UDP mapping is answered once a reply came back
-            L4Info::Tcp { .. } | L4Info::Udp if dir == Dir::Reply && m.tcp == NatTcp::Opening => {
-                m.tcp = NatTcp::Established;
+            L4Info::Tcp { .. } | L4Info::Udp => {
+                if dir == Dir::Reply && m.tcp == NatTcp::Opening {
+                    m.tcp = NatTcp::Established;
+                }
+                true
             }
-            _ => {}
-        }
+            L4Info::IcmpError { .. } => return None,
+            _ => false,
+        };
         let m = *m;
         let idle = self.timeout(&m, emergency);
+        let translate = |pkt: &mut Packet, outbound, addr, port| {
+            if segment {
+                rewrite_v4(pkt, outbound, addr, port);
+            } else {
+                rewrite_any(pkt, outbound, addr, port);
+            }
+        };
         if dir == Dir::Original {
-            rewrite(pkt, true, m.ext_addr, m.ext_port);
+            translate(pkt, true, m.ext_addr, m.ext_port);
             self.counters.out += 1;
         } else {
-            rewrite(pkt, false, m.int_addr, m.int_port);
+            translate(pkt, false, m.int_addr, m.int_port);
             self.counters.inbound += 1;
         }
         Some((Verdict::Forward, Some(idle)))
