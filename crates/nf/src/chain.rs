@@ -183,20 +183,30 @@ pub const BURST: usize = 32;
 /// What `process_burst_routed` keeps per packet of a piece of a burst.
 struct Scratch {
     /// Each packet's flow key, side and where its lookup starts.
-    keys: [FlowKey; BURST],
-    sides: [state::Side; BURST],
-    probes: [state::Probe; BURST],
+    looked: [Looked; BURST],
     /// The run of found packets being gathered, and its verdicts.
     run: [Member; BURST],
     verdicts: [Verdict; BURST],
 }
 
+/// A packet's flow key, the side that sent it and where its lookup starts:
+/// one cache line, the first stage's output and the probe's input.
+#[derive(Copy, Clone)]
+#[repr(C, align(64))]
+struct Looked {
+    key: FlowKey,
+    probe: state::Probe,
+    side: state::Side,
+}
+
 impl Default for Scratch {
     fn default() -> Self {
         Scratch {
-            keys: [FlowKey::default(); BURST],
-            sides: [state::Side::Lo; BURST],
-            probes: [state::Probe::default(); BURST],
+            looked: [Looked {
+                key: FlowKey::default(),
+                probe: state::Probe::default(),
+                side: state::Side::Lo,
+            }; BURST],
             run: [Member {
                 pkt: 0,
                 shard: 0,
@@ -609,13 +619,15 @@ impl Chain {
             table.prefetch_index_at(probe);
             // the headers an NF may rewrite, in flight too
             state::prefetch(p.data.as_ptr());
-            sc.keys[i] = k;
-            sc.sides[i] = side;
-            sc.probes[i] = probe;
+            sc.looked[i] = Looked {
+                key: k,
+                probe,
+                side,
+            };
             tables[i] = table;
         }
-        for (table, probe) in tables[..n].iter().zip(&sc.probes) {
-            table.prefetch_entry_at(*probe);
+        for (table, l) in tables[..n].iter().zip(&sc.looked) {
+            table.prefetch_entry_at(l.probe);
         }
         if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
             // a chain that is one fused pair: there is no next NF to take a
@@ -631,7 +643,13 @@ impl Chain {
                 let shard = shards[self.shard_of(p.hash)]
                     .as_mut()
                     .expect("the core owns the packet's shard");
-                let v = self.run_keyed(shard, p, None, Some((sc.keys[i], sc.sides[i])), now_ns);
+                let v = self.run_keyed(
+                    shard,
+                    p,
+                    None,
+                    Some((sc.looked[i].key, sc.looked[i].side)),
+                    now_ns,
+                );
                 out.set(base + i, v);
                 i += 1;
             }
@@ -645,7 +663,12 @@ impl Chain {
         let mut i = 0;
         while i < n {
             let p = &mut pkts[i];
-            let (k, side, probe) = (&sc.keys[i], sc.sides[i], sc.probes[i]);
+            let Looked {
+                key: k,
+                side,
+                probe,
+            } = &sc.looked[i];
+            let (side, probe) = (*side, *probe);
             let s = self.shard_of(p.hash);
             let shard = shards[s]
                 .as_mut()
@@ -750,9 +773,10 @@ impl Chain {
             let shard = shards[p.hash as usize & shard_mask]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            let Some(l) = shard
-                .table
-                .lookup_at(&sc.keys[i], sc.sides[i], sc.probes[i])
+            let Some(l) =
+                shard
+                    .table
+                    .lookup_at(&sc.looked[i].key, sc.looked[i].side, sc.looked[i].probe)
             else {
                 end = i;
                 break;
