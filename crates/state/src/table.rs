@@ -555,7 +555,7 @@ impl<S: Slot> FlowTable<S> {
     }
 
     /// Reads `key`'s first index bucket (prefetched earlier) and prefetches the
-    /// entry it points to when the signature matches (second stage).
+    /// entry it points to (second stage).
     #[inline]
     pub fn prefetch_entry(&self, key: &FlowKey, rss_hash: u32) {
         self.prefetch_entry_at(self.probe(key, rss_hash));
@@ -586,7 +586,7 @@ impl<S: Slot> FlowTable<S> {
     /// [`prefetch_entry`](Self::prefetch_entry) of a [`probe`](Self::probe).
     #[inline]
     pub fn prefetch_entry_at(&self, p: Probe) {
-        self.prefetch_hit(p.home, p.ih);
+        self.prefetch_hit(p.home);
     }
 
     /// [`lookup`](Self::lookup) of a [`probe`](Self::probe) of the same key
@@ -697,8 +697,8 @@ impl<S: Slot> FlowTable<S> {
                 *h = (self.home(ih), ih);
                 prefetch(&self.index[h.0]);
             }
-            for (h, ih) in homes.iter().take(chunk.len()) {
-                self.prefetch_hit(*h, *ih);
+            for (h, _) in homes.iter().take(chunk.len()) {
+                self.prefetch_hit(*h);
             }
             for ((h, ih), (k, s, _)) in homes.iter().zip(chunk) {
                 out.push(self.lookup_from(*h, k, *s, *ih).map(|(l, _, _)| l));
@@ -706,15 +706,18 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    /// Prefetches the entry of the first signature match at index bucket `home`:
-    /// its metadata, every cache line of its slots, and the alias key when the
-    /// match is through one (what the probe and the NFs will touch).
+    /// Prefetches the entry index bucket `home` points to: its metadata,
+    /// every cache line of its slots, and the alias key when the bucket is an
+    /// alias's (what the probe and the NFs will touch). The bucket's
+    /// signature is not compared: the key's entry is almost always the one
+    /// its home bucket holds, and a wrong guess costs a prefetch, not a
+    /// result.
     #[inline]
-    fn prefetch_hit(&self, home: usize, ih: u32) {
+    fn prefetch_hit(&self, home: usize) {
         let Some(&b) = self.index.get(home) else {
             return;
         };
-        if b != EMPTY && (b >> 32) as u32 == ih {
+        if b != EMPTY {
             // (addresses only, computed without bounds checks: a prefetch
             // reads nothing and never faults, whatever the address)
             let id = (b & ID_MASK) as usize;
@@ -783,9 +786,9 @@ impl<S: Slot> FlowTable<S> {
                     }
                 }
             }
-            for (h, ih) in homes.iter().take(chunk.len()) {
+            for (h, _) in homes.iter().take(chunk.len()) {
                 if *h != MISS {
-                    self.prefetch_hit(*h, *ih);
+                    self.prefetch_hit(*h);
                 }
             }
             for (j, ((h, ih), (k, s, _))) in homes.iter().zip(chunk).enumerate() {
