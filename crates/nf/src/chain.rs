@@ -60,6 +60,9 @@ pub struct Shard {
     pub locals: Vec<ShardLocal>,
     /// In emergency mode (see [`ChainOptions::emergency`]).
     pub emergency: bool,
+    /// The table's number of flows when `emergency` was last brought up to
+    /// date (`usize::MAX`: never); at that number it is up to date still.
+    emergency_at: usize,
 }
 
 /// A packet's flow entry as [`Chain::process_burst_routed`]'s router sees it.
@@ -361,8 +364,14 @@ impl Chain {
         let entries = nfs.iter().any(|n| n.keeps_entries());
         let deletes = nfs.iter().any(|n| n.deletes_state());
         let cap = table.capacity as f64;
+        // (the low mark below the high one, as the configuration checks: at
+        // one number of flows the mode then stays what it is)
         let emergency = opts.emergency.map_or((usize::MAX, 0), |(h, l)| {
-            ((h * cap).ceil() as usize, (l * cap).floor() as usize)
+            let high = (h * cap).ceil() as usize;
+            (
+                high,
+                ((l * cap).floor() as usize).min(high.saturating_sub(1)),
+            )
         });
         Ok(Chain {
             emergency,
@@ -485,6 +494,7 @@ impl Chain {
                     table: FlowTable::new(self.table.clone()),
                     locals: self.nfs.iter().map(|n| n.shard_local(&info)).collect(),
                     emergency: false,
+                    emergency_at: usize::MAX,
                 }
             })
             .collect()
@@ -713,9 +723,12 @@ impl Chain {
                 continue;
             }
             let Shard {
-                table, emergency, ..
+                table,
+                emergency,
+                emergency_at,
+                ..
             } = shard;
-            self.track_emergency(table.len(), emergency);
+            self.track_emergency(table.len(), emergency, emergency_at);
             sc.run[len] = Member {
                 pkt: i as u32,
                 shard: s as u32,
@@ -785,7 +798,13 @@ impl Chain {
                 out.left(base + i);
                 continue;
             }
-            track_emergency(*marks, counters, shard.table.len(), &mut shard.emergency);
+            track_emergency(
+                *marks,
+                counters,
+                shard.table.len(),
+                &mut shard.emergency,
+                &mut shard.emergency_at,
+            );
             let at = found::Entry {
                 nf: 0,
                 id: l.id,
@@ -887,8 +906,8 @@ impl Chain {
     /// Emergency mode's hysteresis ([`track_emergency`]) at `len` flows in
     /// a shard.
     #[inline]
-    fn track_emergency(&mut self, len: usize, emergency: &mut bool) {
-        track_emergency(self.emergency, &mut self.counters, len, emergency);
+    fn track_emergency(&mut self, len: usize, emergency: &mut bool, at: &mut usize) {
+        track_emergency(self.emergency, &mut self.counters, len, emergency, at);
     }
 
     /// Runs the chain on a packet whose flow entry is detached from its shard and
@@ -990,6 +1009,7 @@ impl Chain {
             table,
             locals,
             emergency,
+            emergency_at,
         } = shard;
         let id = if self.entries {
             let l = match found {
@@ -1019,7 +1039,7 @@ impl Chain {
         } else {
             state::EntryId(u32::MAX)
         };
-        self.track_emergency(table.len(), emergency);
+        self.track_emergency(table.len(), emergency, emergency_at);
         let mut verdict = Verdict::Forward;
         let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
@@ -1194,16 +1214,23 @@ fn route_found(
 }
 
 /// Emergency mode's hysteresis between the high- and the low-water mark
-/// (`marks`), at `len` flows in the shard; entering it is counted.
-/// (A shard out of emergency mode, the common case, compares with the
-/// high-water mark only.)
-#[inline]
+/// (`marks`), at `len` flows in the shard; entering it is counted. At the
+/// number of flows `at` it was last brought up to date at, nothing changes
+/// (the high mark is above the low one: after one step at a number of flows,
+/// another step at the same number keeps the mode), so it is decided again
+/// only when the number moved: one comparison for most packets.
+#[inline(always)]
 fn track_emergency(
     marks: (usize, usize),
     counters: &mut ChainCounters,
     len: usize,
     emergency: &mut bool,
+    at: &mut usize,
 ) {
+    if len == *at {
+        return;
+    }
+    *at = len;
     let (high, low) = marks;
     if !*emergency {
         if len >= high {
