@@ -229,6 +229,83 @@ fn fused_firewall_and_nat_expire_state_as_one_packet_at_a_time() {
     assert!(s1.iter().all(|x| x.table.is_empty()));
 }
 
+#[test]
+fn fused_firewall_and_nat_enter_and_leave_emergency_mode_as_one_packet_at_a_time() {
+    // small tables whose flows cross the high-water mark and drain below the
+    // low one again and again as flows expire (the trace pauses 4 s after
+    // every 4 000 packets): each packet runs in the mode the hysteresis gives
+    // at its shard's number of flows, packet by packet, and in bursts the
+    // same as packet by packet (its flows' timeouts, its counters)
+    let spec = TraceSpec {
+        flows: 3_000,
+        packets: 20_000,
+        active_flows: 150,
+        ..Default::default()
+    };
+    let mut pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
+    for (i, p) in pkts.iter_mut().enumerate() {
+        p.ts_ns = i as u64 * 1_000_000 + (i as u64 / 4_000) * 4_000_000_000;
+    }
+    let cfg = "[steering]\nshards = 4\n\
+        [table]\ncapacity = 64\nemergency_high = 0.5\nemergency_low = 0.3\n\
+        [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
+        [nf.timeouts]\nsyn_sent = \"1s\"\nsyn_recv = \"1s\"\nestablished = \"3s\"\n\
+        fin_wait = \"2s\"\ntime_wait = \"1500ms\"\nclose = \"1s\"\nemergency = \"300ms\"\n\
+        [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n\
+        [nf.timeouts]\ntcp_established = \"3s\"\ntcp_transitory = \"1200ms\"\nemergency = \"300ms\"\n";
+    let (mut one, mut s1) = chain(cfg);
+    assert_eq!(one.fused(), vec![(0, 1)]);
+    let (mut c, s) = chain(cfg);
+    let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
+    let mut parsed: Vec<Packet> = pkts
+        .iter()
+        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
+        .collect();
+    let mut out = Vec::new();
+    let (mut in_emergency, mut left) = (0, 0);
+    let mut mode = [false; 4];
+    for chunk in parsed.chunks_mut(32) {
+        let now = chunk[0].ts_ns;
+        let mut want = Vec::new();
+        for p in chunk.iter() {
+            let mut q = one.packet(p.data.clone(), p.ts_ns).unwrap();
+            let i = one.shard_of(q.hash);
+            // the mode a packet runs in: the hysteresis (32 and 19 of 64) at
+            // its shard's number of flows once the packet's entry is there
+            // (a new flow's made, room made for it by an eviction)
+            let (len, st) = (s1[i].table.len(), s1[i].table.stats().clone());
+            want.push((one.process(&mut s1[i], &mut q, now), q.data));
+            let after = s1[i].table.stats();
+            let len = len + (after.inserted - st.inserted) as usize
+                - (after.evicted - st.evicted) as usize;
+            mode[i] = if mode[i] { len > 19 } else { len >= 32 };
+            assert_eq!(s1[i].emergency, mode[i], "mode at {now} ns, {len} flows");
+        }
+        c.process_burst(&mut s, chunk, now, &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .copied()
+            .zip(chunk.iter().map(|p| p.data.clone()))
+            .collect();
+        assert_same(&one, &c, &want, &got);
+        for (a, b) in s1.iter_mut().zip(s.iter_mut()) {
+            let b = b.as_mut().unwrap();
+            assert_eq!(a.emergency, b.emergency, "mode at {now} ns");
+            in_emergency += usize::from(a.emergency);
+            let was = a.emergency;
+            one.expire(a, now);
+            c.expire(b, now);
+            assert_eq!(a.table.len(), b.table.len(), "entries at {now} ns");
+            // (the mode follows on the next packet: count the drains that
+            // will take a shard out of it)
+            left += usize::from(was && a.table.len() <= 19);
+        }
+    }
+    // (the shards went into emergency mode many times, and out of it)
+    assert!(one.counters().emergencies > 4, "{:?}", one.counters());
+    assert!(in_emergency > 0 && left > 0, "{in_emergency} {left}");
+}
+
 /// Counts a flow's packets in its slot and deletes its state at every third:
 /// the flow's next packet finds no entry and starts over, as the original
 /// direction of a new entry (counted by direction: a packet that ran in the
