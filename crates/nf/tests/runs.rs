@@ -172,26 +172,63 @@ fn fused_firewall_and_nat_equal_one_packet_at_a_time_anywhere_in_the_chain() {
 /// and at every step of time running on afterwards, what expired is the
 /// same: entries per shard and every NF's counters (the NAT's released
 /// mappings among them).
+/// A firewall → NAT chain on 4 shards with timeouts of seconds: `table`
+/// (a `[table]` section or nothing), the established connection's timeout
+/// in the firewall and in the NAT, and `extra` lines in both NFs' timeouts.
+fn short_timeouts(table: &str, established: (&str, &str), extra: &str) -> String {
+    let (fw, nat) = established;
+    format!(
+        "[steering]\nshards = 4\n{table}\
+        [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
+        [nf.timeouts]\nsyn_sent = \"1s\"\nsyn_recv = \"1s\"\nestablished = \"{fw}\"\n\
+        fin_wait = \"2s\"\ntime_wait = \"1500ms\"\nclose = \"1s\"\n{extra}\
+        [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n\
+        [nf.timeouts]\ntcp_established = \"{nat}\"\ntcp_transitory = \"1200ms\"\n{extra}"
+    )
+}
+
+/// Two chains of one configuration whose firewall and NAT run fused: one
+/// for packets one at a time, one for bursts, with the trace's packets
+/// parsed for the second.
+struct Twins {
+    one: Chain,
+    s1: Vec<Shard>,
+    c: Chain,
+    s: Vec<Option<Shard>>,
+    parsed: Vec<Packet>,
+}
+
+fn fused_twins(cfg: &str, pkts: &[trace::GenPacket]) -> Twins {
+    let (one, s1) = chain(cfg);
+    assert_eq!(one.fused(), vec![(0, 1)]);
+    let (c, s) = chain(cfg);
+    let parsed = pkts
+        .iter()
+        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
+        .collect();
+    Twins {
+        one,
+        s1,
+        c,
+        s: s.into_iter().map(Some).collect(),
+        parsed,
+    }
+}
+
 #[test]
 fn fused_firewall_and_nat_expire_state_as_one_packet_at_a_time() {
     let mut pkts = heavy_hitters();
     for (i, p) in pkts.iter_mut().enumerate() {
         p.ts_ns = i as u64 * 1_000_000;
     }
-    let cfg = "[steering]\nshards = 4\n\
-        [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
-        [nf.timeouts]\nsyn_sent = \"1s\"\nsyn_recv = \"1s\"\nestablished = \"5s\"\n\
-        fin_wait = \"2s\"\ntime_wait = \"1500ms\"\nclose = \"1s\"\n\
-        [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n\
-        [nf.timeouts]\ntcp_established = \"4s\"\ntcp_transitory = \"1200ms\"\n";
-    let (mut one, mut s1) = chain(cfg);
-    assert_eq!(one.fused(), vec![(0, 1)]);
-    let (mut c, s) = chain(cfg);
-    let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
-    let mut parsed: Vec<Packet> = pkts
-        .iter()
-        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
-        .collect();
+    let cfg = short_timeouts("", ("5s", "4s"), "");
+    let Twins {
+        mut one,
+        mut s1,
+        mut c,
+        mut s,
+        mut parsed,
+    } = fused_twins(&cfg, &pkts);
     let mut out = Vec::new();
     let mut expired = 0;
     for chunk in parsed.chunks_mut(32) {
@@ -246,21 +283,18 @@ fn fused_firewall_and_nat_enter_and_leave_emergency_mode_as_one_packet_at_a_time
     for (i, p) in pkts.iter_mut().enumerate() {
         p.ts_ns = i as u64 * 1_000_000 + (i as u64 / 4_000) * 4_000_000_000;
     }
-    let cfg = "[steering]\nshards = 4\n\
-        [table]\ncapacity = 64\nemergency_high = 0.5\nemergency_low = 0.3\n\
-        [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
-        [nf.timeouts]\nsyn_sent = \"1s\"\nsyn_recv = \"1s\"\nestablished = \"3s\"\n\
-        fin_wait = \"2s\"\ntime_wait = \"1500ms\"\nclose = \"1s\"\nemergency = \"300ms\"\n\
-        [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n\
-        [nf.timeouts]\ntcp_established = \"3s\"\ntcp_transitory = \"1200ms\"\nemergency = \"300ms\"\n";
-    let (mut one, mut s1) = chain(cfg);
-    assert_eq!(one.fused(), vec![(0, 1)]);
-    let (mut c, s) = chain(cfg);
-    let mut s: Vec<Option<Shard>> = s.into_iter().map(Some).collect();
-    let mut parsed: Vec<Packet> = pkts
-        .iter()
-        .map(|p| c.packet(p.frame.clone(), p.ts_ns).unwrap())
-        .collect();
+    let cfg = short_timeouts(
+        "[table]\ncapacity = 64\nemergency_high = 0.5\nemergency_low = 0.3\n",
+        ("3s", "3s"),
+        "emergency = \"300ms\"\n",
+    );
+    let Twins {
+        mut one,
+        mut s1,
+        mut c,
+        mut s,
+        mut parsed,
+    } = fused_twins(&cfg, &pkts);
     let mut out = Vec::new();
     let (mut in_emergency, mut left) = (0, 0);
     let mut mode = [false; 4];
