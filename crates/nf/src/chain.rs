@@ -58,7 +58,8 @@ pub struct Shard {
     pub table: FlowTable<Option<FlowState>>,
     /// Shard-local state, one per NF.
     pub locals: Vec<ShardLocal>,
-    /// In emergency mode (see [`ChainOptions::emergency`]).
+    /// In emergency mode (see [`ChainOptions::emergency`]): the chain
+    /// decides it as the shard's number of flows moves.
     pub emergency: bool,
     /// The table's number of flows when `emergency` was last brought up to
     /// date (`usize::MAX`: never); at that number it is up to date still.

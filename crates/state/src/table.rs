@@ -1126,12 +1126,7 @@ impl<S: Slot> FlowTable<S> {
             cell % self.cfg.slots.max(1) + N <= self.cfg.slots,
             "one entry's"
         );
-        // (`get_mut` refuses a range that wrapped around)
-        let cells: &mut [Cell<S>; N] = self
-            .slots
-            .get_mut(cell..cell.wrapping_add(N))?
-            .try_into()
-            .ok()?;
+        let cells = self.slots.get_mut(cell..)?.first_chunk_mut::<N>()?;
         Some(cells.each_mut().map(Cell::as_slot))
     }
 
