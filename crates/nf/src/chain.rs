@@ -674,12 +674,8 @@ impl Chain {
         let mut i = 0;
         while i < n {
             let p = &mut pkts[i];
-            let Looked {
-                key: k,
-                side,
-                probe,
-            } = &sc.looked[i];
-            let (side, probe) = (*side, *probe);
+            let l = &sc.looked[i];
+            let (k, side, probe) = (&l.key, l.side, l.probe);
             let s = self.shard_of(p.hash);
             let shard = shards[s]
                 .as_mut()
@@ -787,10 +783,10 @@ impl Chain {
             let shard = shards[p.hash as usize & shard_mask]
                 .as_mut()
                 .expect("the core owns the packet's shard");
-            let Some(l) =
-                shard
-                    .table
-                    .lookup_at(&sc.looked[i].key, sc.looked[i].side, sc.looked[i].probe)
+            let looked = &sc.looked[i];
+            let Some(l) = shard
+                .table
+                .lookup_at(&looked.key, looked.side, looked.probe)
             else {
                 end = i;
                 break;

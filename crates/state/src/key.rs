@@ -141,7 +141,7 @@ impl FlowKey {
     /// higher's, then `lo_port | hi_port << 16 | proto << 32 | v6 << 40`.
     /// [`mix`](Self::mix) hashes this form, so a flow's mix does not depend on
     /// how the key keeps it.
-    pub fn canonical(&self) -> [u64; 5] {
+    fn canonical(&self) -> [u64; 5] {
         let [a, b, c, d, e] = self.w;
         if self.wide() {
             return [a, c, d, e, b & !WIDE];
@@ -178,7 +178,7 @@ impl FlowKey {
         };
         // (an IPv4 key's words have their top bytes 0, the constants' are
         // not: neither factor is ever 0)
-        let y = if b & WIDE == 0 {
+        let y = if !self.wide() {
             m(a ^ 0xa076_1d64_78bd_642f, b ^ 0xe703_7ed1_a0b4_28db)
         } else {
             let x = m(
