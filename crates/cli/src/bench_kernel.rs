@@ -205,8 +205,9 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 Some(steer) => {
                     let (rx, tx) = v.io();
                     let json = dir.join(format!("run-{round}-{steer}-{rx}-{tx}.json"));
-                    child = Some(start_flowshift(&bed, steer, v.io(), &chain, &json)?);
-                    probes = wait_forwarding(&bed, &c0, &s0, &batch)?;
+                    let mut f = start_flowshift(&bed, steer, v.io(), &chain, &json)?;
+                    probes = wait_forwarding(&bed, (&c0, &s0), &batch, &mut f)?;
+                    child = Some(f);
                     // the last probes leave before counting starts
                     std::thread::sleep(Duration::from_millis(200));
                 }
@@ -222,6 +223,13 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
             )?;
             std::thread::sleep(Duration::from_millis(200));
             let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
+            eprintln!(
+                "DBG {} window {:?}",
+                v.name(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+            );
             let mut fs = None;
             match child {
                 None => {
@@ -455,22 +463,51 @@ fn start_flowshift(
     })
 }
 
-/// Waits until frames sent from the client reach the server through flowshift.
-/// Returns the frames sent to find out.
-fn wait_forwarding(bed: &Bed, c0: &str, s0: &str, frames: &[Vec<u8>]) -> anyhow::Result<u64> {
+/// Waits until flowshift says it forwards (its tables take a while to build on
+/// a busy machine), then until frames sent from the client reach the server
+/// through it: every probe of one round, so the odd neighbour message the
+/// server also hears cannot pass for forwarding. Returns the frames sent to
+/// find out.
+fn wait_forwarding(
+    bed: &Bed,
+    (c0, s0): (&str, &str),
+    frames: &[Vec<u8>],
+    f: &mut Flowshift,
+) -> anyhow::Result<u64> {
     let t0 = Instant::now();
+    let limit = Duration::from_secs(30);
+    let log = f.json.with_extension("log");
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("flowshift: forwarding") {
+            break;
+        }
+        if let Some(status) = f.child.try_wait()? {
+            bail!(
+                "flowshift run ended before forwarding ({status}): {}",
+                text.trim()
+            );
+        }
+        if t0.elapsed() > limit {
+            bail!(
+                "flowshift did not start forwarding within {limit:?}: {}",
+                text.trim()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let probe = &frames[..frames.len().min(16)];
     let mut probes = 0;
-    while t0.elapsed() < Duration::from_secs(20) {
+    while t0.elapsed() < limit {
         let before = netns::counter(&bed.server(), s0, "rx_packets")?;
         let span = (Duration::from_secs(1), probe.len() as u64);
         probes += send(&bed.client(), c0, probe, span, None, 0)?;
         std::thread::sleep(Duration::from_millis(100));
-        if netns::counter(&bed.server(), s0, "rx_packets")? > before {
+        if netns::counter(&bed.server(), s0, "rx_packets")? >= before + probe.len() as u64 {
             return Ok(probes);
         }
     }
-    bail!("flowshift did not forward within 20 s")
+    bail!("flowshift did not forward within {limit:?}")
 }
 
 /// What flowshift's own report said.

@@ -479,6 +479,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         cfg.balancer.name(),
         chain.describe()
     );
+    if ifaces.is_some() {
+        // scripts (and the bench) wait for this line before offering traffic
+        cfg.ready = Some(runtime::Ready(std::sync::Arc::new(|| {
+            eprintln!("flowshift: forwarding")
+        })));
+    }
     let steering = match a.steer.as_deref().or(sec.io.steer.as_deref()) {
         Some("kernel") => runtime::Steering::Kernel,
         None | Some("user") => runtime::Steering::User,

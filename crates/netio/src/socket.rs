@@ -310,6 +310,22 @@ impl PacketSocket {
         }
     }
 
+    /// Reads and discards what is waiting, up to about `cap` frames, with
+    /// `b` as the buffer; returns how many frames and their bytes. For a run
+    /// that stops: what it leaves unread is counted, not lost silently.
+    pub fn discard_waiting(&self, b: &mut RxBatch, cap: u64) -> io::Result<(u64, u64)> {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while n < cap {
+            let k = self.recv_batch(b)?;
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+            bytes += (0..k).map(|i| b.frame(i).len() as u64).sum::<u64>();
+        }
+        Ok((n, bytes))
+    }
+
     /// The socket's pending error (`SO_ERROR`: e.g. `ENETDOWN` once its
     /// interface is gone), if any.
     fn pending_error(&self) -> io::Result<()> {

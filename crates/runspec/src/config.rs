@@ -151,6 +151,9 @@ pub struct RunConfig {
     pub pin: bool,
     /// Called by the controller every period with the snapshot it built.
     pub progress: Option<Progress>,
+    /// Called once every thread of the run has started (its tables are
+    /// built): from then on it forwards what arrives.
+    pub ready: Option<Ready>,
     /// DSCP of the priority class (latency is reported per class).
     pub priority_dscp: u8,
     /// Set (e.g. by SIGINT/SIGTERM) to end the run early: the NIC model stops,
@@ -326,6 +329,16 @@ impl std::fmt::Debug for Progress {
     }
 }
 
+/// What a run calls once it forwards ([`RunConfig::ready`]).
+#[derive(Clone)]
+pub struct Ready(pub std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ready(..)")
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -346,6 +359,7 @@ impl Default for RunConfig {
             seed: 1,
             pin: true,
             progress: None,
+            ready: None,
             priority_dscp: 46,
             stop: None,
             metrics: None,

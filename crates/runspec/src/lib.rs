@@ -31,7 +31,7 @@ mod tally;
 mod topology;
 
 pub use config::{
-    BalancerKind, ConfigError, MakeBalancer, OffloadSelect, OutputTap, Progress, Replica,
+    BalancerKind, ConfigError, MakeBalancer, OffloadSelect, OutputTap, Progress, Ready, Replica,
     RunConfig, ScriptedMove, Stop, MAX_BURST, MAX_CORES, MAX_NIC_THREADS, MAX_RING,
 };
 pub use report::{

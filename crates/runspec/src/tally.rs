@@ -36,6 +36,8 @@ pub struct Tally {
     pub tx_failed: u64,
     /// Frames an interface dropped before the NIC model read them.
     pub rx_overflow: u64,
+    /// Frames still waiting in an interface's socket when the run stopped.
+    pub unread_at_stop: u64,
     /// Frames kernel steering cannot place by flow (not IPv4), dropped.
     pub unsteered: u64,
     /// Dropped as malformed, by [`Malformed`] cause (indexed by `as usize`).
@@ -100,6 +102,7 @@ impl Tally {
             tx_failed: 0,
             rx_overflow: 0,
             unsteered: 0,
+            unread_at_stop: 0,
             malformed: vec![0; Malformed::ALL.len()],
             forwarded: 0,
             dropped: vec![0; DropCause::ALL.len()],
@@ -145,6 +148,9 @@ impl Tally {
         }
         if self.rx_overflow > 0 {
             drops.insert("rx_overflow".to_string(), self.rx_overflow);
+        }
+        if self.unread_at_stop > 0 {
+            drops.insert("unread_at_stop".to_string(), self.unread_at_stop);
         }
         if self.unsteered > 0 {
             drops.insert("unsteered".to_string(), self.unsteered);

@@ -30,6 +30,9 @@ pub(crate) struct FeederStats {
     /// Frames an interface's socket dropped before flowshift read them (its
     /// buffer was full).
     pub rx_overflow: u64,
+    /// Frames still waiting in an interface's socket when the run stopped:
+    /// read, counted in `offered`, and dropped.
+    pub unread_at_stop: u64,
     /// Replica messages from this node's primaries (in `offered`).
     pub replicas_in: u64,
     /// Bulk-sync copies received (not packets: not in `offered`), and those
@@ -457,6 +460,10 @@ pub(crate) fn feed_ports(
         }
     }
     count_overflow(ports, &mut st);
+    let (unread, bytes) = count_unread(ports, &mut batch);
+    st.unread_at_stop += unread;
+    st.offered += unread;
+    st.bytes += bytes;
     if let Some(r) = replica {
         st.replicas_dropped = r.dropped();
         st.offered += st.replicas_dropped;
@@ -542,6 +549,28 @@ fn count_overflow(ports: &[netio::PacketSocket], st: &mut FeederStats) {
         st.rx_overflow += n;
         st.offered += n;
     }
+}
+
+/// At most this many frames are read from one socket when the run stops: the
+/// sender may not have stopped.
+const UNREAD_CAP: u64 = 1 << 22;
+
+/// Frames still waiting in `socks` when the run stops, read and discarded
+/// (what was there, and what arrived meanwhile, up to [`UNREAD_CAP`] a
+/// socket): (frames, bytes on the wire). A socket that fails to read counts
+/// what it read before.
+pub(crate) fn count_unread<'a>(
+    socks: impl IntoIterator<Item = &'a netio::PacketSocket>,
+    batch: &mut netio::RxBatch,
+) -> (u64, u64) {
+    let (mut n, mut bytes) = (0, 0);
+    for s in socks {
+        if let Ok((k, b)) = s.discard_waiting(batch, UNREAD_CAP) {
+            n += k;
+            bytes += b + k * u64::from(trace::FCS_LEN);
+        }
+    }
+    (n, bytes)
 }
 
 /// A hash of a field that is not part of the flow: the TCP or UDP checksum, or the

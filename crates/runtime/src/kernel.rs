@@ -41,6 +41,8 @@ pub(crate) struct RxStats {
     /// Frames the program cannot hash as the NIC model does (not IPv4): they
     /// reach queue 0 whatever their shard, so they are dropped and counted.
     pub unsteered: u64,
+    /// Frames still in the sockets when the run stopped (in `offered`).
+    pub unread_at_stop: u64,
 }
 
 /// A working core's receive side with kernel steering.
@@ -100,6 +102,17 @@ impl KernelRx {
                 }
             }
         }
+    }
+
+    /// Counts what the sockets still hold when the run has stopped (read and
+    /// discarded) and what they dropped.
+    pub fn count_unread(&mut self) {
+        let (n, bytes) =
+            crate::feeder::count_unread(self.socks.iter().map(|(_, s)| s), &mut self.batch);
+        self.stats.unread_at_stop += n;
+        self.stats.offered += n;
+        self.stats.bytes += bytes;
+        self.count_overflow();
     }
 
     /// Counts the frames the sockets dropped.

@@ -69,6 +69,6 @@ pub use replica::{ALIVE, HEARTBEAT, NEW_SECONDARY};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,
-    MakeBalancer, OffloadSelect, OutputTap, PerCore, Progress, RunConfig, RunReport, ScriptedMove,
-    Stop,
+    MakeBalancer, OffloadSelect, OutputTap, PerCore, Progress, Ready, RunConfig, RunReport,
+    ScriptedMove, Stop,
 };

@@ -469,6 +469,9 @@ impl Threads<'_> {
                 Some(p) => feed_ports(&p.rx, p.replica.as_ref(), hasher, shared, queues, opts),
                 None => feed(trace, hasher, shared, queues, opts),
             });
+            if let Some(r) = &cfg.ready {
+                (r.0)();
+            }
             (
                 feeder.join().expect("feeder thread"),
                 ctl.join().expect("controller thread"),
@@ -545,6 +548,7 @@ fn merge(
             feeder.offered += rx.offered;
             feeder.bytes += rx.bytes;
             feeder.rx_overflow += rx.rx_overflow;
+            feeder.unread_at_stop += rx.unread_at_stop;
             t.unsteered += rx.unsteered;
             for (a, b) in feeder.malformed.iter_mut().zip(rx.malformed) {
                 *a += b;
@@ -631,6 +635,7 @@ fn merge(
     t.feed_ns = feeder.duration_ns;
     t.ring_full = feeder.ring_full;
     t.rx_overflow = feeder.rx_overflow;
+    t.unread_at_stop = feeder.unread_at_stop;
     t.malformed = feeder.malformed.to_vec();
     t.elapsed_ns = elapsed_ns;
     t.rounds = ctl.rounds;

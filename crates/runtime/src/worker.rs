@@ -305,7 +305,7 @@ impl Worker {
             offload: self.core.offload_stats().clone(),
             offload_waits,
             rx: self.rx.take().map(|mut r| {
-                r.count_overflow();
+                r.count_unread();
                 r.stats
             }),
             replica: self.replica.as_mut().map(|r| {
