@@ -232,12 +232,13 @@ fn start(bed: &Bed, balancer: &str, (steer, tx): (&str, &str), json: &Path) -> R
         json.to_str().unwrap(),
     ];
     args.extend(flags);
-    let child = Running::start(
+    let mut child = Running::start(
         bed,
         &config(&format!("fw-nat-{balancer}-{steer}"), &io),
         &args,
     );
-    // ready once a UDP echo crosses it
+    child.wait_forwarding();
+    // and a UDP echo crosses it
     let ns = bed.client();
     let t0 = Instant::now();
     std::thread::spawn(move || {
@@ -439,8 +440,8 @@ fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
             return;
         };
         let (a, _) = bed.ifaces();
-        let run = Running::start(&bed, &cfg, &["--steer", steer, "--rx", rx]);
-        std::thread::sleep(Duration::from_millis(700));
+        let mut run = Running::start(&bed, &cfg, &["--steer", steer, "--rx", rx]);
+        run.wait_forwarding();
         // deleting one end of a veth pair deletes both
         netns::exec(&bed.middle(), "ip", &["link", "del", &a]).unwrap();
         let out = run

@@ -147,9 +147,9 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
     let count = Arc::new(Mutex::new(BTreeMap::new()));
     backends(&bed, count.clone());
     let t0 = Instant::now();
-    let child = common::Running::start(&bed, &config(), &[]);
-    // before the backend goes down (the run needs a moment to start)
-    std::thread::sleep(Duration::from_millis(500));
+    let mut child = common::Running::start(&bed, &config(), &[]);
+    // before the backend goes down
+    child.wait_forwarding();
     let mut before = connect(&bed, 200);
     // the schedule runs on the run's clock, which starts after `t0`: anything
     // done before `t0` + 5 s happened before the backend went down

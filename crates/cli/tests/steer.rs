@@ -314,8 +314,8 @@ fn a_plans_rules_steer_frames_from_real_interfaces() {
     )
     .unwrap();
     let json = dir.join("report.json");
-    let run = common::Running::start(&bed, &chain, &["--json", json.to_str().unwrap()]);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut run = common::Running::start(&bed, &chain, &["--json", json.to_str().unwrap()]);
+    run.wait_forwarding();
     let ping = Command::new("ip")
         .args([
             "netns",

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -56,14 +56,20 @@ pub fn downloads(
     }
 }
 
-/// A `flowshift run` on the bed's interfaces; killed on drop unless stopped.
-pub struct Running(Option<Child>);
+/// A `flowshift run` on the bed's interfaces, its standard error going to a
+/// file (read while it runs); killed on drop unless stopped.
+pub struct Running(Option<Child>, PathBuf);
 
 impl Running {
     /// Starts `flowshift run --config CONFIG --iface A,B --workers 2 EXTRA…` in
     /// the bed's middle namespace.
     pub fn start(bed: &Bed, config: &Path, extra: &[&str]) -> Running {
         let (a, b) = bed.ifaces();
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "run-{}-{}.log",
+            bed.prefix,
+            std::process::id()
+        ));
         let child = Command::new("ip")
             .args([
                 "netns",
@@ -76,16 +82,46 @@ impl Running {
             .args(["--iface", &format!("{a},{b}"), "--workers", "2"])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Running(Some(child))
+        Running(Some(child), log)
     }
 
     /// The run's process id (`ip netns exec` runs flowshift in its place).
     #[allow(dead_code)] // not every test binary asks
     pub fn pid(&self) -> u32 {
         self.0.as_ref().expect("running").id()
+    }
+
+    /// Waits until the run says it forwards (its tables built, its threads
+    /// started); panics with what it printed if it ends or takes 30 s.
+    pub fn wait_forwarding(&mut self) {
+        let t0 = std::time::Instant::now();
+        loop {
+            let err = std::fs::read_to_string(&self.1).unwrap_or_default();
+            if err.contains("flowshift: forwarding") {
+                return;
+            }
+            let c = self.0.as_mut().expect("running");
+            assert!(
+                c.try_wait().unwrap().is_none(),
+                "the run ended before forwarding: {err}"
+            );
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "not forwarding after 30 s: {err}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The ended child's output, its standard error from the file.
+    fn output(&mut self, child: Child) -> Output {
+        let mut out = child.wait_with_output().unwrap();
+        out.stderr = std::fs::read(&self.1).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.1);
+        out
     }
 
     /// Ctrl-C, then the run's exit status and output.
@@ -96,11 +132,9 @@ impl Running {
             .status()
             .unwrap();
         assert!(k.success());
-        child.wait_with_output().unwrap()
+        self.output(child)
     }
-}
 
-impl Running {
     /// Waits up to `limit` for the run to end by itself: its exit status and
     /// output, or `None` (still running).
     pub fn wait_for(mut self, limit: std::time::Duration) -> Option<Output> {
@@ -108,7 +142,8 @@ impl Running {
         while t0.elapsed() < limit {
             let c = self.0.as_mut().expect("running");
             if c.try_wait().unwrap().is_some() {
-                return Some(self.0.take().unwrap().wait_with_output().unwrap());
+                let child = self.0.take().unwrap();
+                return Some(self.output(child));
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
