@@ -149,7 +149,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     + usize::from(replication) * 2
                     + usize::from(traffic == "new")) as u8;
                 let batch = frames(flows, r_mac, c_mac, salt & 0x0f);
-                let mut nodes = Vec::new();
+                // killed if the bench fails before stopping them
+                let mut nodes = crate::pool_run::Nodes(Vec::new());
                 for i in 0..NODES {
                     // room for every flow of a `new` run (1 M per node)
                     let cfg = format!(
@@ -158,9 +159,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     );
                     std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
                     let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
-                    nodes.push(crate::pool_run::start_node(&bed, &dir, 1, i)?);
+                    let from = crate::pool_run::node_log_len(&dir, i);
+                    let node = crate::pool_run::start_node(&bed, &dir, 1, i)?;
+                    let limit = Duration::from_secs(30);
+                    nodes.0.push(Some(node));
+                    let node = nodes.0[i].as_mut().expect("started");
+                    crate::pool_run::wait_node_forwarding(&dir, i, from, node, limit)?;
                 }
-                // forwarding once a probe crosses
+                // forwarding once every probe crosses (the odd neighbour
+                // message the server hears cannot pass for one)
                 let t0 = Instant::now();
                 loop {
                     let before = netns::counter(&bed.server(), &s0, "rx_packets")?;
@@ -173,7 +180,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                         0,
                     )?;
                     std::thread::sleep(Duration::from_millis(100));
-                    if netns::counter(&bed.server(), &s0, "rx_packets")? > before + 8 {
+                    if netns::counter(&bed.server(), &s0, "rx_packets")? >= before + 16 {
                         break;
                     }
                     if t0.elapsed() > Duration::from_secs(20) {
@@ -198,7 +205,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
                 let (mut replicated, mut installed, mut dropped) = (0, 0, 0);
                 let mut drops = std::collections::BTreeMap::new();
-                for (i, mut c) in nodes.into_iter().enumerate() {
+                for (i, c) in nodes.0.iter_mut().enumerate() {
+                    let mut c = c.take().expect("started");
                     let _ = Command::new("kill")
                         .args(["-INT", &c.id().to_string()])
                         .status();
