@@ -18,23 +18,30 @@ fn tmp(name: &str) -> PathBuf {
 
 /// A 64 B UDP frame of flow `i` from the client to the server.
 fn frame(i: u32, dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&src);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, (i >> 8) as u8, i as u8]);
-    ip[16..20].copy_from_slice(&[198, 51, 100, 2]);
-    let sum = wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    f[34..36].copy_from_slice(&(1024 + i as u16).to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
+    use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr};
+    PacketRepr {
+        eth: EthernetRepr {
+            src,
+            dst,
+            vlan: None,
+        },
+        ip: IpRepr::V4(Ipv4Repr {
+            src: [10, 0, (i >> 8) as u8, i as u8].into(),
+            dst: [198, 51, 100, 2].into(),
+            dscp: 0,
+            ecn: 0,
+            ident: 0,
+            dont_frag: false,
+            ttl: 64,
+            options: Vec::new(),
+        }),
+        l4: L4Repr::Udp {
+            src_port: 1024 + i as u16,
+            dst_port: 9,
+        },
+        payload: vec![0; 18],
+    }
+    .to_bytes()
 }
 
 fn mac(s: &str) -> [u8; 6] {
