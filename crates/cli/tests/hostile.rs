@@ -377,21 +377,20 @@ fn ctrl_c_mid_run_leaves_a_whole_output_capture_and_report() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // running (and handling signals) once its output file is open
+    // forwarding (and handling signals) once its output file holds more than
+    // the capture's 24-byte header: packets have come out
     let t0 = Instant::now();
     while !std::fs::read_dir(&dir).unwrap().any(|e| {
-        e.unwrap()
-            .file_name()
-            .to_string_lossy()
-            .starts_with(".flowshift-")
+        let e = e.unwrap();
+        e.file_name().to_string_lossy().starts_with(".flowshift-")
+            && e.metadata().is_ok_and(|m| m.len() > 24)
     }) {
         assert!(
             t0.elapsed() < Duration::from_secs(120),
-            "the run never started"
+            "the run never forwarded"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(1000));
     let k = Command::new("kill")
         .args(["-INT", &c.id().to_string()])
         .status()

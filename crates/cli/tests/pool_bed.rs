@@ -18,7 +18,6 @@ use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use netio::netns;
 use netio::poolbed::{PoolBed, SERVER};
@@ -51,10 +50,15 @@ fn chain(i: usize) -> PathBuf {
 }
 
 /// `flowshift run` as node `i`, one working core.
+/// Node `i`'s `flowshift run`, once it says it forwards.
 fn start_node(bed: &PoolBed, i: usize) -> Child {
     let (a, b) = bed.node_ifaces(i);
-    let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pool-node{i}.json"));
-    Command::new("ip")
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (json, log) = (
+        dir.join(format!("pool-node{i}.json")),
+        dir.join(format!("pool-node{i}.log")),
+    );
+    let mut child = Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -68,9 +72,11 @@ fn start_node(bed: &PoolBed, i: usize) -> Child {
         .arg("--json")
         .arg(json)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
-        .unwrap()
+        .unwrap();
+    common::wait_forwarding(&log, &mut child);
+    child
 }
 
 fn server(bed: &PoolBed, peers: Arc<Mutex<BTreeSet<IpAddr>>>) {
@@ -119,7 +125,6 @@ fn the_routers_groups_spread_connections_over_nodes_and_a_node_can_leave() {
     let mut nodes: Vec<Option<Child>> = (0..NODES).map(|i| Some(start_node(&bed, i))).collect();
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     server(&bed, peers.clone());
-    std::thread::sleep(Duration::from_millis(1500));
     let (front, back) = bed.bucket_nodes().unwrap();
     assert_eq!(front, back, "the two directions' buckets differ");
     for n in 0..NODES {

@@ -32,13 +32,14 @@ fn waiting_frames_are_read_counted_and_capped() {
     let c0 = format!("{}c0", bed.prefix);
     const SENT: u64 = 600;
     const LEN: usize = 100;
+    let (open_tx, open_rx) = std::sync::mpsc::channel();
     let (first, second, third, arrived) = std::thread::scope(|s| {
         let rx = s.spawn(|| {
             netns::enter(&mid).unwrap();
             let sock = PacketSocket::open(&a).unwrap();
             let before = netns::counter(&mid, &a, "rx_packets").unwrap();
             // the sender starts once this socket is open
-            std::thread::sleep(Duration::from_millis(300));
+            open_tx.send(()).unwrap();
             let t0 = Instant::now();
             while netns::counter(&mid, &a, "rx_packets").unwrap() < before + SENT
                 && t0.elapsed() < Duration::from_secs(20)
@@ -52,8 +53,8 @@ fn waiting_frames_are_read_counted_and_capped() {
             let third = sock.discard_waiting(&mut b, u64::MAX).unwrap();
             (first, second, third, arrived)
         });
-        s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(100));
+        s.spawn(move || {
+            open_rx.recv().unwrap();
             netns::enter(&cli).unwrap();
             let tx = PacketSocket::open_tx(&c0).unwrap();
             for i in 0..SENT as u32 {

@@ -24,16 +24,17 @@ fn frame(i: u32, len: usize) -> Vec<u8> {
 fn pass(bed: &Bed, count: u32, len: usize) -> (Vec<u32>, &'static str) {
     let (a, _) = bed.ifaces();
     let (mid, cli) = (bed.middle(), bed.client());
+    let (open_tx, open_rx) = std::sync::mpsc::channel();
     let rx = std::thread::scope(|s| {
         let rx = s.spawn(|| {
             netns::enter(&mid).unwrap();
             let sock = PacketSocket::open(&a).unwrap();
             let mode = sock.rx_mode();
+            // the sender starts once this socket is open
+            open_tx.send(()).unwrap();
             let mut got = Vec::new();
             let mut b = RxBatch::new(32);
             let started = Instant::now();
-            // the sender starts once this socket is open
-            std::thread::sleep(Duration::from_millis(1));
             while got.len() < count as usize && started.elapsed() < Duration::from_secs(20) {
                 let n = sock.recv_batch(&mut b).unwrap();
                 for k in 0..n {
@@ -51,7 +52,7 @@ fn pass(bed: &Bed, count: u32, len: usize) -> (Vec<u32>, &'static str) {
             }
             (got, mode)
         });
-        std::thread::sleep(Duration::from_millis(300));
+        open_rx.recv().unwrap();
         s.spawn(|| {
             netns::enter(&cli).unwrap();
             let tx = PacketSocket::open_tx(&format!("{}c0", bed.prefix)).unwrap();

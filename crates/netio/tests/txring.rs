@@ -52,10 +52,13 @@ fn frames_sent_through_the_ring_arrive_whole_and_in_order() {
     mtu(&cli, &c0);
     mtu(&mid, &a);
     const COUNT: u32 = 20_000;
+    let (open_tx, open_rx) = std::sync::mpsc::channel();
     let (got, mode) = std::thread::scope(|s| {
         let rx = s.spawn(|| {
             netns::enter(&mid).unwrap();
             let sock = PacketSocket::open(&a).unwrap();
+            // the sender starts once this socket is open
+            open_tx.send(()).unwrap();
             let mut got = Vec::new();
             let mut b = RxBatch::new(64);
             let started = Instant::now();
@@ -76,7 +79,7 @@ fn frames_sent_through_the_ring_arrive_whole_and_in_order() {
             }
             got
         });
-        std::thread::sleep(Duration::from_millis(300));
+        open_rx.recv().unwrap();
         let tx = s.spawn(|| {
             netns::enter(&cli).unwrap();
             let tx = PacketSocket::open_tx(&c0).unwrap();

@@ -56,6 +56,28 @@ pub fn downloads(
     }
 }
 
+/// Waits until the `flowshift run` of `child`, its standard error going to
+/// `log`, says it forwards (its tables built, its threads started); panics
+/// with what it printed if it ends first or takes 30 s.
+pub fn wait_forwarding(log: &Path, child: &mut Child) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let err = std::fs::read_to_string(log).unwrap_or_default();
+        if err.contains("flowshift: forwarding") {
+            return;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before forwarding: {err}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not forwarding after 30 s: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A `flowshift run` on the bed's interfaces, its standard error going to a
 /// file (read while it runs); killed on drop unless stopped.
 pub struct Running(Option<Child>, PathBuf);
@@ -97,23 +119,7 @@ impl Running {
     /// Waits until the run says it forwards (its tables built, its threads
     /// started); panics with what it printed if it ends or takes 30 s.
     pub fn wait_forwarding(&mut self) {
-        let t0 = std::time::Instant::now();
-        loop {
-            let err = std::fs::read_to_string(&self.1).unwrap_or_default();
-            if err.contains("flowshift: forwarding") {
-                return;
-            }
-            let c = self.0.as_mut().expect("running");
-            assert!(
-                c.try_wait().unwrap().is_none(),
-                "the run ended before forwarding: {err}"
-            );
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "not forwarding after 30 s: {err}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_forwarding(&self.1, self.0.as_mut().expect("running"));
     }
 
     /// The ended child's output, its standard error from the file.
