@@ -27,8 +27,6 @@ pub(crate) struct ControllerStats {
     pub balancer: Vec<(&'static str, f64)>,
     /// The plan applier's counters.
     pub apply: ApplyStats,
-    /// Kernel steering: packets the kernel's per-bucket counters saw in all.
-    pub kernel_bucket_packets: Option<u64>,
 }
 
 /// How long the controller sleeps between checks when no move is under way.
@@ -154,7 +152,6 @@ impl Controller {
         }
         st.balancer = self.balancer.counters();
         st.apply = self.apply.stats().clone();
-        st.kernel_bucket_packets = self.kernel_counts().map(|k| k.iter().sum());
         st
     }
 

@@ -168,9 +168,24 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         ),
     };
     let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
+    // read once every core has closed its sockets (having counted what they
+    // still held): every frame the program steered is in `packets_in` by then
+    let kernel_bucket_packets = threads
+        .kernel
+        .as_ref()
+        .and_then(|k| k.all_packets().ok())
+        .map(|k| k.iter().sum());
     // (a pre-steered replay's preparation is not run time)
     let elapsed_ns = shared.now_ns().saturating_sub(feeder.prep_ns).max(1);
-    let mut out = merge(cfg, elapsed_ns, feeder, ctl, workers, offloaders);
+    let mut out = merge(
+        cfg,
+        elapsed_ns,
+        feeder,
+        ctl,
+        kernel_bucket_packets,
+        workers,
+        offloaders,
+    );
     out.input_failure = shared.input_failure().cloned();
     Ok(out)
 }
@@ -530,6 +545,7 @@ fn merge(
     elapsed_ns: u64,
     feeder: FeederStats,
     ctl: ControllerStats,
+    kernel_bucket_packets: Option<u64>,
     mut workers: Vec<WorkerResult>,
     mut offloaders: Vec<OffloaderResult>,
 ) -> RunOutcome {
@@ -641,7 +657,7 @@ fn merge(
     t.rounds = ctl.rounds;
     t.plan_ns = ctl.plan_ns;
     t.balancer = ctl.balancer;
-    t.kernel_bucket_packets = ctl.kernel_bucket_packets;
+    t.kernel_bucket_packets = kernel_bucket_packets;
     t.control = ctl.apply;
     t.load_over_time = ctl.load_over_time.clone();
     RunOutcome {
