@@ -223,13 +223,6 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
             )?;
             std::thread::sleep(Duration::from_millis(200));
             let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
-            eprintln!(
-                "DBG {} window {:?}",
-                v.name(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-            );
             let mut fs = None;
             match child {
                 None => {
@@ -476,26 +469,8 @@ fn wait_forwarding(
 ) -> anyhow::Result<u64> {
     let t0 = Instant::now();
     let limit = Duration::from_secs(30);
-    let log = f.json.with_extension("log");
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("flowshift: forwarding") {
-            break;
-        }
-        if let Some(status) = f.child.try_wait()? {
-            bail!(
-                "flowshift run ended before forwarding ({status}): {}",
-                text.trim()
-            );
-        }
-        if t0.elapsed() > limit {
-            bail!(
-                "flowshift did not start forwarding within {limit:?}: {}",
-                text.trim()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::forwarding::wait(&f.json.with_extension("log"), 0, &mut f.child, limit)
+        .context("flowshift run")?;
     let probe = &frames[..frames.len().min(16)];
     let mut probes = 0;
     while t0.elapsed() < limit {

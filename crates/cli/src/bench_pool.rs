@@ -164,7 +164,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     let limit = Duration::from_secs(30);
                     nodes.0.push(Some(node));
                     let node = nodes.0[i].as_mut().expect("started");
-                    crate::pool_run::wait_node_forwarding(&dir, i, from, node, limit)?;
+                    let log = dir.join(format!("node{i}.log"));
+                    crate::forwarding::wait(&log, from, node, limit)
+                        .with_context(|| format!("node {i}"))?;
                 }
                 // forwarding once every probe crosses (the odd neighbour
                 // message the server hears cannot pass for one)

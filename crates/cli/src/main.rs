@@ -18,6 +18,7 @@ mod bench_pool;
 mod calibrate;
 mod chain;
 mod compare;
+mod forwarding;
 mod gen;
 mod memcap;
 mod metrics;

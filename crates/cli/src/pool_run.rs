@@ -265,39 +265,6 @@ pub(crate) fn node_log_len(dir: &Path, i: usize) -> u64 {
     std::fs::metadata(dir.join(format!("node{i}.log"))).map_or(0, |m| m.len())
 }
 
-/// Waits until node `i` (started when its log was `from` bytes long) says it
-/// forwards; fails if it ends first or takes `limit`.
-pub(crate) fn wait_node_forwarding(
-    dir: &Path,
-    i: usize,
-    from: u64,
-    node: &mut Child,
-    limit: std::time::Duration,
-) -> anyhow::Result<()> {
-    let path = dir.join(format!("node{i}.log"));
-    let t0 = std::time::Instant::now();
-    loop {
-        let log = std::fs::read(&path).unwrap_or_default();
-        let new = String::from_utf8_lossy(log.get(from as usize..).unwrap_or_default());
-        if new.contains("flowshift: forwarding") {
-            return Ok(());
-        }
-        if let Some(status) = node.try_wait()? {
-            bail!(
-                "node {i} ended before forwarding ({status}): {}",
-                new.trim()
-            );
-        }
-        if t0.elapsed() > limit {
-            bail!(
-                "node {i} not forwarding after {limit:?} (see {})",
-                path.display()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// The nodes' processes: on an early return, killed (their bed goes too).
 pub(crate) struct Nodes(pub Vec<Option<Child>>);
 

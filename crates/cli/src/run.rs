@@ -482,7 +482,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if ifaces.is_some() {
         // scripts (and the bench) wait for this line before offering traffic
         cfg.ready = Some(runtime::Ready(std::sync::Arc::new(|| {
-            eprintln!("flowshift: forwarding")
+            eprintln!("{}", crate::forwarding::LINE)
         })));
     }
     let steering = match a.steer.as_deref().or(sec.io.steer.as_deref()) {
