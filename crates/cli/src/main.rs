@@ -95,7 +95,12 @@ enum TraceCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => {
+            // a restarted NAT hands out other ports than the run before
+            // (servers may still hold those tuples in TIME_WAIT)
+            nf::nat::set_port_salt(rand::random());
+            run::run(a)
+        }
         Command::Sim(a) => sim::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Calibrate(a) => calibrate::run(a),

@@ -121,6 +121,11 @@ pub struct RunArgs {
     /// [default: user].
     #[arg(long)]
     pub steer: Option<String>,
+    /// With --iface: leave interfaces with one receive queue and no receive
+    /// packet steering as they are (by default it is turned on for the run,
+    /// so a flow's frames reach flowshift in the order they arrived).
+    #[arg(long)]
+    pub no_rps: bool,
     /// Serve live metrics in the Prometheus text format at ADDR (e.g.
     /// 127.0.0.1:9100): per-core load, chain and NF counters, drops by cause,
     /// migrations, a latency histogram.
@@ -192,6 +197,9 @@ pub(crate) struct IoSection {
     pub rx: Option<String>,
     /// `sendmmsg` or `ring`, as `--tx`.
     pub tx: Option<String>,
+    /// Receive packet steering on single-queue interfaces for the run
+    /// (default true); false, as `--no-rps`.
+    pub rps: Option<bool>,
     /// An address to serve Prometheus metrics at, as `--metrics`.
     pub metrics: Option<String>,
 }
@@ -357,6 +365,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         (None, Some("ring")) => TxArg::Ring,
         (None, Some(o)) => bail!("[io] tx = `{o}`: expected `sendmmsg` or `ring`"),
     };
+    cfg.rps = !a.no_rps && io.rps.unwrap_or(true);
     netio::set_tx_mode(match tx {
         TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
         TxArg::Ring => netio::TxMode::Ring,

@@ -332,9 +332,8 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     let Some(bed) = common::bed("fsif") else {
         return;
     };
-    // the middle's receive work on one CPU, as a NIC queue's: kernel steering
-    // sees a flow's frames in the order they came (see `unordered_receive`)
-    bed.steer_middle_rx(1).unwrap();
+    // (the middle's interfaces have no receive packet steering: the runs
+    // turn it on, so a flow's frames reach them in the order they came)
     let peers = Arc::new(Mutex::new(BTreeSet::new()));
     let srv = server(&bed, peers.clone());
     let mut ofo = Vec::new();
@@ -463,11 +462,12 @@ fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
             stdout.contains("packets     in"),
             "{steer}: no report\n{stdout}"
         );
-        // this bed's interfaces have no receive packet steering: kernel
-        // steering says what that risks
-        assert_eq!(
-            stderr.contains("no receive packet steering"),
-            steer == "kernel",
+        // this bed's interfaces have one receive queue and no receive
+        // packet steering: the run turns it on, and says so
+        assert!(
+            stderr.contains(&format!(
+                "interface `{a}` has one receive queue: receive packet steering on for the run"
+            )),
             "{steer}: {stderr}"
         );
     }

@@ -10,6 +10,8 @@
 //! - [`steering::KernelRss`]: RSS in the kernel — an eBPF program (assembled
 //!   here, loaded with `bpf(2)`: no compiler, no loader) hashing like the NIC
 //!   model through an indirection table in a BPF map, with per-bucket counters.
+//! - [`rps::FlowOrder`]: receive packet steering on single-queue interfaces
+//!   for a run, so a flow's frames reach it in the order they arrived.
 //! - [`netns`]: create, enter and delete network namespaces.
 //! - [`testbed::Bed`]: client namespace — veth — flowshift namespace — veth —
 //!   server namespace, for integration tests and `scripts/netns.sh`.
@@ -21,6 +23,7 @@ pub mod bpf;
 pub mod netns;
 pub mod poolbed;
 mod ring;
+pub mod rps;
 mod socket;
 pub mod steering;
 pub mod testbed;

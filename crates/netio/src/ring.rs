@@ -133,9 +133,10 @@ impl RxRing {
         }
     }
 
-    /// Calls `f(frame, outgoing)` for up to `max` waiting frames, in order;
+    /// Calls `f(frame, outgoing, stamp)` for up to `max` waiting frames, in
+    /// order (`stamp`: when the kernel received it, `CLOCK_REALTIME` ns);
     /// returns how many.
-    pub(crate) fn read(&self, max: usize, mut f: impl FnMut(&[u8], bool)) -> usize {
+    pub(crate) fn read(&self, max: usize, mut f: impl FnMut(&[u8], bool, u64)) -> usize {
         let mut pos = self.pos.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         while n < max {
@@ -161,7 +162,7 @@ impl RxRing {
                 // SAFETY: the kernel put a tpacket3_hdr at `offset` inside the
                 // block, followed (aligned) by a sockaddr_ll, and the frame at
                 // `tp_mac` from the header, `tp_snaplen` bytes, all in the block.
-                let (frame, outgoing, next) = unsafe {
+                let (frame, outgoing, next, stamp) = unsafe {
                     let hdr_ptr = self.base.add(b * BLOCK_SIZE + pos.offset);
                     let hdr = &*hdr_ptr.cast::<libc::tpacket3_hdr>();
                     let sll = &*hdr_ptr
@@ -177,9 +178,10 @@ impl RxRing {
                         frame,
                         sll.sll_pkttype == libc::PACKET_OUTGOING,
                         hdr.tp_next_offset,
+                        u64::from(hdr.tp_sec) * 1_000_000_000 + u64::from(hdr.tp_nsec),
                     )
                 };
-                f(frame, outgoing);
+                f(frame, outgoing, stamp);
                 n += 1;
                 pos.read += 1;
                 pos.offset += next as usize;

@@ -34,8 +34,16 @@ pub const MAX_FRAME: usize = 9216 + 18;
 pub struct RxBatch {
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
+    /// When the kernel received each frame (`CLOCK_REALTIME` ns; 0: not
+    /// asked, [`PacketSocket::enable_timestamps`]).
+    stamps: Vec<u64>,
+    /// Room for each message's control data (its receive timestamp).
+    control: Vec<[u64; CONTROL_WORDS]>,
     n: usize,
 }
+
+/// A message's control buffer, in 8-byte words: one `SCM_TIMESTAMPNS`.
+const CONTROL_WORDS: usize = 8;
 
 impl RxBatch {
     /// Room for `n` frames of up to [`MAX_FRAME`] bytes (at least 1).
@@ -44,8 +52,18 @@ impl RxBatch {
         RxBatch {
             bufs: vec![vec![0; MAX_FRAME]; n],
             lens: vec![0; n],
+            stamps: vec![0; n],
+            control: vec![[0; CONTROL_WORDS]; n],
             n: 0,
         }
+    }
+
+    /// When the kernel received frame `i` of the last call (`CLOCK_REALTIME`
+    /// ns), on a socket that asked ([`PacketSocket::enable_timestamps`]);
+    /// 0 otherwise.
+    pub fn stamp(&self, i: usize) -> u64 {
+        assert!(i < self.n, "frame {i} of {}", self.n);
+        self.stamps[i]
     }
 
     /// Frames the last call received.
@@ -78,6 +96,9 @@ pub struct PacketSocket {
     /// kernel gave one (else `sendmmsg`); frames too long for its slots leave
     /// by `jumbo`, a plain socket on the same interface.
     tx_ring: Option<(crate::txring::TxRing, Box<PacketSocket>)>,
+    /// Frames are read with the kernel's receive time
+    /// ([`enable_timestamps`](Self::enable_timestamps)).
+    stamps: std::sync::atomic::AtomicBool,
 }
 
 /// How receiving sockets opened from now on read frames.
@@ -230,7 +251,24 @@ impl PacketSocket {
             ifindex,
             ring,
             tx_ring: None,
+            stamps: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Frames are read from now on with the time the kernel received them
+    /// ([`RxBatch::stamp`]): the order in which they reached the interface,
+    /// whichever socket of a fanout group they were steered to.
+    pub fn enable_timestamps(&self) -> io::Result<()> {
+        set_int(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            1,
+        )?;
+        // read by this socket's readers only (a setting, publishing nothing)
+        self.stamps
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Joins fanout group `group` of its interface, steered by `program` (a
@@ -363,14 +401,17 @@ impl PacketSocket {
     fn recv_batch_once(&self, b: &mut RxBatch) -> io::Result<(usize, usize)> {
         b.n = 0;
         let cap = b.bufs.len();
+        // (a setting, publishing nothing: see `enable_timestamps`)
+        let stamps = self.stamps.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(ring) = &self.ring {
-            let read = ring.read(cap, |frame, outgoing| {
+            let read = ring.read(cap, |frame, outgoing, stamp| {
                 if outgoing {
                     return;
                 }
                 let len = frame.len().min(MAX_FRAME);
                 b.bufs[b.n][..len].copy_from_slice(&frame[..len]);
                 b.lens[b.n] = len;
+                b.stamps[b.n] = if stamps { stamp } else { 0 };
                 b.n += 1;
             });
             if read == 0 {
@@ -397,6 +438,12 @@ impl PacketSocket {
             .zip(&mut from)
             .map(|(v, a)| mmsghdr(v, Some(a)))
             .collect();
+        if stamps {
+            for (m, c) in msgs.iter_mut().zip(&mut b.control) {
+                m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+                m.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
+            }
+        }
         // SAFETY: every header points at one iovec over a MAX_FRAME-byte buffer
         // and at one sockaddr_ll, all alive and unaliased for the call; the
         // kernel writes at most those sizes.
@@ -426,6 +473,7 @@ impl PacketSocket {
                 b.bufs.swap(b.n, i);
             }
             b.lens[b.n] = len;
+            b.stamps[b.n] = if stamps { receive_time(&m.msg_hdr) } else { 0 };
             b.n += 1;
         }
         Ok((b.n, n as usize))
@@ -509,6 +557,25 @@ impl PacketSocket {
 
 /// A `sendmmsg`/`recvmmsg` header for one buffer, with room for the peer's
 /// link-layer address when `name` is given.
+/// The `SCM_TIMESTAMPNS` a received message's control data carries
+/// (`CLOCK_REALTIME` ns), or 0.
+fn receive_time(h: &libc::msghdr) -> u64 {
+    // SAFETY: `h` was filled by recvmmsg: its control pointer and length
+    // describe the control data the kernel wrote into our buffer, which the
+    // CMSG macros walk within those bounds.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    0
+}
+
 fn mmsghdr(iov: &mut libc::iovec, name: Option<&mut libc::sockaddr_ll>) -> libc::mmsghdr {
     // SAFETY: an all-zero msghdr is a valid "no address, no control" header.
     let mut h: libc::msghdr = unsafe { std::mem::zeroed() };

@@ -457,6 +457,19 @@ impl Chain {
         (hash as usize) & (self.shards - 1)
     }
 
+    /// Notes that `p`, which ran on `shards` (held here), leaves now: false if
+    /// it was reordered, a packet of its flow and direction that arrived
+    /// after it having left before it ([`state::FlowTable::exit_in_order`]).
+    /// A packet without a flow entry, or whose shard is not held here, is not
+    /// judged.
+    #[inline]
+    pub fn exit_in_order(&self, shards: &mut [Option<Shard>], p: &Packet) -> bool {
+        match (p.entry, shards.get_mut(self.shard_of(p.hash))) {
+            (Some(id), Some(Some(shard))) => shard.table.exit_in_order(id, p.dir, p.ts_ns),
+            _ => true,
+        }
+    }
+
     /// The pairs of consecutive NFs (by index) that run fused: each packet
     /// of a run of found packets goes through both before the next packet
     /// does, in one loop compiled for their types ([`Found::each2`]). The

@@ -179,6 +179,11 @@ pub struct RunConfig {
     /// With interfaces: this node's part in a pool with state replication
     /// (Sirius ping-pong): where it receives copies and where it sends them.
     pub replica: Option<Replica>,
+    /// With interfaces: turn receive packet steering on for the run on those
+    /// with one receive queue and none (a veth), so that a flow's frames
+    /// reach flowshift in the order they arrived (`netio::rps`); on by
+    /// default.
+    pub rps: bool,
 }
 
 /// A pool node's replication: a packet that creates or changes its flow's
@@ -364,6 +369,7 @@ impl Default for RunConfig {
             stop: None,
             metrics: None,
             presteer: false,
+            rps: true,
             nic_threads: 1,
             recycle: true,
             replica: None,

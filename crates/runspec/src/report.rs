@@ -131,7 +131,10 @@ pub struct RunReport {
     pub drops: Drops,
     /// The `malformed` drops by parse cause (only causes seen).
     pub malformed: Drops,
-    /// Packets whose sequence tag was lower than one already seen on their flow.
+    /// Forwarded packets that left after a packet of their flow and direction
+    /// that arrived after them (every packet with a flow entry, judged by the
+    /// NIC model's arrival stamps; the simulator by arrival number), plus
+    /// `reordered_at_exit` where that is measured instead.
     pub reordered: u64,
     /// Packets that left after a later packet of their flow had left, counted at
     /// the exit from departure times (Sprayer runs, whose chains cannot count it).

@@ -46,7 +46,8 @@ pub struct Tally {
     pub forwarded: u64,
     /// Dropped by the chain, by [`DropCause::ALL`] index.
     pub dropped: Vec<u64>,
-    /// Packets counted as reordered by the chain.
+    /// Forwarded packets that left after a packet of their flow and
+    /// direction that arrived after them.
     pub reordered: u64,
     /// Packets reordered at the exit (runs whose chain cannot count it).
     pub reordered_at_exit: Option<u64>,

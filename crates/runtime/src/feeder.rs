@@ -47,6 +47,25 @@ pub(crate) struct FeederStats {
     pub replicas_dropped: u64,
 }
 
+/// The NIC model's arrival stamps: the time a packet was steered, made
+/// strictly increasing, so that two packets of a flow never share one and
+/// its exit order can be checked against them
+/// ([`state::FlowTable::exit_in_order`]).
+#[derive(Debug, Default)]
+pub(crate) struct Arrivals {
+    last: u64,
+}
+
+impl Arrivals {
+    /// The next packet's stamp: now, or just after the last stamp.
+    #[inline]
+    pub fn stamp(&mut self, shared: &Shared) -> u64 {
+        let t = shared.now_ns().max(self.last + 1);
+        self.last = t;
+        t
+    }
+}
+
 /// How the feeder plays the trace.
 pub(crate) struct FeedOptions {
     pub schedule: Schedule,
@@ -190,6 +209,7 @@ pub(crate) fn feed(
             .collect()
     });
     let mut n = 0u64;
+    let mut arrivals = Arrivals::default();
     let t0 = shared.now_ns();
     st.prep_ns = t0 - prep0;
     while n < total {
@@ -211,7 +231,7 @@ pub(crate) fn feed(
             }
             st.offered += 1;
             st.bytes += u64::from(trace.orig_len(i)) + u64::from(trace::FCS_LEN);
-            let now = shared.now_ns();
+            let now = arrivals.stamp(shared);
             let parsed = match &pre {
                 Some(pre) => match &pre[i] {
                     Ok(t) => Ok(from_template(t, buffers.copy(trace.frame(i)), now)),
@@ -285,6 +305,7 @@ fn feed_parsed(
         let wait = !matches!(schedule.pace, Pace::Timed { .. });
         let mut n = 0u64;
         let mut b = 0usize;
+        let mut arrivals = Arrivals::default();
         let t0 = shared.now_ns();
         'feed: while n < total {
             if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
@@ -325,7 +346,7 @@ fn feed_parsed(
                         continue;
                     }
                 };
-                p.ts_ns = shared.now_ns();
+                p.ts_ns = arrivals.stamp(shared);
                 if !enqueue(p, n, spray, wait, shared, &mut queues, &mut st) {
                     break 'feed;
                 }
@@ -402,6 +423,7 @@ pub(crate) fn feed_ports(
     let mut batch = netio::RxBatch::new(opts.burst.min(64));
     let mut dgram = vec![0u8; 65_536];
     let mut n = 0u64;
+    let mut arrivals = Arrivals::default();
     loop {
         let now = shared.now_ns();
         let stop = opts.stop.as_ref().is_some_and(|s| s.is_set());
@@ -429,7 +451,7 @@ pub(crate) fn feed_ports(
                 n += 1;
                 st.offered += 1;
                 st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-                match Packet::new(opts.buffers.copy(frame), shared.now_ns(), hasher) {
+                match Packet::new(opts.buffers.copy(frame), arrivals.stamp(shared), hasher) {
                     Ok(mut p) => {
                         p.port = port as u8;
                         enqueue(p, n, opts.spray, false, shared, &mut queues, &mut st);
@@ -447,6 +469,7 @@ pub(crate) fn feed_ports(
                 &mut queues,
                 &mut st,
                 &mut n,
+                &mut arrivals,
                 &opts,
             );
         }
@@ -486,6 +509,7 @@ fn replicas(
     queues: &mut [Producer<Packet>],
     st: &mut FeederStats,
     n: &mut u64,
+    arrivals: &mut Arrivals,
     opts: &FeedOptions,
 ) -> usize {
     let mut got = 0;
@@ -525,7 +549,7 @@ fn replicas(
         st.offered += 1;
         st.replicas_in += 1;
         st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-        match Packet::new(frame.to_vec(), shared.now_ns(), hasher) {
+        match Packet::new(frame.to_vec(), arrivals.stamp(shared), hasher) {
             Ok(mut p) => {
                 crate::replica::append_entry(&mut p.data, entry);
                 p.port = port | crate::replica::REPLICA;

@@ -85,10 +85,14 @@ impl KernelRx {
                     }
                 };
                 for i in 0..k {
+                    // stamped when the kernel received it: a flow's frames
+                    // in the order they reached the interface, whichever
+                    // core's socket they are read from, and when
+                    let arrived = shared.kernel_time(self.batch.stamp(i));
                     let frame = self.batch.frame(i);
                     self.stats.offered += 1;
                     self.stats.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-                    match Packet::new(frame.to_vec(), shared.now_ns(), &self.hasher) {
+                    match Packet::new(frame.to_vec(), arrived, &self.hasher) {
                         Ok(mut p) => {
                             if p.info.ip_version != wire::parse::IpVersion::V4 {
                                 self.stats.unsteered += 1;

@@ -46,6 +46,8 @@
 mod backoff;
 mod bulk;
 mod controller;
+#[cfg(test)]
+mod faults;
 mod feeder;
 mod kernel;
 mod messages;
@@ -62,6 +64,8 @@ mod worker;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod order_tests;
 
 pub use bulk::{BULK_QUERY, BULK_START, BULK_STATUS, BULK_STOP};
 pub use ports::Steering;

@@ -80,7 +80,12 @@ impl Offloader {
                             let v = match (leased.get_mut(&key), pkt.entry) {
                                 (Some(l), Some(e)) => {
                                     let info = self.chain.shard_info(usize::from(shard));
-                                    self.chain.process_leased(info, e, l, &mut pkt, now)
+                                    let v = self.chain.process_leased(info, e, l, &mut pkt, now);
+                                    if v == Verdict::Forward {
+                                        let ok = l.exit_in_order(pkt.dir, pkt.ts_ns);
+                                        self.sink.exit_order(ok);
+                                    }
+                                    v
                                 }
                                 _ => {
                                     debug_assert!(false, "an offloaded packet without its state");

@@ -41,11 +41,14 @@ pub(crate) struct Ports {
     pub replica: Option<crate::replica::ReplicaRx>,
     /// A pool node's links to its secondary, one per working core.
     pub replica_tx: Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>,
+    /// Receive packet steering turned on for the run (set back when dropped).
+    pub _order: netio::rps::FlowOrder,
 }
 
 impl Ports {
     /// Opens `names` for `workers` working cores, shard s of `owner` on core
     /// `owner[s]`, and `cores` sending cores (working and offloading).
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         names: &[String],
         steering: Steering,
@@ -54,6 +57,7 @@ impl Ports {
         workers: usize,
         cores: usize,
         replica: Option<runspec::Replica>,
+        rps: bool,
     ) -> Result<Ports, RunError> {
         let cfg = |m: String| RunError::Config(m);
         if names.is_empty() || names.len() > 2 {
@@ -62,6 +66,7 @@ impl Ports {
                 names.len()
             )));
         }
+        let order = flow_order(names, rps).map_err(cfg)?;
         let open = |f: fn(&str) -> Result<PacketSocket, netio::SocketError>| {
             names
                 .iter()
@@ -110,6 +115,7 @@ impl Ports {
                 tx,
                 replica: rx,
                 replica_tx,
+                _order: order,
             });
         }
         if replica.is_some() {
@@ -127,17 +133,14 @@ impl Ports {
             k.set(b, u32::from(q))
                 .map_err(|e| cfg(format!("kernel steering: {e}")))?;
         }
-        for name in names {
-            if let Some(w) = unordered_receive(name) {
-                eprintln!("flowshift: warning: {w}");
-            }
-        }
         let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
         for (i, name) in names.iter().enumerate() {
             // a group per interface; ids from the process id keep runs apart
             let group = ((std::process::id() as u16) << 1) | i as u16;
             for socks in per_core.iter_mut() {
                 let s = PacketSocket::open(name).map_err(|e| cfg(e.to_string()))?;
+                s.enable_timestamps()
+                    .map_err(|e| cfg(format!("interface `{name}`: SO_TIMESTAMPNS: {e}")))?;
                 s.join_fanout(group, k.program())
                     .map_err(|e| cfg(format!("interface `{name}`: fanout group: {e}")))?;
                 socks.push((i as u8, s));
@@ -150,17 +153,43 @@ impl Ports {
             tx,
             replica: None,
             replica_tx: Vec::new(),
+            _order: order,
         })
     }
 }
 
-/// Kernel steering needs a flow's frames to reach the eBPF program in the order
-/// they arrived, which Linux keeps within one CPU's receive backlog — a NIC
-/// queue is processed by one CPU. A single-queue interface such as a veth
+/// Receive packet steering on `names` where they have one receive queue and
+/// none (`rps`), said once per interface; without `rps`, a warning for each
+/// such interface. Steering in user space or in the kernel, flowshift reads
+/// what its sockets are handed: frames of a flow its sender sent from two
+/// CPUs reach them out of order on a single-queue interface without it (seen
+/// on the test bed as a few out-of-order TCP segments in one run in three,
+/// none with it; `netio::rps`).
+fn flow_order(names: &[String], rps: bool) -> Result<netio::rps::FlowOrder, String> {
+    if !rps {
+        for name in names {
+            if let Some(w) = unordered_receive(name) {
+                eprintln!("flowshift: warning: {w}");
+            }
+        }
+        return Ok(netio::rps::FlowOrder::default());
+    }
+    let (order, done) = netio::rps::FlowOrder::keep(names)
+        .map_err(|e| format!("receive packet steering (or set `[io] rps = false`): {e}"))?;
+    for (name, q) in names.iter().zip(done) {
+        if let netio::rps::Queues::TurnedOn(mask) = q {
+            eprintln!(
+                "flowshift: interface `{name}` has one receive queue: receive packet steering on \
+                 for the run (CPUs {mask}), so each flow's frames arrive in order, as a NIC queue's"
+            );
+        }
+    }
+    Ok(order)
+}
+
+/// Without receive packet steering, a single-queue interface such as a veth
 /// queues each frame on its *sender's* CPU, so a flow sent from two CPUs can
-/// reach the program out of order (seen as a few out-of-order TCP segments in
-/// about one run in thirty on the test bed while shards moved; none in 119 runs
-/// with receive packet steering). Says so when `iface` has one receive queue
+/// reach flowshift out of order. Says so when `iface` has one receive queue
 /// and no receive packet steering.
 fn unordered_receive(iface: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{iface}/queues");
@@ -173,15 +202,12 @@ fn unordered_receive(iface: &str) -> Option<String> {
         return None;
     }
     let mask = std::fs::read_to_string(format!("{dir}/{}/rps_cpus", queues[0])).ok()?;
-    mask.trim()
-        .chars()
-        .all(|c| c == '0' || c == ',')
-        .then(|| {
-            format!(
-                "interface `{iface}` has one receive queue and no receive packet steering: frames of a flow \
-                 sent from two CPUs can reach kernel steering out of order; give it one \
-                 (echo 1 > {dir}/{}/rps_cpus) as a NIC queue would",
-                queues[0]
-            )
-        })
+    netio::rps::is_empty_mask(&mask).then(|| {
+        format!(
+            "interface `{iface}` has one receive queue and no receive packet steering (`rps = false`): \
+             frames of a flow sent from two CPUs can reach flowshift out of order; give it one \
+             (echo f > {dir}/{}/rps_cpus) as a NIC queue would",
+            queues[0]
+        )
+    })
 }

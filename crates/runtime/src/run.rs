@@ -130,6 +130,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 cfg.workers,
                 cfg.workers + cfg.offloaders,
                 cfg.replica,
+                cfg.rps,
             )?)
         }
         Input::Trace(_) => None,
@@ -628,6 +629,7 @@ fn merge(
         .chain(offloaders.iter_mut().map(|r| &mut r.sink));
     for s in sinks {
         t.tx_failed += s.tx_failed;
+        t.reordered += s.reordered;
         for (c, h) in s.latency.iter().enumerate() {
             t.latency[c].add(h).expect("same bounds");
         }
@@ -687,13 +689,6 @@ fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
     t.flows_undone = c.undone;
     t.emergencies = c.emergencies;
     t.dropped = DropCause::ALL.iter().map(|d| c.dropped(*d)).collect();
-    t.reordered = total
-        .nfs()
-        .iter()
-        .flat_map(|n| n.counters())
-        .filter(|(k, _)| *k == "reordered")
-        .map(|(_, v)| v)
-        .sum();
     t.flows_evicted = shards.iter().map(|s| s.table.stats().evicted).sum();
     t.flows = shards.iter().fold([0; 3], |a, s| {
         let st = s.table.stats();

@@ -23,6 +23,16 @@ pub(crate) struct Shared {
     /// as if stopped, and reports it.
     input_failure: std::sync::OnceLock<String>,
     pub start: Instant,
+    /// The wall clock (ns since the epoch) at `start`: kernel receive times
+    /// are on it.
+    wall_start_ns: u64,
+}
+
+/// The wall clock, ns since the epoch.
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Aborts the run if the thread holding it panics, so the other threads stop
@@ -49,7 +59,17 @@ impl Shared {
             aborted: AtomicBool::new(false),
             input_failure: std::sync::OnceLock::new(),
             start: Instant::now(),
+            wall_start_ns: wall_ns(),
         }
+    }
+
+    /// A kernel receive time (wall clock ns, [`netio::RxBatch::stamp`]) on
+    /// the runtime's clock; none (0): now.
+    pub fn kernel_time(&self, stamp: u64) -> u64 {
+        if stamp == 0 {
+            return self.now_ns();
+        }
+        stamp.saturating_sub(self.wall_start_ns)
     }
 
     /// Ends the input (the first failure is kept).

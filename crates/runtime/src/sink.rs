@@ -59,6 +59,9 @@ pub(crate) struct Sink {
     tx: Option<std::sync::Arc<Tx>>,
     /// Forwarded packets the interface refused.
     pub tx_failed: u64,
+    /// Forwarded packets that left after a packet of their flow and
+    /// direction that arrived after them ([`state::FlowTable::exit_in_order`]).
+    pub reordered: u64,
     /// With interfaces: frames waiting to be sent, per port.
     pending: Vec<Vec<Vec<u8>>>,
     /// Where forwarded packets are streamed as they leave.
@@ -81,6 +84,7 @@ impl Sink {
             priority_dscp,
             tx: None,
             tx_failed: 0,
+            reordered: 0,
             pending: Vec::new(),
             tap: None,
             recycle: None,
@@ -144,6 +148,13 @@ impl Sink {
     #[inline]
     pub fn is_priority(&self, p: &Packet) -> bool {
         p.info.dscp == self.priority_dscp
+    }
+
+    /// Counts a forwarded packet's place in its flow's exit order (`in_order`
+    /// false: it was reordered).
+    #[inline]
+    pub fn exit_order(&mut self, in_order: bool) {
+        self.reordered += u64::from(!in_order);
     }
 
     /// Counts a packet that left this node another way (to its pool

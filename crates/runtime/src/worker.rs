@@ -179,6 +179,23 @@ fn count_bucket(p: &Packet, mask: usize, sc: &mut Scratch, stats: &WorkerStats, 
     }
 }
 
+/// Notes the exit of a burst's forwarded packets, which leave in burst
+/// order, in their flows' exit order (and counts those reordered).
+#[inline]
+fn exits(
+    chain: &Chain,
+    shards: &mut [Option<Shard>],
+    pkts: &[Packet],
+    verdicts: &[Option<Verdict>],
+    sink: &mut Sink,
+) {
+    for (p, v) in pkts.iter().zip(verdicts) {
+        if *v == Some(Verdict::Forward) {
+            sink.exit_order(chain.exit_in_order(shards, p));
+        }
+    }
+}
+
 /// Busy and idle time, packets.
 struct Clock {
     busy_ns: u64,
@@ -409,6 +426,7 @@ impl Worker {
                     true
                 },
             );
+            exits(chain, shards, part, &sc.routed, sink);
             // latency ends when the chain is done with the packets
             sink.ran_here(part, &sc.routed, shared.now_ns());
         }
@@ -502,6 +520,13 @@ impl Worker {
         let done = self.shared.now_ns();
         if !offloading && self.replica.is_none() {
             // every packet ran here: their outcomes are counted together
+            exits(
+                &self.chain,
+                &mut self.shards,
+                &sc.batch,
+                &sc.routed,
+                &mut self.sink,
+            );
             self.sink.ran_here(&mut sc.batch, &sc.routed, done);
             sc.batch.clear();
             return 0;
@@ -518,6 +543,10 @@ impl Worker {
         {
             match (fate, v) {
                 (_, Some(v)) => {
+                    if *v == Verdict::Forward {
+                        let ok = self.chain.exit_in_order(&mut self.shards, &p);
+                        self.sink.exit_order(ok);
+                    }
                     if *v == Verdict::Forward
                         && self.replica.is_some()
                         && self.replicate(&p, Some(i), done)
@@ -639,6 +668,10 @@ impl Worker {
 
     /// Runs packets of owned shards here, in order (held or pending ones).
     fn process_here(&mut self, mut pkts: Vec<Packet>, verdicts: &mut Vec<Verdict>) {
+        #[cfg(test)]
+        if crate::faults::REVERSE_HELD.load(std::sync::atomic::Ordering::Relaxed) {
+            pkts.reverse();
+        }
         if self.replica.is_some() {
             self.install_replicas(&mut pkts, self.shared.now_ns());
         }
@@ -648,6 +681,10 @@ impl Worker {
                 .process_burst(&mut self.shards, chunk, now, verdicts);
             let done = self.shared.now_ns();
             for (p, v) in chunk.iter().zip(verdicts.iter()) {
+                if *v == Verdict::Forward {
+                    let ok = self.chain.exit_in_order(&mut self.shards, p);
+                    self.sink.exit_order(ok);
+                }
                 // (held packets: whether each changed its flow is not known
                 // here, so each one with an entry goes by the secondary)
                 if *v == Verdict::Forward && self.replicate(p, None, done) {

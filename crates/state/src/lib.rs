@@ -29,7 +29,7 @@ mod wheel;
 pub use fast::FastStats;
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
-    CapPolicy, Detached, EntryId, FlowTable, Image, IndexHash, InsertError, Lookup, Probe, Rearm,
-    Slot, SlotMut, TableConfig, TableStats,
+    CapPolicy, Detached, EntryId, Exits, FlowTable, Image, IndexHash, InsertError, Lookup, Probe,
+    Rearm, Slot, SlotMut, TableConfig, TableStats,
 };
 pub use wheel::TimerWheel;

@@ -186,6 +186,38 @@ pub struct Detached<S> {
     /// Whether the flow had seen both directions when detached (kept up to date by
     /// whoever processes it meanwhile).
     pub assured: bool,
+    /// The flow's exit order ([`FlowTable::exit_in_order`]), kept by whoever
+    /// forwards its packets meanwhile ([`Detached::exit_in_order`]).
+    pub exits: Exits,
+}
+
+/// A flow's exit order: per direction, the arrival stamp of the last packet
+/// that left (0: none yet). The NIC model stamps packets with strictly
+/// increasing times, so a packet whose stamp is below its direction's last
+/// one left after a packet that arrived after it: it was reordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exits([u64; 2]);
+
+impl Exits {
+    /// Notes that a packet of direction `dir` stamped `stamp` left; false if
+    /// a packet that arrived after it left before it.
+    #[inline]
+    pub fn note(&mut self, dir: Dir, stamp: u64) -> bool {
+        let last = &mut self.0[dir as usize];
+        if stamp < *last {
+            return false;
+        }
+        *last = stamp;
+        true
+    }
+}
+
+impl<S> Detached<S> {
+    /// [`FlowTable::exit_in_order`] for a flow whose slots are detached.
+    #[inline]
+    pub fn exit_in_order(&mut self, dir: Dir, stamp: u64) -> bool {
+        self.exits.note(dir, stamp)
+    }
 }
 
 /// A slot of a flow entry and its deadline, borrowed with the slots of the
@@ -223,6 +255,9 @@ pub struct FlowTable<S> {
     meta: Vec<Meta>,
     aliases: Vec<(FlowKey, u32)>,
     slots: Vec<Cell<S>>,
+    /// Per entry, its exit order (apart from `meta`, which fills a cache
+    /// line: only a packet's exit reads it).
+    exits: Vec<Exits>,
     index: Vec<u64>,
     shift: u32,
     mask: usize,
@@ -281,6 +316,7 @@ impl<S: Slot> FlowTable<S> {
             CapPolicy::Refuse => 0,
         };
         let entry = std::mem::size_of::<Meta>()
+            + std::mem::size_of::<Exits>()
             + cfg.slots * std::mem::size_of::<Cell<S>>()
             + alias
             // up to 3 wheel items per entry before stale ones are dropped
@@ -311,6 +347,7 @@ impl<S: Slot> FlowTable<S> {
             meta: room(cfg.capacity),
             aliases: room(alias_room),
             slots: room(cfg.capacity.saturating_mul(cfg.slots)),
+            exits: room(cfg.capacity),
             index: vec![EMPTY; size],
             shift: 64 - size.trailing_zeros(),
             mask: size - 1,
@@ -851,9 +888,11 @@ impl<S: Slot> FlowTable<S> {
                     self.heat.push(0);
                 }
                 self.slots.extend((0..n).map(|_| Cell::default()));
+                self.exits.push(Exits::default());
                 id
             }
         };
+        self.exits[id as usize] = Exits::default();
         let m = &mut self.meta[id as usize];
         m.key = key;
         m.hash = hash;
@@ -891,6 +930,7 @@ impl<S: Slot> FlowTable<S> {
             .max(1);
         let n = self.cfg.slots;
         self.meta.reserve_exact(more);
+        self.exits.reserve_exact(more);
         self.slots.reserve_exact(more * n);
         if self.cfg.keys_per_entry > 1 {
             self.aliases.reserve_exact(more);
@@ -1280,6 +1320,7 @@ impl<S: Slot> FlowTable<S> {
             slots: Vec::with_capacity(n),
             deadlines: Vec::with_capacity(n),
             assured: self.meta[i].assured,
+            exits: self.exits[i],
         };
         for c in &mut self.slots[i * n..(i + 1) * n] {
             d.slots.push(core::mem::take(&mut c.state));
@@ -1299,6 +1340,7 @@ impl<S: Slot> FlowTable<S> {
         let n = self.cfg.slots;
         self.meta[i].pinned = false;
         self.meta[i].assured |= d.assured;
+        self.exits[i] = d.exits;
         for (nf, (state, deadline)) in d.slots.into_iter().zip(d.deadlines).enumerate() {
             if state.is_empty() {
                 self.clear_slot(id, nf);
@@ -1314,6 +1356,19 @@ impl<S: Slot> FlowTable<S> {
             self.push_unassured(id.0, gen);
         }
         !self.release_if_empty(id)
+    }
+
+    /// Notes that a packet of entry `id`, direction `dir`, arrival stamp
+    /// `stamp`, left (was forwarded); false if it was reordered: a packet of
+    /// the same direction that arrived after it left before it. The entry's
+    /// order moves with its shard and, detached, with its slots; a new entry
+    /// starts with none.
+    #[inline]
+    pub fn exit_in_order(&mut self, id: EntryId, dir: Dir, stamp: u64) -> bool {
+        match self.exits.get_mut(id.0 as usize) {
+            Some(e) => e.note(dir, stamp),
+            None => true,
+        }
     }
 
     /// True while the entry is detached.

@@ -632,3 +632,40 @@ fn an_image_installs_in_another_table_by_both_keys() {
     assert_eq!(b.install(&empty, 62_000_000, |_, _, _| {}).unwrap(), None);
     assert_eq!(b.len(), 0);
 }
+
+/// A flow's exit order: per direction, a packet whose arrival stamp is below
+/// the last one that left is late (and does not move the mark back); the
+/// order travels with detached slots and comes back with them; a new entry in
+/// a freed slot starts with none.
+#[test]
+fn exit_order_is_kept_per_direction_and_travels_with_the_slots() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(8, CapPolicy::Refuse));
+    let k = FlowKey::of(&tuple(1)).0;
+    let a = t.insert(k, state::Side::Lo, 1, |_, _, _| {}).unwrap();
+    *t.slot_mut(a, 0) = Some(1);
+    assert!(t.exit_in_order(a, Dir::Original, 10));
+    assert!(t.exit_in_order(a, Dir::Original, 20));
+    // the other direction has an order of its own
+    assert!(t.exit_in_order(a, Dir::Reply, 15));
+    assert!(!t.exit_in_order(a, Dir::Original, 15), "15 left after 20");
+    // the late packet did not lower the mark
+    assert!(!t.exit_in_order(a, Dir::Original, 19));
+    assert!(t.exit_in_order(a, Dir::Original, 21));
+    // detached: the order goes with the slots, and comes back with them
+    let mut d = t.detach(a);
+    assert!(!d.exit_in_order(Dir::Original, 5));
+    assert!(d.exit_in_order(Dir::Original, 30));
+    assert!(t.attach(a, d));
+    assert!(
+        !t.exit_in_order(a, Dir::Original, 25),
+        "30 left while detached"
+    );
+    assert!(!t.exit_in_order(a, Dir::Reply, 14));
+    // freed, then reused by another flow: no order carried over
+    t.remove(a);
+    let b = t
+        .insert(FlowKey::of(&tuple(2)).0, state::Side::Lo, 2, |_, _, _| {})
+        .unwrap();
+    assert_eq!(a, b, "the freed slot is reused");
+    assert!(t.exit_in_order(b, Dir::Original, 1));
+}

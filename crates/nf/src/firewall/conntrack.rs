@@ -288,6 +288,12 @@ fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCaus
     Ok(match st {
         SynSent if !reply && syn && !ack => SynSent,
         SynSent if reply && syn && ack => SynRecv,
+        // a server still holding an earlier connection of the tuple in
+        // TIME_WAIT answers the new SYN with that connection's bare ACK: it
+        // passes, changing nothing (conntrack ignores it the same way), so
+        // the client answers with the RST that ends the TIME_WAIT and its
+        // next SYN opens the connection
+        SynSent if reply && f == TcpFlags::ACK => SynSent,
         SynSent => return Err(DropCause::CtInvalid),
         SynRecv if reply && syn && ack => SynRecv,
         SynRecv if !reply && ack && !syn => {
@@ -360,14 +366,36 @@ mod tests {
         assert_eq!(c, Conn::Tcp(TcpState::SynSent));
     }
 
+    /// A server that still holds the tuple's last connection in TIME_WAIT
+    /// answers a new SYN with that connection's ACK: it passes without
+    /// changing the state (as conntrack ignores it), the client's RST closes
+    /// the connection, and the client's next SYN opens it again.
+    #[test]
+    fn a_stale_ack_to_a_new_syn_passes_and_the_retry_opens() {
+        let mut c = Conn::open(tcp(S)).unwrap();
+        c.update(Dir::Reply, tcp(A)).unwrap();
+        assert_eq!(c, Conn::Tcp(TcpState::SynSent));
+        c.update(Dir::Original, tcp(TcpFlags::RST)).unwrap();
+        assert_eq!(c, Conn::Tcp(TcpState::Closed));
+        c.update(Dir::Original, tcp(S)).unwrap();
+        c.update(Dir::Reply, tcp(S | A)).unwrap();
+        c.update(Dir::Original, tcp(A)).unwrap();
+        assert_eq!(c, Conn::Tcp(TcpState::Established));
+    }
+
     #[test]
     fn invalid_sequences() {
         assert_eq!(Conn::open(tcp(A)), Err(DropCause::CtInvalid));
         let mut c = Conn::open(tcp(S)).unwrap();
         assert_eq!(
-            c.update(Dir::Reply, tcp(A)),
+            c.update(Dir::Reply, tcp(F | A)),
             Err(DropCause::CtInvalid),
-            "data before SYN-ACK"
+            "a FIN before SYN-ACK"
+        );
+        assert_eq!(
+            c.update(Dir::Original, tcp(A)),
+            Err(DropCause::CtInvalid),
+            "the client's ACK before SYN-ACK"
         );
         c.update(Dir::Reply, tcp(TcpFlags::RST)).unwrap();
         assert_eq!(c, Conn::Tcp(TcpState::Closed));

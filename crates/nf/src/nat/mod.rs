@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 pub use config::NatSection;
 use ipnet::Ipv4Net;
-pub use pool::{PortClass, PortPlan, PortPool};
+pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
 use serde::{Deserialize, Serialize};
 use state::Dir;
 use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};

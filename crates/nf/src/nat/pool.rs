@@ -9,6 +9,7 @@
 //! port by those bits once; a shard's [`PortPool`] owns every S-th port of each
 //! group, so shards never share a port and never need a lock.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use steer::Toeplitz;
@@ -23,11 +24,37 @@ pub struct PortPlan {
     by_value: Vec<Vec<u16>>,
     value_of: Vec<u16>,
     lo: u16,
+    /// Where each shard's pool starts handing out ports ([`PortPool`]).
+    salt: u64,
+}
+
+/// The salt of the port plans made from now on ([`set_port_salt`]).
+static SALT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Where the port pools of the chains built from now on start handing out
+/// ports: a process that runs a NAT for real draws a random salt first, so
+/// that a restarted NAT does not hand out the ports (and tuples) it handed
+/// out before, which servers may still hold in TIME_WAIT. 0 (the default)
+/// keeps runs repeatable.
+pub fn set_port_salt(salt: u64) {
+    // a setting read when chains are built, publishing nothing else
+    SALT.store(salt, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn process_salt() -> u64 {
+    // see `set_port_salt`
+    SALT.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 impl PortPlan {
-    /// Groups ports `lo..=hi` by `contribution(dport position) & mask`.
+    /// Groups ports `lo..=hi` by `contribution(dport position) & mask`; pools
+    /// start where the salt set last says ([`set_port_salt`]).
     pub fn new(t: &Toeplitz, mask: u32, lo: u16, hi: u16) -> PortPlan {
+        PortPlan::salted(t, mask, lo, hi, process_salt())
+    }
+
+    /// [`new`](Self::new) with pools starting where `salt` says.
+    pub fn salted(t: &Toeplitz, mask: u32, lo: u16, hi: u16, salt: u64) -> PortPlan {
         let mut by_value = vec![Vec::new(); mask as usize + 1];
         let mut value_of = Vec::with_capacity(usize::from(hi - lo) + 1);
         for p in lo..=hi {
@@ -40,6 +67,7 @@ impl PortPlan {
             by_value,
             value_of,
             lo,
+            salt,
         }
     }
 
@@ -64,13 +92,96 @@ impl PortPlan {
     }
 }
 
-/// One (address, class, group) slot of a shard's pool.
+/// One shard's share of a sequence of values (a group's ports, or the
+/// ICMP ids), by their places: places `shard`, `shard + shards`, … below
+/// `len` are this shard's, `count` of them. They are handed out starting at
+/// a random one (`offset`, from the run's salt: a restarted NAT does not hand
+/// out the ports it handed out before, which a server may still hold in
+/// TIME_WAIT) and going round, never-used ones first; a returned one goes to
+/// the back of the queue, so a port is reused as late as possible.
 #[derive(Debug)]
-struct Slot {
-    /// Index of the next never-used port among the group's ports.
+struct Lane {
+    count: u32,
+    offset: u32,
+    /// Never-used places handed out so far (in `0..=count`).
     cursor: u32,
-    /// Returned ports.
-    free: Vec<u16>,
+    /// Returned values, oldest first.
+    free: VecDeque<u16>,
+}
+
+impl Lane {
+    fn new(len: usize, shard: u32, shards: u32, salt: u64) -> Lane {
+        let len = len as u32;
+        let count = if len > shard {
+            (len - shard).div_ceil(shards)
+        } else {
+            0
+        };
+        let offset = if count == 0 {
+            0
+        } else {
+            (salt % u64::from(count)) as u32
+        };
+        Lane {
+            count,
+            offset,
+            cursor: 0,
+            free: VecDeque::new(),
+        }
+    }
+
+    /// The place (in the whole sequence) of the `k`-th value handed out.
+    fn place(&self, k: u32, shard: u32, shards: u32) -> usize {
+        (shard + ((k + self.offset) % self.count) * shards) as usize
+    }
+
+    /// The next value: a never-used one, else the oldest returned one.
+    fn take(&mut self, shard: u32, shards: u32, value: impl Fn(usize) -> u16) -> Option<u16> {
+        if self.cursor < self.count {
+            let v = value(self.place(self.cursor, shard, shards));
+            self.cursor += 1;
+            return Some(v);
+        }
+        self.free.pop_front()
+    }
+
+    /// Takes the value at `place` (this shard's: `place % shards == shard`)
+    /// for a mapping made elsewhere; false if it is in use here.
+    fn reserve(
+        &mut self,
+        place: usize,
+        shard: u32,
+        shards: u32,
+        value: impl Fn(usize) -> u16,
+    ) -> bool {
+        let j = (place as u32 - shard) / shards;
+        let k = (j + self.count - self.offset) % self.count;
+        if k >= self.cursor {
+            // the places the cursor skips are free
+            for i in self.cursor..k {
+                let v = value(self.place(i, shard, shards));
+                self.free.push_back(v);
+            }
+            self.cursor = k + 1;
+            return true;
+        }
+        let v = value(place);
+        match self.free.iter().position(|&p| p == v) {
+            Some(i) => {
+                self.free.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A value mixed with the run's salt: each lane's random start.
+fn mix(salt: u64, lane: u64) -> u64 {
+    let mut x = salt ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^ (x >> 29)
 }
 
 /// Transport class of a port space (TCP and UDP ports are separate resources).
@@ -83,35 +194,45 @@ pub enum PortClass {
 }
 
 /// One shard's share of the pool: every `shards`-th port of each group, per
-/// external address and class, handed out lazily (a cursor) and recycled (a
-/// stack). Only the (address, class, group) slots a flow has used take memory:
-/// a /24 pool over 4 096 groups would otherwise cost tens of MB per shard.
+/// external address and class, handed out lazily from a random start and
+/// recycled as late as possible ([`Lane`]). Only the (address, class, group)
+/// lanes a flow has used take memory: a /24 pool over 4 096 groups would
+/// otherwise cost tens of MB per shard.
 #[derive(Debug)]
 pub struct PortPool {
     plan: Arc<PortPlan>,
     shard: u32,
     shards: u32,
     groups: usize,
-    /// (address, class, group) slot → its cursor into the group's ports and its
-    /// returned ports.
-    slots: rustc_hash::FxHashMap<u32, Slot>,
-    icmp_cursor: Vec<u32>,
-    icmp_free: Vec<Vec<u16>>,
+    /// The run's salt: where each lane starts.
+    salt: u64,
+    /// (address, class, group) lane → its ports handed out and returned.
+    slots: rustc_hash::FxHashMap<u32, Lane>,
+    /// Per address, its ICMP echo ids.
+    icmp: Vec<Lane>,
     in_use: u64,
 }
 
+/// ICMP echo ids: every value of 16 bits.
+const ICMP_IDS: usize = 1 << 16;
+
 impl PortPool {
-    /// Shard `shard` of `shards`, for `addrs` external addresses.
+    /// Shard `shard` of `shards`, for `addrs` external addresses; the plan's
+    /// salt places where each address's ports and ids start.
     pub fn new(plan: Arc<PortPlan>, shard: usize, shards: usize, addrs: usize) -> PortPool {
         let groups = plan.mask as usize + 1;
+        let salt = plan.salt;
+        let (sh, n) = (shard as u32, shards as u32);
         PortPool {
             slots: rustc_hash::FxHashMap::default(),
-            icmp_cursor: vec![shard as u32; addrs],
-            icmp_free: vec![Vec::new(); addrs],
+            icmp: (0..addrs)
+                .map(|a| Lane::new(ICMP_IDS, sh, n, mix(salt, u64::MAX - a as u64)))
+                .collect(),
             plan,
-            shard: shard as u32,
-            shards: shards as u32,
+            shard: sh,
+            shards: n,
             groups,
+            salt,
             in_use: 0,
         }
     }
@@ -120,22 +241,24 @@ impl PortPool {
         ((addr * 2 + class as usize) * self.groups + v as usize) as u32
     }
 
+    /// The lane of (address, class, group `v`), made when first used.
+    fn lane(&mut self, addr: usize, class: PortClass, v: u32) -> &mut Lane {
+        let i = self.slot(addr, class, v);
+        let (shard, shards, salt) = (self.shard, self.shards, self.salt);
+        let len = self.plan.ports(v).len();
+        self.slots
+            .entry(i)
+            .or_insert_with(|| Lane::new(len, shard, shards, mix(salt, u64::from(i))))
+    }
+
     /// A free port of group `v` for external address `addr`.
     pub fn alloc(&mut self, addr: usize, class: PortClass, v: u32) -> Option<u16> {
-        let i = self.slot(addr, class, v);
-        let shard = self.shard;
-        let slot = self.slots.entry(i).or_insert_with(|| Slot {
-            cursor: shard,
-            free: Vec::new(),
-        });
-        let p = match slot.free.pop() {
-            Some(p) => p,
-            None => {
-                let p = *self.plan.ports(v).get(slot.cursor as usize)?;
-                slot.cursor += self.shards;
-                p
-            }
-        };
+        let (shard, shards) = (self.shard, self.shards);
+        let plan = self.plan.clone();
+        let ports = plan.ports(v);
+        let p = self
+            .lane(addr, class, v)
+            .take(shard, shards, |k| ports[k])?;
         self.in_use += 1;
         Some(p)
     }
@@ -143,12 +266,7 @@ impl PortPool {
     /// Returns a port.
     pub fn free(&mut self, addr: usize, class: PortClass, port: u16) {
         let v = self.plan.value_of(port);
-        let i = self.slot(addr, class, v);
-        let slot = self.slots.entry(i).or_insert_with(|| Slot {
-            cursor: self.shard,
-            free: Vec::new(),
-        });
-        slot.free.push(port);
+        self.lane(addr, class, v).free.push_back(port);
         self.in_use = self.in_use.saturating_sub(1);
     }
 
@@ -161,77 +279,45 @@ impl PortPool {
             return false;
         }
         let v = self.plan.value_of(port);
-        let Some(at) = self.plan.ports(v).iter().position(|&p| p == port) else {
+        let plan = self.plan.clone();
+        let ports = plan.ports(v);
+        let Some(at) = ports.iter().position(|&p| p == port) else {
             return false;
         };
-        let at = at as u32;
-        if at % self.shards != self.shard {
-            return false;
-        }
-        let i = self.slot(addr, class, v);
         let (shard, shards) = (self.shard, self.shards);
-        let slot = self.slots.entry(i).or_insert_with(|| Slot {
-            cursor: shard,
-            free: Vec::new(),
-        });
-        if at >= slot.cursor {
-            // the ports the cursor skips are free
-            let ports = self.plan.ports(v);
-            slot.free.extend(
-                (slot.cursor..at)
-                    .step_by(shards as usize)
-                    .map(|k| ports[k as usize]),
-            );
-            slot.cursor = at + shards;
-        } else if let Some(k) = slot.free.iter().position(|&p| p == port) {
-            slot.free.swap_remove(k);
-        } else {
+        if at as u32 % shards != shard {
             return false;
         }
-        self.in_use += 1;
-        true
+        let ok = self
+            .lane(addr, class, v)
+            .reserve(at, shard, shards, |k| ports[k]);
+        self.in_use += u64::from(ok);
+        ok
     }
 
     /// [`reserve`](Self::reserve) for an ICMP echo id.
     pub fn reserve_icmp(&mut self, addr: usize, id: u16) -> bool {
-        let id32 = u32::from(id);
-        if id32 % self.shards != self.shard {
+        let (shard, shards) = (self.shard, self.shards);
+        if u32::from(id) % shards != shard {
             return false;
         }
-        let c = self.icmp_cursor[addr];
-        if id32 >= c {
-            self.icmp_free[addr].extend((c..id32).step_by(self.shards as usize).map(|k| k as u16));
-            self.icmp_cursor[addr] = id32 + self.shards;
-        } else if let Some(k) = self.icmp_free[addr].iter().position(|&p| p == id) {
-            self.icmp_free[addr].swap_remove(k);
-        } else {
-            return false;
-        }
-        self.in_use += 1;
-        true
+        let ok = self.icmp[addr].reserve(usize::from(id), shard, shards, |k| k as u16);
+        self.in_use += u64::from(ok);
+        ok
     }
 
     /// A free ICMP echo id for `addr` (ids ≡ shard mod shards; they do not enter the
     /// hash, so any will do).
     pub fn alloc_icmp(&mut self, addr: usize) -> Option<u16> {
-        let id = match self.icmp_free[addr].pop() {
-            Some(id) => id,
-            None => {
-                let c = self.icmp_cursor[addr];
-                if c > u32::from(u16::MAX) {
-                    return None;
-                }
-                self.icmp_cursor[addr] += self.shards;
-                c as u16
-            }
-        };
+        let (shard, shards) = (self.shard, self.shards);
+        let id = self.icmp[addr].take(shard, shards, |k| k as u16)?;
         self.in_use += 1;
         Some(id)
     }
 
     /// Returns an ICMP id.
     pub fn free_icmp(&mut self, addr: usize, id: u16) {
-        self.icmp_free[addr].push(id);
+        self.icmp[addr].free.push_back(id);
         self.in_use = self.in_use.saturating_sub(1);
     }
 
@@ -298,6 +384,48 @@ mod tests {
         }
     }
 
+    /// A pool starts where its plan's salt says: two salts, two starts (a
+    /// restarted NAT hands out other ports); one salt, the same ports.
+    #[test]
+    fn the_salt_decides_where_a_pool_starts() {
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let first = |salt: u64| {
+            let plan = Arc::new(PortPlan::salted(&t, 127, 1024, 65535, salt));
+            let mut pool = PortPool::new(plan, 2, 4, 1);
+            let ports: Vec<u16> = (0..4)
+                .map(|_| pool.alloc(0, PortClass::Tcp, 9).unwrap())
+                .collect();
+            (ports, pool.alloc_icmp(0).unwrap())
+        };
+        assert_eq!(first(7), first(7));
+        let starts: std::collections::HashSet<_> = (0..20u64)
+            .map(|s| first(s.wrapping_mul(0x2545_f491_4f6c_dd1d)))
+            .collect();
+        assert!(
+            starts.len() >= 18,
+            "{} different starts of 20",
+            starts.len()
+        );
+    }
+
+    /// A returned port goes to the back of the queue: every never-used
+    /// port comes first, then returned ones in the order they came back.
+    #[test]
+    fn a_returned_port_is_reused_as_late_as_possible() {
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let plan = Arc::new(PortPlan::salted(&t, 127, 1024, 65535, 99));
+        let mut pool = PortPool::new(plan.clone(), 0, 4, 1);
+        let a = pool.alloc(0, PortClass::Udp, 3).unwrap();
+        let b = pool.alloc(0, PortClass::Udp, 3).unwrap();
+        pool.free(0, PortClass::Udp, b);
+        pool.free(0, PortClass::Udp, a);
+        let share = plan.ports(3).iter().step_by(4).count();
+        let next: Vec<u16> = std::iter::from_fn(|| pool.alloc(0, PortClass::Udp, 3)).collect();
+        assert_eq!(next.len(), share);
+        assert!(!next[..share - 2].contains(&a) && !next[..share - 2].contains(&b));
+        assert_eq!(next[share - 2..], [b, a]);
+    }
+
     #[test]
     fn a_reserved_port_is_not_handed_out_until_freed() {
         let t = Toeplitz::new(RssKey::SYMMETRIC);
@@ -318,17 +446,18 @@ mod tests {
         assert!(!ours.reserve(0, PortClass::Tcp, other));
         assert!(!ours.reserve(0, PortClass::Tcp, 80));
         assert_eq!(ours.in_use(), 4);
-        let fresh: Vec<u16> = (0..20)
-            .map(|_| ours.alloc(0, PortClass::Tcp, 9).unwrap())
-            .collect();
+        let fresh: Vec<u16> = std::iter::from_fn(|| ours.alloc(0, PortClass::Tcp, 9)).collect();
         for p in [taken[6], taken[2], taken[9], taken[0]] {
             assert!(!fresh.contains(&p), "port {p} handed out while reserved");
         }
-        // the skipped ones were handed out, each once
+        // every other port of the shard's share was handed out, each once
+        // (the skipped ones among them)
         let mut f = fresh.clone();
         f.sort_unstable();
         f.dedup();
-        assert_eq!(f.len(), 20);
+        assert_eq!(f.len(), fresh.len());
+        let share = plan.ports(9).iter().skip(1).step_by(2).count();
+        assert_eq!(fresh.len(), share - 4);
         assert!(fresh.contains(&taken[1]) && fresh.contains(&taken[8]));
         ours.free(0, PortClass::Tcp, taken[2]);
         assert!(ours.reserve(0, PortClass::Tcp, taken[2]), "free again");

@@ -1,0 +1,9 @@
+//! Faults a test can inject into the runtime, to see that its checks see
+//! them (compiled for tests only).
+
+use std::sync::atomic::AtomicBool;
+
+/// Held packets run in reverse order (a broken hold queue). Read with
+/// `Relaxed`: a test sets it before its run starts, and the run's thread
+/// spawns order that store before the workers' loads.
+pub static REVERSE_HELD: AtomicBool = AtomicBool::new(false);
