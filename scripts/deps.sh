@@ -9,6 +9,7 @@
 #                     interface tests
 #   nftables, procps  the kernel peer of `flowshift bench-kernel` (NAT + conntrack)
 #   python3           seeds the fuzz corpora (scripts/fuzz_seeds.py)
+#   iperf3            the real TCP load of the interface order test
 set -euo pipefail
 
 need=()
@@ -23,6 +24,7 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v sysctl >/dev/null 2>&1 || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod bed;
 mod bench;
 mod bench_kernel;
 mod bench_mvt;
@@ -78,6 +79,9 @@ enum Command {
     /// machine.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// The network-namespace test beds: client — flowshift — server, or a
+    /// pool's (needs root).
+    Bed(bed::BedArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
             run::run(a)
         }
         Command::Sim(a) => sim::run(a),
+        Command::Bed(a) => bed::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Validate(a) => validate::run(a),

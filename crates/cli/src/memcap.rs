@@ -39,9 +39,15 @@ fn gib(b: u64) -> String {
     }
 }
 
-/// Refuses `chain` if its flow tables at capacity exceed `memcap` (a size,
-/// or half of the machine's memory).
-pub fn check(chain: &nf::Chain, memcap: Option<&str>) -> anyhow::Result<()> {
+/// Refuses a run of `chain` with `cfg` if its flow tables at capacity and
+/// its own structures (rings, the packets they hold, per-core counters:
+/// [`runtime::memory`]) exceed `memcap` (a size, or half of the machine's
+/// memory), naming what takes the most and the fields that size it.
+pub fn check(
+    chain: &nf::Chain,
+    cfg: &runtime::RunConfig,
+    memcap: Option<&str>,
+) -> anyhow::Result<()> {
     let (cap, what) = match memcap {
         Some(s) => (parse_size(s)?, "--memcap".to_string()),
         None => match machine_bytes() {
@@ -49,20 +55,35 @@ pub fn check(chain: &nf::Chain, memcap: Option<&str>) -> anyhow::Result<()> {
             None => return Ok(()),
         },
     };
-    let need = chain.table_bytes_at_capacity();
-    if need > cap {
-        bail!(
-            "the flow tables would take up to {} when full ({} shards × {} flows: \
-             `steering.shards` × `table.capacity`), more than {} ({}): lower \
-             `table.capacity` or `steering.shards`, or raise --memcap",
+    let tables = chain.table_bytes_at_capacity();
+    let parts = runtime::memory::parts(cfg, chain);
+    let need = tables + parts.iter().map(|p| p.bytes).sum::<u64>();
+    if need <= cap {
+        return Ok(());
+    }
+    let worst = parts.iter().max_by_key(|p| p.bytes);
+    match worst {
+        Some(p) if p.bytes > tables => bail!(
+            "the run would take up to {} ({} of it for the {}), more than {} ({}): \
+             lower those, or raise --memcap",
             gib(need),
-            chain.shard_count(),
-            chain.table_capacity(),
+            gib(p.bytes),
+            p.what,
             gib(cap),
             what
-        );
+        ),
+        _ => bail!(
+            "the flow tables would take up to {} when full ({} shards × {} flows: \
+             `steering.shards` × `table.capacity`; {} in all with the run's rings), \
+             more than {} ({}): lower `table.capacity` or `steering.shards`, or raise --memcap",
+            gib(tables),
+            chain.shard_count(),
+            chain.table_capacity(),
+            gib(need),
+            gib(cap),
+            what
+        ),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -254,8 +254,17 @@ pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSec
         Some(_) => anyhow::bail!("{}: `pool` must be a table ([pool])", path.display()),
         None => None,
     };
-    let chain: ChainConfig =
+    let has_chain = table.contains_key("nf");
+    let mut chain: ChainConfig =
         nf::config::from_table("", table).with_context(|| path.display().to_string())?;
+    if !has_chain {
+        // a file of run settings alone runs them on the default chain
+        chain.nf = ChainConfig::default_chain().nf;
+        eprintln!(
+            "flowshift: {} has no [[nf]]: the default chain (firewall → NAT → seqcheck)",
+            path.display()
+        );
+    }
     Ok((
         chain,
         run,
@@ -279,7 +288,6 @@ pub(crate) struct Setup {
 pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
-    crate::memcap::check(&chain, a.memcap.as_deref())?;
     let name = a
         .balancer
         .as_deref()
@@ -405,6 +413,10 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
             },
         )));
     }
+    // every parameter, and the memory they add up to, checked before a
+    // capture is read
+    cfg.validate()?;
+    crate::memcap::check(&chain, &cfg, a.memcap.as_deref())?;
     let ifaces: Option<Vec<String>> = a
         .iface
         .as_deref()
@@ -553,6 +565,21 @@ pub(crate) fn warn_clamped(t: &Trace, p: &Path) {
             "flowshift: {}: {} packets have a timestamp earlier than the packet before (a merged capture?); they are replayed at the previous packet's time",
             p.display(),
             t.clamped()
+        );
+    }
+    if t.filled() > 0 {
+        eprintln!(
+            "flowshift: {}: {} frames were cut by the capture's snap length; they are replayed filled to their original length with zeros",
+            p.display(),
+            t.filled()
+        );
+    }
+    if t.jumps() > 0 {
+        eprintln!(
+            "flowshift: {}: {} packets have a timestamp more than {} s after the packet before (a clock that jumped?); they are replayed at the previous packet's time",
+            p.display(),
+            t.jumps(),
+            trace::MAX_GAP_NS / 1_000_000_000
         );
     }
 }

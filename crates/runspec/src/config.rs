@@ -212,9 +212,9 @@ impl Stop {
 
 /// A run parameter out of range: names the field, its value and what is allowed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field} = {value}: {allowed}")]
+#[error("run.{field} = {value}: {allowed}")]
 pub struct ConfigError {
-    /// The field (as in the `[run]` table).
+    /// The field (as in the `[run]` table; said as `run.FIELD`).
     pub field: &'static str,
     /// The value given.
     pub value: String,

@@ -21,7 +21,7 @@
 //! assert_eq!(top.ratio, balance::migrate::RATIO_ONE / 2);
 //!
 //! let bad = RunConfig { workers: 0, ..RunConfig::default() };
-//! assert_eq!(bad.validate().unwrap_err().to_string(), "workers = 0: must be between 1 and 1024");
+//! assert_eq!(bad.validate().unwrap_err().to_string(), "run.workers = 0: must be between 1 and 1024");
 //! ```
 
 mod config;

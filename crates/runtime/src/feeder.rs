@@ -225,8 +225,8 @@ pub(crate) fn feed(
             };
             n += 1;
             if let Pace::Timed { .. } = schedule.pace {
-                while shared.now_ns().saturating_sub(t0) < at {
-                    std::hint::spin_loop();
+                if !wait_until(shared, t0, at, stop.as_ref()) {
+                    break;
                 }
             }
             st.offered += 1;
@@ -333,8 +333,8 @@ fn feed_parsed(
             for x in batch.drain(..) {
                 n += 1;
                 if let Pace::Timed { .. } = schedule.pace {
-                    while shared.now_ns().saturating_sub(t0) < x.at {
-                        std::hint::spin_loop();
+                    if !wait_until(shared, t0, x.at, stop.as_ref()) {
+                        break 'feed;
                     }
                 }
                 st.offered += 1;
@@ -362,6 +362,35 @@ fn feed_parsed(
     });
     shared.finish_feeding();
     st
+}
+
+/// A timed replay's wait for its next packet, due `at` ns after `t0`:
+/// spinning for the last moment, sleeping before (a capture can be quiet for
+/// a minute), and ending early, false, when the run is stopped (Ctrl-C) or
+/// aborted.
+fn wait_until(shared: &Shared, t0: u64, at: u64, stop: Option<&runspec::Stop>) -> bool {
+    /// Closer than this, the wait spins (a sleep oversleeps by about as
+    /// much).
+    const SPIN_NS: u64 = 200_000;
+    /// The longest sleep between two looks at the stop flag.
+    const NAP_NS: u64 = 10_000_000;
+    loop {
+        let now = shared.now_ns().saturating_sub(t0);
+        if now >= at {
+            return true;
+        }
+        if stop.is_some_and(|s| s.is_set()) || shared.aborted() {
+            return false;
+        }
+        let left = at - now;
+        if left > SPIN_NS {
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (left - SPIN_NS / 2).min(NAP_NS),
+            ));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Steers `p` (the `n`-th packet) to its queue. A full queue drops and counts

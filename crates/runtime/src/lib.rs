@@ -50,6 +50,7 @@ mod controller;
 mod faults;
 mod feeder;
 mod kernel;
+pub mod memory;
 mod messages;
 mod offloader;
 mod parsers;

@@ -25,6 +25,7 @@ pub mod pcapng;
 pub mod replay;
 pub mod spec;
 pub mod stats;
+pub mod timeline;
 pub mod tshark;
 mod zipf;
 
@@ -33,6 +34,7 @@ pub use pcap::{parse_capture, read_pcap, write_capture, write_pcap, PcapReadErro
 pub use replay::{Pace, Schedule};
 pub use spec::{Arrival, Lifetimes, Rate, SizeDist, SpecError, TraceSpec, MAX_FLOWS, MAX_PACKETS};
 pub use stats::TraceStats;
+pub use timeline::{Timeline, MAX_GAP_NS};
 
 /// Bytes of Ethernet FCS that a pcap record omits but the wire carries. flowshift
 /// counts frame sizes and bit rates on the wire frame (FCS included; preamble and

@@ -74,9 +74,15 @@ struct Record {
 pub struct Trace {
     data: Vec<u8>,
     records: Vec<Record>,
-    /// Packets whose timestamp was earlier than the one before (set to it).
-    clamped: u64,
+    /// Replay times from the capture's timestamps.
+    timeline: crate::Timeline,
+    /// Frames cut by a snap length, filled to their original length.
+    filled: u64,
 }
+
+/// The longest frame a cut one is filled to (an IP packet of 64 KiB and its
+/// Ethernet and VLAN headers).
+pub const MAX_FILLED: u32 = 65_535 + 18;
 
 impl Trace {
     /// An empty trace.
@@ -84,25 +90,41 @@ impl Trace {
         Trace::default()
     }
 
-    /// Appends a frame (`orig_len` = its length on the wire without FCS). A
-    /// timestamp earlier than the previous packet's (merged captures have them)
-    /// is set to the previous one and counted ([`clamped`](Self::clamped)): a
-    /// trace's timestamps never go back, so a timed replay never waits on one.
+    /// Appends a frame (`orig_len` = its length on the wire without FCS),
+    /// stamped `ts_ns`. Its time in the trace is its replay time
+    /// ([`crate::Timeline`]): a timestamp earlier than the previous packet's
+    /// (merged captures have them), or more than a minute after it, is not
+    /// followed but counted ([`clamped`](Self::clamped),
+    /// [`jumps`](Self::jumps)), so a timed replay never waits on one.
+    ///
+    /// A frame cut by the capture's snap length (`orig_len` above its bytes:
+    /// header-only research traces) is filled to its original length with
+    /// zeros (up to [`MAX_FILLED`]) and counted ([`filled`](Self::filled)),
+    /// so that it parses and runs as the whole frame would.
     pub fn push(&mut self, ts_ns: u64, frame: &[u8], orig_len: u32) {
-        let last = self.records.last().map_or(0, |r| r.ts_ns);
-        let ts_ns = if ts_ns < last {
-            self.clamped += 1;
-            last
+        let ts_ns = self.timeline.next(ts_ns);
+        let len = frame.len() as u32;
+        let whole = if orig_len > len {
+            self.filled += 1;
+            orig_len.min(MAX_FILLED).max(len)
         } else {
-            ts_ns
+            len
         };
         self.records.push(Record {
             ts_ns,
             start: self.data.len(),
-            len: frame.len() as u32,
+            len: whole,
             orig_len,
         });
         self.data.extend_from_slice(frame);
+        self.data
+            .resize(self.data.len() + (whole - len) as usize, 0);
+    }
+
+    /// Frames cut by the capture's snap length, filled to their original
+    /// length with zeros.
+    pub fn filled(&self) -> u64 {
+        self.filled
     }
 
     /// Makes room for `bytes` more bytes of frames.
@@ -153,7 +175,13 @@ impl Trace {
     /// Packets whose timestamp was earlier than the previous packet's when
     /// read, replayed at the previous packet's time.
     pub fn clamped(&self) -> u64 {
-        self.clamped
+        self.timeline.back
+    }
+
+    /// Packets whose timestamp was more than [`crate::MAX_GAP_NS`] after the
+    /// previous packet's when read, replayed at the previous packet's time.
+    pub fn jumps(&self) -> u64 {
+        self.timeline.jumps
     }
 
     /// Time from the first to the last packet, in ns.
@@ -328,11 +356,10 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
     if header.datalink != DataLink::ETHERNET {
         return Err(ParseError::LinkType(header.datalink));
     }
-    let limit = if header.snaplen == 0 || header.snaplen > MAX_RECORD_LEN {
-        MAX_RECORD_LEN
-    } else {
-        header.snaplen
-    };
+    // a record longer than the header's snap length is read as it is (as
+    // tshark does): writers that cut frames do not always say so in the
+    // header
+    let limit = MAX_RECORD_LEN;
     let mut trace = Trace::new();
     trace.data.reserve(bytes.len());
     while !rest.is_empty() {

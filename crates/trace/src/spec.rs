@@ -395,18 +395,32 @@ impl fmt::Display for Rate {
 
 impl FromStr for Rate {
     type Err = String;
+    /// A number and a unit: bits (`kbps`, `mbps`, `gbps`, `tbps`) or
+    /// packets (`pps`, `kpps`, `mpps`) per second, e.g. `50mbps`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad =
-            || format!("`{s}`: expected a number followed by `gbps` or `mpps`, e.g. `10gbps`");
-        let l = s.trim().to_ascii_lowercase();
-        let (num, mk): (&str, fn(f64) -> Rate) = if let Some(n) = l.strip_suffix("gbps") {
-            (n, Rate::Gbps)
-        } else if let Some(n) = l.strip_suffix("mpps") {
-            (n, Rate::Mpps)
-        } else {
-            return Err(bad());
+        let bad = || {
+            format!(
+                "`{s}`: expected a number followed by a unit of bits (kbps, mbps, gbps, tbps) \
+                 or packets (pps, kpps, mpps) per second, e.g. `10gbps` or `50mbps`"
+            )
         };
-        num.trim().parse::<f64>().map(mk).map_err(|_| bad())
+        let l = s.trim().to_ascii_lowercase();
+        // (longest suffixes first: `kpps` before `pps`)
+        const UNITS: [(&str, f64, bool); 7] = [
+            ("kpps", 1e-3, false),
+            ("mpps", 1.0, false),
+            ("kbps", 1e-6, true),
+            ("mbps", 1e-3, true),
+            ("gbps", 1.0, true),
+            ("tbps", 1e3, true),
+            ("pps", 1e-6, false),
+        ];
+        let (num, scale, bits) = UNITS
+            .iter()
+            .find_map(|&(u, k, b)| l.strip_suffix(u).map(|n| (n, k, b)))
+            .ok_or_else(bad)?;
+        let v = num.trim().parse::<f64>().map_err(|_| bad())? * scale;
+        Ok(if bits { Rate::Gbps(v) } else { Rate::Mpps(v) })
     }
 }
 
@@ -448,6 +462,11 @@ mod tests {
             assert_eq!(s.parse::<Arrival>().unwrap().to_string(), s);
         }
         assert_eq!("10gbps".parse::<Rate>().unwrap(), Rate::Gbps(10.0));
+        assert_eq!("50mbps".parse::<Rate>().unwrap(), Rate::Gbps(0.05));
+        assert_eq!("2 Tbps".parse::<Rate>().unwrap(), Rate::Gbps(2000.0));
+        assert_eq!("500kpps".parse::<Rate>().unwrap(), Rate::Mpps(0.5));
+        assert_eq!("1000pps".parse::<Rate>().unwrap(), Rate::Mpps(0.001));
+        assert!("50mb".parse::<Rate>().unwrap_err().contains("mbps"));
         assert_eq!("2.5Mpps".parse::<Rate>().unwrap(), Rate::Mpps(2.5));
         assert!("10".parse::<Rate>().unwrap_err().contains("gbps"));
         assert!("onoff:1".parse::<Arrival>().is_err());

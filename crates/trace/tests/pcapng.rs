@@ -106,6 +106,9 @@ fn interfaces_keep_their_own_timestamp_resolution() {
     assert_eq!(gf, wf, "the same frames");
 }
 
+/// A frame cut by a snap length keeps its original length: its captured
+/// bytes, then zeros up to that length (so it parses and runs as the whole
+/// frame would), counted as filled.
 #[test]
 fn a_snap_length_cuts_frames_but_keeps_their_length() {
     let (t, pcap) = source("ng-snap-src.pcap", 8);
@@ -118,9 +121,14 @@ fn a_snap_length_cuts_frames_but_keeps_their_length() {
         tool("editcap", &["-F", format, "-s", "96", s(&pcap), s(&cut)]);
         let c = read_pcap(&cut).unwrap_or_else(|e| panic!("{format}: {e}"));
         assert_eq!(c.len(), t.len(), "{format}");
+        let cut_frames = (0..t.len()).filter(|&i| t.frame(i).len() > 96).count();
+        assert!(cut_frames > 0);
+        assert_eq!(c.filled(), cut_frames as u64, "{format}");
         for i in 0..t.len() {
             let n = t.frame(i).len().min(96);
-            assert_eq!(c.frame(i), &t.frame(i)[..n], "{format}");
+            assert_eq!(c.frame(i).len(), t.frame(i).len(), "{format}");
+            assert_eq!(&c.frame(i)[..n], &t.frame(i)[..n], "{format}");
+            assert!(c.frame(i)[n..].iter().all(|b| *b == 0), "{format}");
             assert_eq!(c.orig_len(i), t.orig_len(i), "{format}");
             assert_eq!(c.ts_ns(i) / 1000, t.ts_ns(i) / 1000, "{format}");
         }
