@@ -285,6 +285,10 @@ pub(crate) struct Setup {
     pub ifaces: Option<Vec<String>>,
 }
 
+/// The default `ring_size` of a run on interfaces (a replay's is
+/// [`RunConfig`]'s).
+const IFACE_RING: usize = 4096;
+
 pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
@@ -413,15 +417,20 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
             },
         )));
     }
-    // every parameter, and the memory they add up to, checked before a
-    // capture is read
-    cfg.validate()?;
-    crate::memcap::check(&chain, &cfg, a.memcap.as_deref())?;
     let ifaces: Option<Vec<String>> = a
         .iface
         .as_deref()
         .or(sec.io.iface.as_deref())
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    if ifaces.is_some() && sec.ring_size.is_none() {
+        // as deep as a NIC's receive ring: a core the machine keeps from
+        // running for tens of milliseconds loses nothing of a TCP download
+        cfg.ring_size = IFACE_RING;
+    }
+    // every parameter, and the memory they add up to, checked before a
+    // capture is read
+    cfg.validate()?;
+    crate::memcap::check(&chain, &cfg, a.memcap.as_deref())?;
     if ifaces.is_some() && cfg.presteer {
         bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
     }

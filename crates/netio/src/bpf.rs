@@ -1,9 +1,12 @@
 //! eBPF through the `bpf(2)` system call, with no loader and no compiler: array
-//! maps (plain and per-CPU), socket-filter programs assembled from
-//! [`Insn`]s, and `BPF_PROG_TEST_RUN` to run a program on a frame.
+//! maps (plain and per-CPU) and socket maps for AF_XDP, socket-filter and XDP
+//! programs assembled from [`Insn`]s, XDP programs attached to an interface
+//! by a link the kernel drops with the process, and `BPF_PROG_TEST_RUN` to
+//! run a program on a frame.
 //!
-//! The one program flowshift needs ([`crate::steering`]) is small enough to
-//! write as instructions, so the build needs neither clang nor libbpf.
+//! The programs flowshift needs ([`crate::steering`], [`crate::xdp`]) are
+//! small enough to write as instructions, so the build needs neither clang
+//! nor libbpf.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -16,12 +19,17 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_LINK_CREATE: libc::c_long = 28;
 /// Bytes of an object's name, NUL included (`BPF_OBJ_NAME_LEN`).
 const NAME_LEN: usize = 16;
 
 const MAP_TYPE_ARRAY: u32 = 2;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+const MAP_TYPE_XSKMAP: u32 = 17;
 const PROG_TYPE_SOCKET_FILTER: u32 = 1;
+const PROG_TYPE_XDP: u32 = 6;
+/// `BPF_XDP`: the attach type of an XDP program linked to an interface.
+const ATTACH_XDP: u32 = 37;
 
 /// `union bpf_attr`, as bytes large enough for every command used here.
 #[repr(C, align(8))]
@@ -80,6 +88,12 @@ impl Map {
     /// A per-CPU array of `entries` 64-bit counters.
     pub fn percpu_counters(entries: u32) -> io::Result<Map> {
         Map::create(MAP_TYPE_PERCPU_ARRAY, entries, 8)
+    }
+
+    /// A map of `entries` AF_XDP sockets (an XSKMAP: entry `k` set to a
+    /// socket's descriptor), the target of an XDP program's redirect.
+    pub fn xsk(entries: u32) -> io::Result<Map> {
+        Map::create(MAP_TYPE_XSKMAP, entries, 4)
     }
 
     fn create(kind: u32, entries: u32, value_size: u32) -> io::Result<Map> {
@@ -313,10 +327,22 @@ impl Program {
     /// `.`; cut to 15 bytes), the name `bpftool prog` and
     /// [`loaded_named`] show; a refusal carries the verifier's log.
     pub fn socket_filter(name: &str, insns: &[Insn]) -> Result<Program, String> {
+        Program::load(PROG_TYPE_SOCKET_FILTER, 0, name, insns)
+    }
+
+    /// Loads an XDP program named `name` (as
+    /// [`socket_filter`](Self::socket_filter)), for [`Link::xdp`].
+    pub fn xdp(name: &str, insns: &[Insn]) -> Result<Program, String> {
+        Program::load(PROG_TYPE_XDP, ATTACH_XDP, name, insns)
+    }
+
+    fn load(kind: u32, attach: u32, name: &str, insns: &[Insn]) -> Result<Program, String> {
         let license = b"GPL\0";
         let mut log = vec![0u8; 1 << 16];
         let mut a = Attr::new();
-        a.u32(0, PROG_TYPE_SOCKET_FILTER)
+        // (expected_attach_type at 68)
+        a.u32(68, attach);
+        a.u32(0, kind)
             .u32(4, insns.len() as u32)
             .u64(8, insns.as_ptr() as u64)
             .u64(16, license.as_ptr() as u64)
@@ -356,6 +382,49 @@ impl Program {
             .u32(32, 1);
         bpf(BPF_PROG_TEST_RUN, &mut a)?;
         Ok(a.get_u32(4))
+    }
+}
+
+/// An XDP program linked to an interface: detached when this value is
+/// dropped, or when the process ends however it ends (`kill -9` included),
+/// since the kernel holds the attachment by the link's descriptor alone.
+#[derive(Debug)]
+pub struct Link {
+    _fd: OwnedFd,
+}
+
+/// How an XDP program is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver, before the kernel builds a socket buffer (veth has it).
+    Native,
+    /// After the kernel built the socket buffer (any interface; slower).
+    Generic,
+}
+
+impl XdpMode {
+    fn flags(self) -> u32 {
+        match self {
+            // XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE
+            XdpMode::Native => 1 << 2,
+            XdpMode::Generic => 1 << 1,
+        }
+    }
+}
+
+impl Link {
+    /// Attaches XDP program `prog` to interface `ifindex` in `mode`.
+    pub fn xdp(prog: &Program, ifindex: i32, mode: XdpMode) -> io::Result<Link> {
+        let mut a = Attr::new();
+        a.u32(0, prog.fd() as u32)
+            .u32(4, ifindex as u32)
+            .u32(8, ATTACH_XDP)
+            .u32(12, mode.flags());
+        let fd = bpf(BPF_LINK_CREATE, &mut a)? as RawFd;
+        Ok(Link {
+            // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
+            _fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 }
 

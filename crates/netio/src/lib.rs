@@ -28,6 +28,8 @@ mod socket;
 pub mod steering;
 pub mod testbed;
 mod txring;
+pub mod xdp;
+pub mod xsk;
 
 pub use socket::{
     grow_receive_buffer, set_rx_mode, set_tx_mode, socket_drops, PacketSocket, RxBatch, RxMode,

@@ -70,3 +70,18 @@ fn sysfs(ns: &str, path: &str) -> io::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
+
+/// The index of interface `iface` in this thread's network namespace.
+pub fn ifindex(iface: &str) -> io::Result<i32> {
+    let name = std::ffi::CString::new(iface)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name with NUL"))?;
+    // SAFETY: `name` is a valid NUL-terminated string for the call.
+    let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if i == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface `{iface}`: no such interface (see `ip link`)"),
+        ));
+    }
+    Ok(i as i32)
+}

@@ -26,7 +26,7 @@ pub struct FlowOrder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Queues {
     /// Several receive queues (a multi-queue NIC or veth): each is taken by
-    /// one CPU already.
+    /// one CPU already (0: no such interface, left to the socket to say).
     Several(usize),
     /// One queue with receive packet steering already.
     Steered,
@@ -43,6 +43,11 @@ impl FlowOrder {
         let mut done = Vec::with_capacity(ifaces.len());
         for iface in ifaces {
             let dir = PathBuf::from(format!("/sys/class/net/{iface}/queues"));
+            if !dir.exists() {
+                // no such interface: opening its socket says so
+                done.push(Queues::Several(0));
+                continue;
+            }
             let queues = receive_queues(&dir)?;
             if queues.len() != 1 {
                 done.push(Queues::Several(queues.len()));

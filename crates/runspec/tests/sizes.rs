@@ -32,7 +32,8 @@ proptest! {
             Err(e) => {
                 let fields = ["workers", "offloaders", "ring_size", "burst", "offload_ratio", "period"];
                 prop_assert!(fields.contains(&e.field), "{e}");
-                prop_assert!(e.to_string().starts_with(e.field));
+                let named = format!("run.{}", e.field);
+                prop_assert!(e.to_string().starts_with(&named));
             }
             Ok(()) => {
                 prop_assert!((1..=MAX_CORES).contains(&workers) && offloaders <= MAX_CORES);
@@ -79,6 +80,9 @@ fn out_of_range_sizes_name_their_field() {
         ),
     ];
     for (cfg, want) in cases {
-        assert_eq!(cfg.validate().unwrap_err().to_string(), want);
+        assert_eq!(
+            cfg.validate().unwrap_err().to_string(),
+            format!("run.{want}")
+        );
     }
 }
