@@ -44,6 +44,11 @@ pub struct BenchKernelArgs {
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Only the variants whose name contains one of these (comma-separated;
+    /// nftables always runs: it is what the others are compared with),
+    /// e.g. `xdp,routing`.
+    #[arg(long)]
+    pub only: Option<String>,
 }
 
 /// The variants measured.
@@ -63,16 +68,26 @@ enum Variant {
     /// The same, `recvmmsg` in, and the working core sending through a
     /// `TPACKET_V2` ring instead of calling `sendmmsg`.
     FlowshiftUserTxRing,
+    /// The same over AF_XDP (`--io xdp`): an XDP program redirects frames
+    /// to the NIC-model thread's socket, the working core sends through
+    /// its own.
+    FlowshiftXdp,
+    /// AF_XDP steered in the kernel (`--io xdp --steer kernel`): the XDP
+    /// program hashes each frame and redirects it to its working core's
+    /// socket, which the core reads itself.
+    FlowshiftXdpKernel,
 }
 
 impl Variant {
-    const ALL: [Variant; 6] = [
+    const ALL: [Variant; 8] = [
         Variant::KernelRouting,
         Variant::Nftables,
         Variant::FlowshiftKernelSteer,
         Variant::FlowshiftUserSteer,
         Variant::FlowshiftUserRing,
         Variant::FlowshiftUserTxRing,
+        Variant::FlowshiftXdp,
+        Variant::FlowshiftXdpKernel,
     ];
 
     fn name(self) -> &'static str {
@@ -83,24 +98,29 @@ impl Variant {
             Variant::FlowshiftUserSteer => "flowshift fw+nat --steer user",
             Variant::FlowshiftUserRing => "flowshift fw+nat --steer user --rx ring",
             Variant::FlowshiftUserTxRing => "flowshift fw+nat --steer user --tx ring",
+            Variant::FlowshiftXdp => "flowshift fw+nat --io xdp",
+            Variant::FlowshiftXdpKernel => "flowshift fw+nat --io xdp --steer kernel",
         }
     }
 
-    /// How flowshift's sockets receive and send (`run --rx`, `--tx`).
-    fn io(self) -> (&'static str, &'static str) {
+    /// How flowshift's sockets receive and send (`run --rx`, `--tx`, or
+    /// `--io xdp`).
+    fn io(self) -> &'static [&'static str] {
         match self {
-            Variant::FlowshiftUserRing => ("ring", "sendmmsg"),
-            Variant::FlowshiftUserTxRing => ("recvmmsg", "ring"),
-            _ => ("recvmmsg", "sendmmsg"),
+            Variant::FlowshiftUserRing => &["--rx", "ring", "--tx", "sendmmsg"],
+            Variant::FlowshiftUserTxRing => &["--rx", "recvmmsg", "--tx", "ring"],
+            Variant::FlowshiftXdp | Variant::FlowshiftXdpKernel => &["--io", "xdp"],
+            _ => &["--rx", "recvmmsg", "--tx", "sendmmsg"],
         }
     }
 
     fn flowshift(self) -> Option<&'static str> {
         match self {
-            Variant::FlowshiftKernelSteer => Some("kernel"),
+            Variant::FlowshiftKernelSteer | Variant::FlowshiftXdpKernel => Some("kernel"),
             Variant::FlowshiftUserSteer
             | Variant::FlowshiftUserRing
-            | Variant::FlowshiftUserTxRing => Some("user"),
+            | Variant::FlowshiftUserTxRing
+            | Variant::FlowshiftXdp => Some("user"),
             _ => None,
         }
     }
@@ -135,6 +155,9 @@ const NFT_RULES: &str = "table ip fsbench {
 }
 ";
 
+/// Interrupt coalescing of the bed's interfaces under AF_XDP, µs.
+const COALESCE_US: u64 = 200;
+
 /// flowshift's chain: the same firewall and NAT.
 const CHAIN: &str = "[table]\ncapacity = 262144\n\
 [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
@@ -163,6 +186,16 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     let c0 = format!("{}c0", bed.prefix);
     let s0 = format!("{}s0", bed.prefix);
     bed.route_in_middle()?;
+    // the server is a sink: what arrives is counted (its interface's
+    // rx_packets) and dropped at its ingress, so its IP stack — which would
+    // route and refuse every frame on the same CPU as the network function
+    // under test, a cost of this one-machine bed — costs no variant anything
+    nft_in(
+        &bed.server(),
+        &format!(
+            "table netdev fssink {{\n  chain in {{\n    type filter hook ingress device {s0} priority 0; policy drop;\n  }}\n}}\n"
+        ),
+    )?;
     bed.steer_middle_rx(1)?;
     let a_mac = parse_mac(&netns::mac(&bed.middle(), &a_if)?)?;
     let c_mac = parse_mac(&netns::mac(&bed.client(), &c0)?)?;
@@ -183,8 +216,18 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     std::fs::write(&chain, CHAIN)?;
     let dur = Duration::from_secs_f64(a.seconds);
     let mut samples: Vec<Sample> = Vec::new();
+    let chosen: Vec<Variant> = Variant::ALL
+        .into_iter()
+        .filter(|v| {
+            *v == Variant::Nftables
+                || a.only.as_deref().is_none_or(|o| {
+                    o.split(',')
+                        .any(|w| !w.trim().is_empty() && v.name().contains(w.trim()))
+                })
+        })
+        .collect();
     for round in 0..a.rounds {
-        for v in Variant::ALL {
+        for &v in &chosen {
             // the kernel routes frames addressed to its interface; flowshift
             // forwards frames as they are, addressed to the server
             let dst = if v.flowshift().is_some() {
@@ -203,10 +246,16 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                     bed.set_forwarding(true)?;
                 }
                 Some(steer) => {
-                    let (rx, tx) = v.io();
-                    let json = dir.join(format!("run-{round}-{steer}-{rx}-{tx}.json"));
+                    let json = dir.join(format!("run-{round}-{steer}-{}.json", v.io().join("")));
                     let mut f = start_flowshift(&bed, steer, v.io(), &chain, &json)?;
                     probes = wait_forwarding(&bed, (&c0, &s0), &batch, &mut f)?;
+                    if matches!(v, Variant::FlowshiftXdp | Variant::FlowshiftXdpKernel) {
+                        // the XDP program's NAPI polled in batches, as a
+                        // NIC's interrupts are coalesced for a poll-mode
+                        // network function (without: 0.46 Mpps instead of
+                        // 0.67, EXPERIMENTS §8)
+                        bed.coalesce(COALESCE_US)?;
+                    }
                     child = Some(f);
                     // the last probes leave before counting starts
                     std::thread::sleep(Duration::from_millis(200));
@@ -273,7 +322,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
         "{:<39} {:>13} {:>15} {:>12}",
         "variant", "offered Mpps", "delivered Mpps", "vs nftables"
     );
-    for v in Variant::ALL {
+    for &v in &chosen {
         let d = median(v, |s| s.delivered_mpps);
         println!(
             "{:<39} {:>13.3} {:>15.3} {:>12.2}",
@@ -357,8 +406,13 @@ pub(crate) fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
 
 /// Loads an nftables ruleset in the middle namespace.
 fn nft(bed: &Bed, rules: &str) -> anyhow::Result<()> {
+    nft_in(&bed.middle(), rules)
+}
+
+/// Loads nftables `rules` in namespace `ns`.
+fn nft_in(ns: &str, rules: &str) -> anyhow::Result<()> {
     let mut c = Command::new("ip")
-        .args(["netns", "exec", &bed.middle(), "nft", "-f", "-"])
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -400,7 +454,15 @@ pub(crate) fn send(
                 }
             }
             let end = (i + 32).min(refs.len()).min(i + (max - sent) as usize);
-            let n = sock.send_many(&refs[i..end])?;
+            let n = match sock.send_many(&refs[i..end]) {
+                Ok(n) => n,
+                // the receiving interface's queue was full and dropped the
+                // frame (a veth with an XDP program queues frames for its
+                // NAPI): it was offered, as a NIC's full ring drops what
+                // reached it
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => 1,
+                Err(e) => return Err(e.into()),
+            };
             sent += n as u64;
             i = (i + n) % refs.len();
         }
@@ -429,7 +491,7 @@ impl Drop for Flowshift {
 fn start_flowshift(
     bed: &Bed,
     steer: &str,
-    (rx, tx): (&str, &str),
+    io: &[&str],
     chain: &std::path::Path,
     json: &std::path::Path,
 ) -> anyhow::Result<Flowshift> {
@@ -441,7 +503,7 @@ fn start_flowshift(
         .arg(exe)
         .args(["run", "--iface", &format!("{a},{b}"), "--steer", steer])
         .args(["--workers", "1", "--balancer", "static"])
-        .args(["--rx", rx, "--tx", tx])
+        .args(io)
         .arg("--config")
         .arg(chain)
         .arg("--json")

@@ -20,6 +20,16 @@ pub enum RxArg {
     Ring,
 }
 
+/// `run --io`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoArg {
+    /// `AF_PACKET` sockets (`--rx`, `--tx` say how).
+    Packet,
+    /// AF_XDP sockets behind an XDP program (no socket buffer, no IP stack;
+    /// a transmit queue per sending core).
+    Xdp,
+}
+
 /// `run --tx`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TxArg {
@@ -126,6 +136,11 @@ pub struct RunArgs {
     /// so a flow's frames reach flowshift in the order they arrived).
     #[arg(long)]
     pub no_rps: bool,
+    /// With --iface: the sockets frames go through, `packet` (AF_PACKET) or
+    /// `xdp` (AF_XDP behind an XDP program in the driver; `[io] xdp_frames`,
+    /// `xdp_ring` size each socket) [default: packet].
+    #[arg(long, value_enum)]
+    pub io: Option<IoArg>,
     /// Serve live metrics in the Prometheus text format at ADDR (e.g.
     /// 127.0.0.1:9100): per-core load, chain and NF counters, drops by cause,
     /// migrations, a latency histogram.
@@ -200,6 +215,17 @@ pub(crate) struct IoSection {
     /// Receive packet steering on single-queue interfaces for the run
     /// (default true); false, as `--no-rps`.
     pub rps: Option<bool>,
+    /// `packet` or `xdp`, as `--io`.
+    pub backend: Option<String>,
+    /// AF_XDP: UMEM frames of 2 KiB per socket (a power of two, default
+    /// 4096).
+    pub xdp_frames: Option<u32>,
+    /// AF_XDP: descriptors per ring (a power of two, default 2048).
+    pub xdp_ring: Option<u32>,
+    /// AF_XDP: `native` (the driver runs the program; refused where it
+    /// cannot) or `auto` (generic mode where the driver cannot) [default:
+    /// auto].
+    pub xdp_mode: Option<String>,
     /// An address to serve Prometheus metrics at, as `--metrics`.
     pub metrics: Option<String>,
 }
@@ -283,6 +309,47 @@ pub(crate) struct Setup {
     pub sec: RunSection,
     /// Interfaces to run on instead of the trace.
     pub ifaces: Option<Vec<String>>,
+}
+
+/// Most UMEM frames of an AF_XDP socket (2 GiB of 2 KiB frames).
+const MAX_XDP_FRAMES: u32 = 1 << 20;
+/// Most descriptors of an AF_XDP ring.
+const MAX_XDP_RING: u32 = 1 << 16;
+
+/// The sockets a run on interfaces uses (`--io`, `[io] backend` and the
+/// AF_XDP sizes), each field checked.
+fn io_backend(flag: Option<IoArg>, io: &IoSection) -> anyhow::Result<netio::Io> {
+    let xdp = match (flag, io.backend.as_deref()) {
+        (Some(f), _) => f == IoArg::Xdp,
+        (None, None | Some("packet")) => false,
+        (None, Some("xdp")) => true,
+        (None, Some(o)) => bail!("[io] backend = `{o}`: expected `packet` or `xdp`"),
+    };
+    if !xdp {
+        return Ok(netio::Io::Packet);
+    }
+    let d = netio::xsk::Sizes::default();
+    let pow2 = |field: &str, v: u32, lo: u32, hi: u32| -> anyhow::Result<u32> {
+        if !v.is_power_of_two() || !(lo..=hi).contains(&v) {
+            bail!("[io] {field} = {v}: must be a power of two between {lo} and {hi}");
+        }
+        Ok(v)
+    };
+    let sizes = netio::xsk::Sizes {
+        frames: pow2(
+            "xdp_frames",
+            io.xdp_frames.unwrap_or(d.frames),
+            64,
+            MAX_XDP_FRAMES,
+        )?,
+        ring: pow2("xdp_ring", io.xdp_ring.unwrap_or(d.ring), 64, MAX_XDP_RING)?,
+    };
+    let generic = match io.xdp_mode.as_deref() {
+        None | Some("auto") => true,
+        Some("native") => false,
+        Some(o) => bail!("[io] xdp_mode = `{o}`: expected `native` or `auto`"),
+    };
+    Ok(netio::Io::Xdp(netio::xdp::Settings { sizes, generic }))
 }
 
 /// The default `ring_size` of a run on interfaces (a replay's is
@@ -378,6 +445,7 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         (None, Some(o)) => bail!("[io] tx = `{o}`: expected `sendmmsg` or `ring`"),
     };
     cfg.rps = !a.no_rps && io.rps.unwrap_or(true);
+    netio::set_io(io_backend(a.io, io)?);
     netio::set_tx_mode(match tx {
         TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
         TxArg::Ring => netio::TxMode::Ring,

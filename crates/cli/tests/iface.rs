@@ -213,13 +213,20 @@ fn tcp_counters(bed: &Bed) -> (u64, u64) {
     )
 }
 
+/// `tx`: how cores send (`sendmmsg`, `ring`), or `xdp` for AF_XDP in and
+/// out.
 fn start(bed: &Bed, balancer: &str, (steer, tx): (&str, &str), json: &Path) -> Running {
     // the interface settings by flags, or by the config's [io] table
-    let io = format!("steer = \"{steer}\"\ntx = \"{tx}\"\nmetrics = \"127.0.0.1:19100\"");
+    let (flag, key) = if tx == "xdp" {
+        ("--io", "backend")
+    } else {
+        ("--tx", "tx")
+    };
+    let io = format!("steer = \"{steer}\"\n{key} = \"{tx}\"\nmetrics = \"127.0.0.1:19100\"");
     let (io, flags) = if balancer == "static" {
         (
             String::new(),
-            vec!["--steer", steer, "--tx", tx, "--metrics", "127.0.0.1:19100"],
+            vec!["--steer", steer, flag, tx, "--metrics", "127.0.0.1:19100"],
         )
     } else {
         (io, vec![])
@@ -235,7 +242,7 @@ fn start(bed: &Bed, balancer: &str, (steer, tx): (&str, &str), json: &Path) -> R
     args.extend(flags);
     let mut child = Running::start(
         bed,
-        &config(&format!("fw-nat-{balancer}-{steer}"), &io),
+        &config(&format!("fw-nat-{balancer}-{steer}-{tx}"), &io),
         &args,
     );
     child.wait_forwarding();
@@ -339,16 +346,18 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
     let srv = server(&bed, peers.clone());
     let mut ofo = Vec::new();
     // (balancer, steering, how cores send): moving shards with each core
-    // sending through its own transmit ring, and with all sharing a socket
+    // sending through its own transmit ring, and with all sharing a socket;
+    // over AF_XDP, steered by the NIC model and by the XDP program
     let runs = [
         ("static", "user", "sendmmsg"),
         ("random", "user", "ring"),
         ("random", "kernel", "sendmmsg"),
+        ("random", "user", "xdp"),
+        ("random", "kernel", "xdp"),
     ];
-    assert_eq!(runs.len(), usize::from(RUNS));
     for (balancer, steer, tx) in runs {
         let port = ALLOWED;
-        let json = tmp(&format!("iface-{balancer}-{steer}.json"));
+        let json = tmp(&format!("iface-{balancer}-{steer}-{tx}.json"));
         let _ = std::fs::remove_file(&json);
         let before = tcp_counters(&bed);
         let t = Instant::now();
@@ -369,19 +378,24 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
         if balancer == "random" {
             assert!(metric(&m, "flowshift_migrations_total{what=\"shard_moves\"}") > 0.0);
         }
-        // the kernel steering program is loaded while the run lasts, and
-        // gone with it (nothing pinned, nothing attached elsewhere)
-        let program = netio::steering::program_name(child.pid());
+        // the kernel steering program, or one XDP program per interface, is
+        // loaded while the run lasts, and gone with it (nothing pinned,
+        // nothing attached elsewhere)
+        let (program, want) = match (steer, tx) {
+            (_, "xdp") => (netio::xdp::program_name(child.pid()), 2),
+            ("kernel", _) => (netio::steering::program_name(child.pid()), 1),
+            _ => (netio::steering::program_name(child.pid()), 0),
+        };
         let loaded = || netio::bpf::loaded_named(&program).unwrap();
-        assert_eq!(loaded(), usize::from(steer == "kernel"), "{program}");
+        assert_eq!(loaded(), want, "{program}");
         let (stdout, r) = sigint_and_report(child, &json);
         assert_eq!(loaded(), 0, "{program} still loaded after the run");
         println!(
-            "{balancer}/{steer}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",
+            "{balancer}/{steer}/{tx}: started {t_start:?}, downloads done {t_dl:?}, other {t_other:?}, stopped {:?}",
             t.elapsed()
         );
         let after = tcp_counters(&bed);
-        println!("{balancer}/{steer}: {stdout}");
+        println!("{balancer}/{steer}/{tx}: {stdout}");
         check_report(&r);
         if balancer == "random" {
             assert!(
@@ -410,7 +424,7 @@ fn fw_nat_on_real_interfaces_static_then_moving_shards() {
             assert!(r["controller"].get("kernel_bucket_packets").is_none());
         }
         ofo.push((
-            format!("{balancer}/{steer}"),
+            format!("{balancer}/{steer}/{tx}"),
             after.0 - before.0,
             after.1 - before.1,
         ));
@@ -438,13 +452,20 @@ fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
         ("user", "recvmmsg"),
         ("kernel", "recvmmsg"),
         ("user", "ring"),
+        ("user", "xdp"),
+        ("kernel", "xdp"),
     ] {
         // each round deletes an interface: a bed of its own
         let Some(bed) = common::bed("fsgo") else {
             return;
         };
         let (a, _) = bed.ifaces();
-        let mut run = Running::start(&bed, &cfg, &["--steer", steer, "--rx", rx]);
+        let io = if rx == "xdp" {
+            ["--io", "xdp"]
+        } else {
+            ["--rx", rx]
+        };
+        let mut run = Running::start(&bed, &cfg, &["--steer", steer, io[0], io[1]]);
         run.wait_forwarding();
         // deleting one end of a veth pair deletes both
         netns::exec(&bed.middle(), "ip", &["link", "del", &a]).unwrap();
@@ -465,12 +486,14 @@ fn a_run_whose_interface_goes_away_ends_with_its_report_and_an_error() {
             "{steer}: no report\n{stdout}"
         );
         // this bed's interfaces have one receive queue and no receive
-        // packet steering: the run turns it on, and says so
-        assert!(
+        // packet steering: the run turns it on, and says so (an XDP program
+        // takes frames before it would act)
+        assert_eq!(
             stderr.contains(&format!(
                 "interface `{a}` has one receive queue: receive packet steering on for the run"
             )),
-            "{steer}: {stderr}"
+            rx != "xdp",
+            "{steer}/{rx}: {stderr}"
         );
     }
 }

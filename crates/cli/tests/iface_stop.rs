@@ -1,7 +1,9 @@
 //! A run on interfaces that is stopped while frames wait in its sockets
 //! accounts for every one of them: it says when it forwards, and after Ctrl-C
 //! the frames it read are forwarded or dropped by cause, and those it left in
-//! the sockets are counted as `unread_at_stop` (kernel and user steering) — `packets_in` covers all that
+//! the sockets are counted as `unread_at_stop` (kernel and user steering,
+//! AF_PACKET and AF_XDP; what an AF_XDP socket's full ring dropped is
+//! `rx_overflow`) — `packets_in` covers all that
 //! arrived, `packets_in == packets_out + sum(drops)`.
 
 use std::path::PathBuf;
@@ -62,22 +64,33 @@ fn signal(pid: u32, sig: &str) {
 
 #[test]
 fn frames_left_in_the_sockets_at_stop_are_counted() {
-    for steer in ["kernel", "user"] {
+    for (steer, io) in [
+        ("kernel", "packet"),
+        ("user", "packet"),
+        ("kernel", "xdp"),
+        ("user", "xdp"),
+    ] {
         let Some(bed) = common::bed("fsstop") else {
             return;
         };
-        let unread = stop_with_frames_waiting(&bed, steer);
-        if steer == "kernel" {
+        let (unread, overflow) = stop_with_frames_waiting(&bed, steer, io);
+        if steer == "kernel" && io == "packet" {
             // the working core reads at most its queue's length before it
             // sees the stop: most of what waited is left in the sockets
-            assert!(unread > 0, "nothing counted unread");
+            assert!(unread > 0, "{io}: nothing counted unread");
+        }
+        if io == "xdp" {
+            // an AF_XDP socket holds as many frames as it lends the kernel:
+            // what came beyond was dropped there, and counted
+            assert!(overflow > 0, "{steer}/{io}: no overflow counted");
         }
     }
 }
 
 /// A run with `--steer STEER` frozen while frames arrive, then stopped as it
-/// wakes: checks its report accounts for them; returns `unread_at_stop`.
-fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str) -> u64 {
+/// wakes: checks its report accounts for them; returns `unread_at_stop` and
+/// `rx_overflow`.
+fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str, io: &str) -> (u64, u64) {
     let (a, b) = bed.ifaces();
     let c0 = format!("{}c0", bed.prefix);
     let s0 = format!("{}s0", bed.prefix);
@@ -93,7 +106,15 @@ fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str) -> u64 {
     let mut child = Command::new("ip")
         .args(["netns", "exec", &bed.middle()])
         .arg(env!("CARGO_BIN_EXE_flowshift"))
-        .args(["run", "--iface", &format!("{a},{b}"), "--steer", steer])
+        .args([
+            "run",
+            "--iface",
+            &format!("{a},{b}"),
+            "--steer",
+            steer,
+            "--io",
+            io,
+        ])
         .args(["--workers", "1", "--balancer", "static", "--config"])
         .arg(&config)
         .arg("--json")
@@ -164,7 +185,9 @@ fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str) -> u64 {
     let unread = drops
         .get("unread_at_stop")
         .map_or(0, |v| v.as_u64().unwrap());
-    println!("--steer {steer}: arrived {arrived}, in {pin}, out {pout}, unread at stop {unread}");
+    println!(
+        "--steer {steer} --io {io}: arrived {arrived}, in {pin}, out {pout}, unread at stop {unread}, {drops:?}"
+    );
     assert_eq!(pin, pout + dropped, "in = out + drops: {drops:?}");
     // every frame that arrived while it was frozen is accounted for, and no
     // more than ever reached its interfaces (which also hear the odd IPv6
@@ -177,5 +200,6 @@ fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str) -> u64 {
         pin >= u64::from(SENT) && pin <= ever,
         "{pin} in, {arrived} arrived while frozen, {ever} ever: {drops:?}"
     );
-    unread
+    let overflow = drops.get("rx_overflow").map_or(0, |v| v.as_u64().unwrap());
+    (unread, overflow)
 }

@@ -194,6 +194,12 @@ pub mod reg {
     pub const R1: u8 = 1;
     /// Second argument.
     pub const R2: u8 = 2;
+    /// Third argument.
+    pub const R3: u8 = 3;
+    /// Fourth argument.
+    pub const R4: u8 = 4;
+    /// Fifth argument.
+    pub const R5: u8 = 5;
     /// Callee-saved (the context, for packet loads).
     pub const R6: u8 = 6;
     /// Callee-saved.
@@ -224,6 +230,8 @@ pub enum Size {
 pub enum Alu {
     /// +
     Add = 0x00,
+    /// *
+    Mul = 0x20,
     /// |
     Or = 0x40,
     /// &
@@ -243,6 +251,8 @@ pub enum Alu {
 pub enum Jmp {
     /// ==
     Eq = 0x10,
+    /// > (unsigned)
+    Gt = 0x20,
     /// !=
     Ne = 0x50,
     /// & != 0
@@ -294,6 +304,10 @@ impl Insn {
     /// `if dst op imm goto +off`.
     pub const fn jmp_imm(op: Jmp, dst: u8, imm: i32, off: i16) -> Insn {
         Insn::new(0x05 | op as u8, dst, 0, off, imm)
+    }
+    /// `if dst op src goto +off`.
+    pub const fn jmp_reg(op: Jmp, dst: u8, src: u8, off: i16) -> Insn {
+        Insn::new(0x05 | 0x08 | op as u8, dst, src, off, 0)
     }
     /// `goto +off`.
     pub const fn ja(off: i16) -> Insn {
@@ -370,6 +384,24 @@ impl Program {
     /// The program's descriptor.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// Runs an XDP program once on `frame` (from its Ethernet header) as
+    /// if it arrived on receive queue `queue` of interface `ifindex`, and
+    /// returns its result.
+    pub fn test_run_xdp(&self, frame: &[u8], ifindex: i32, queue: u32) -> io::Result<u32> {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+        // rx_queue_index, egress_ifindex
+        let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex as u32, queue, 0];
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u32(8, frame.len() as u32)
+            .u64(16, frame.as_ptr() as u64)
+            .u32(32, 1)
+            .u32(40, std::mem::size_of_val(&md) as u32)
+            .u64(48, md.as_ptr() as u64);
+        bpf(BPF_PROG_TEST_RUN, &mut a)?;
+        Ok(a.get_u32(4))
     }
 
     /// Runs the program once on `frame` (an Ethernet frame; the program sees it

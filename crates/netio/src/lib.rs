@@ -32,6 +32,6 @@ pub mod xdp;
 pub mod xsk;
 
 pub use socket::{
-    grow_receive_buffer, set_rx_mode, set_tx_mode, socket_drops, PacketSocket, RxBatch, RxMode,
-    SocketError, TxMode,
+    grow_receive_buffer, set_io, set_rx_mode, set_tx_mode, socket_drops, socket_io, Io,
+    PacketSocket, RxBatch, RxMode, SocketError, TxMode,
 };

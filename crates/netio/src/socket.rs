@@ -11,6 +11,14 @@ pub enum SocketError {
     /// No such interface.
     #[error("interface `{0}`: no such interface (see `ip link`)")]
     NoInterface(String),
+    /// The AF_XDP path could not be set up.
+    #[error("interface `{iface}`: {what} (or use `--io packet`)")]
+    Xdp {
+        /// The interface.
+        iface: String,
+        /// What failed, and why.
+        what: String,
+    },
     /// The system call failed.
     #[error("interface `{iface}`: {what}: {source}")]
     Sys {
@@ -32,14 +40,14 @@ pub const MAX_FRAME: usize = 9216 + 18;
 /// Buffers for [`PacketSocket::recv_batch`]: frames received by one call.
 #[derive(Debug)]
 pub struct RxBatch {
-    bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    pub(crate) bufs: Vec<Vec<u8>>,
+    pub(crate) lens: Vec<usize>,
     /// When the kernel received each frame (`CLOCK_REALTIME` ns; 0: not
     /// asked, [`PacketSocket::enable_timestamps`]).
-    stamps: Vec<u64>,
+    pub(crate) stamps: Vec<u64>,
     /// Room for each message's control data (its receive timestamp).
     control: Vec<[u64; CONTROL_WORDS]>,
-    n: usize,
+    pub(crate) n: usize,
 }
 
 /// A message's control buffer, in 8-byte words: one `SCM_TIMESTAMPNS`.
@@ -99,6 +107,8 @@ pub struct PacketSocket {
     /// Frames are read with the kernel's receive time
     /// ([`enable_timestamps`](Self::enable_timestamps)).
     stamps: std::sync::atomic::AtomicBool,
+    /// With AF_XDP ([`set_io`]): the sockets frames go through instead.
+    xdp: Option<crate::xdp::Port>,
 }
 
 /// How receiving sockets opened from now on read frames.
@@ -121,6 +131,33 @@ pub enum TxMode {
     /// A `TPACKET_V2` ring shared with the kernel: a burst's frames written in
     /// place and sent by one empty `send(2)`.
     Ring,
+}
+
+/// How sockets opened from now on carry frames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Io {
+    /// `AF_PACKET` sockets (the receive and send modes above).
+    Packet,
+    /// AF_XDP sockets: an XDP program redirects every receive queue's frames
+    /// to a socket of its own, and each sending core has a transmit queue's
+    /// socket (shared when there are fewer queues than cores).
+    Xdp(crate::xdp::Settings),
+}
+
+static IO: std::sync::Mutex<Io> = std::sync::Mutex::new(Io::Packet);
+
+/// Sets how sockets opened from now on carry frames.
+pub fn set_io(io: Io) {
+    *IO.lock().unwrap_or_else(|p| p.into_inner()) = io;
+}
+
+/// How sockets opened from now on carry frames ([`set_io`]).
+pub fn socket_io() -> Io {
+    *IO.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_mode() -> Io {
+    socket_io()
 }
 
 static RX_RING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -152,7 +189,62 @@ impl PacketSocket {
     /// Opens a non-blocking socket receiving every frame of `iface` (its own
     /// transmissions excluded) and sending out of it.
     pub fn open(iface: &str) -> Result<PacketSocket, SocketError> {
-        PacketSocket::open_proto(iface, libc::ETH_P_ALL as u16)
+        let Io::Xdp(settings) = io_mode() else {
+            return PacketSocket::open_proto(iface, libc::ETH_P_ALL as u16);
+        };
+        // the AF_PACKET socket receives nothing: it names the interface and
+        // says when it goes away
+        let mut s = PacketSocket::open_proto(iface, 0)?;
+        let (rx, _) = crate::xdp::queues(s.fd.as_raw_fd(), iface);
+        let port =
+            crate::xdp::Port::rx(s.ifindex, rx, settings).map_err(|what| SocketError::Xdp {
+                iface: iface.to_string(),
+                what,
+            })?;
+        s.xdp = Some(port);
+        Ok(s)
+    }
+
+    /// A receiving socket over AF_XDP sockets steered by an
+    /// [`crate::xdp::XdpSteering`] (one working core's, one per queue).
+    pub fn over_xdp(
+        iface: &str,
+        socks: Vec<std::sync::Arc<crate::xsk::Xsk>>,
+    ) -> Result<PacketSocket, SocketError> {
+        let mut s = PacketSocket::open_proto(iface, 0)?;
+        s.xdp = Some(crate::xdp::Port::rx_of(socks));
+        Ok(s)
+    }
+
+    /// A sending socket over AF_XDP socket `sock`.
+    pub fn sending_over_xdp(
+        iface: &str,
+        sock: std::sync::Arc<crate::xsk::Xsk>,
+    ) -> Result<PacketSocket, SocketError> {
+        let mut s = PacketSocket::open_proto(iface, 0)?;
+        s.xdp = Some(crate::xdp::Port::tx_on(sock));
+        Ok(s)
+    }
+
+    /// [`open_tx`](Self::open_tx) for the `core`-th sending core: with AF_XDP
+    /// ([`set_io`]) on transmit queue `core` mod the interface's queues (a
+    /// queue's socket shared by the cores on it).
+    pub fn open_tx_for(iface: &str, core: usize) -> Result<PacketSocket, SocketError> {
+        let Io::Xdp(settings) = io_mode() else {
+            return PacketSocket::open_tx(iface);
+        };
+        let mut s = PacketSocket::open_proto(iface, 0)?;
+        let (_, tx) = crate::xdp::queues(s.fd.as_raw_fd(), iface);
+        let port =
+            crate::xdp::Port::tx(s.ifindex, tx, core, settings).map_err(|e| SocketError::Xdp {
+                iface: iface.to_string(),
+                what: format!(
+                    "AF_XDP socket on transmit queue {}: {e}",
+                    core % tx as usize
+                ),
+            })?;
+        s.xdp = Some(port);
+        Ok(s)
     }
 
     /// Opens a socket that only sends out of `iface` (it receives nothing),
@@ -180,7 +272,9 @@ impl PacketSocket {
 
     /// How this socket sends: `ring` (`TPACKET_V2`) or `sendmmsg`.
     pub fn tx_mode(&self) -> &'static str {
-        if self.tx_ring.is_some() {
+        if self.xdp.is_some() {
+            "xdp"
+        } else if self.tx_ring.is_some() {
             "ring"
         } else {
             "sendmmsg"
@@ -252,6 +346,7 @@ impl PacketSocket {
             ring,
             tx_ring: None,
             stamps: std::sync::atomic::AtomicBool::new(false),
+            xdp: None,
         })
     }
 
@@ -291,6 +386,9 @@ impl PacketSocket {
     /// Frames the kernel dropped for this socket since the last call (its
     /// receive buffer was full): they never reached flowshift, but they count.
     pub fn take_drops(&self) -> io::Result<u64> {
+        if let Some(x) = &self.xdp {
+            return x.take_drops();
+        }
         // SAFETY: tpacket_stats is plain old data; all-zero is a valid value.
         let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
@@ -348,6 +446,43 @@ impl PacketSocket {
         }
     }
 
+    /// Receives up to a batch's size of waiting frames, handing each to
+    /// `each` with its receive time ([`RxBatch::stamp`]; 0 when not asked):
+    /// over AF_XDP straight from the shared memory, otherwise through `b`.
+    /// Returns how many.
+    pub fn recv_each(
+        &self,
+        b: &mut RxBatch,
+        mut each: impl FnMut(&[u8], u64),
+    ) -> io::Result<usize> {
+        if let Some(x) = &self.xdp {
+            let n = x.recv_each(b.bufs.len(), &mut each)?;
+            if n == 0 {
+                self.xdp_errors(x)?;
+            }
+            return Ok(n);
+        }
+        let n = self.recv_batch(b)?;
+        for i in 0..n {
+            each(b.frame(i), b.stamp(i));
+        }
+        Ok(n)
+    }
+
+    /// No system call reads an AF_XDP socket's rings: every so many idle
+    /// polls ask for the sockets' errors, so that an interface going away is
+    /// noticed (not every one: each costs system calls).
+    fn xdp_errors(&self, x: &crate::xdp::Port) -> io::Result<()> {
+        if !x.idle_check_due() {
+            return Ok(());
+        }
+        self.pending_error()?;
+        for fd in x.fds() {
+            pending_error(fd)?;
+        }
+        Ok(())
+    }
+
     /// Reads and discards what is waiting, up to about `cap` frames, with
     /// `b` as the buffer; returns how many frames and their bytes. For a run
     /// that stops: what it leaves unread is counted, not lost silently.
@@ -367,30 +502,39 @@ impl PacketSocket {
     /// The socket's pending error (`SO_ERROR`: e.g. `ENETDOWN` once its
     /// interface is gone), if any.
     fn pending_error(&self) -> io::Result<()> {
-        let mut e: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `e` and `len` are valid for writes of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut e as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if e != 0 {
-            return Err(io::Error::from_raw_os_error(e));
-        }
-        Ok(())
+        pending_error(self.fd.as_raw_fd())
     }
+}
 
+/// Socket `fd`'s pending error (`SO_ERROR`), if any.
+fn pending_error(fd: RawFd) -> io::Result<()> {
+    let mut e: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `e` and `len` are valid for writes of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut e as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if e != 0 {
+        return Err(io::Error::from_raw_os_error(e));
+    }
+    Ok(())
+}
+
+impl PacketSocket {
     /// How this socket receives: `ring` (`TPACKET_V3`) or `recvmmsg`.
     pub fn rx_mode(&self) -> &'static str {
-        if self.ring.is_some() {
+        if self.xdp.is_some() {
+            "xdp"
+        } else if self.ring.is_some() {
             "ring"
         } else {
             "recvmmsg"
@@ -399,6 +543,13 @@ impl PacketSocket {
 
     /// One read of the ring or one `recvmmsg`: (frames kept, frames read).
     fn recv_batch_once(&self, b: &mut RxBatch) -> io::Result<(usize, usize)> {
+        if let Some(x) = &self.xdp {
+            let n = x.recv(b)?;
+            if n == 0 {
+                self.xdp_errors(x)?;
+            }
+            return Ok((n, n));
+        }
         b.n = 0;
         let cap = b.bufs.len();
         // (a setting, publishing nothing: see `enable_timestamps`)
@@ -509,6 +660,9 @@ impl PacketSocket {
     /// or one kick of the transmit ring); returns how many the interface took
     /// (0 when its queue or the ring is full).
     pub fn send_many(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        if let Some(x) = &self.xdp {
+            return x.send(frames);
+        }
         if let Some((ring, jumbo)) = &self.tx_ring {
             // frames a slot holds go by the ring; a longer one goes by the plain
             // socket once those before it are sent (a kick sends every marked

@@ -28,13 +28,16 @@ const MAP_LOOKUP: i32 = 1;
 #[derive(Debug)]
 pub struct KernelRss {
     /// Toeplitz contributions, `INPUT × 256` `u32`s.
-    _contrib: Map,
+    contrib: Map,
     /// The indirection table: bucket → queue (`u32`).
     table: Map,
     /// Packets per bucket, per CPU.
     counts: Map,
-    program: Program,
+    /// The socket filter (none when the steering runs in XDP programs:
+    /// [`xdp_program`](Self::xdp_program)).
+    program: Option<Program>,
     buckets: u32,
+    fields: HashFields,
 }
 
 impl KernelRss {
@@ -42,6 +45,22 @@ impl KernelRss {
     /// with `buckets` buckets (a power of two) spread over `queues` queues
     /// round-robin.
     pub fn new(
+        t: &Toeplitz,
+        fields: HashFields,
+        buckets: u32,
+        queues: u32,
+    ) -> Result<KernelRss, String> {
+        let mut k = KernelRss::maps(t, fields, buckets, queues)?;
+        let insns = program(&k.contrib, &k.table, &k.counts, buckets, fields);
+        k.program = Some(Program::socket_filter(
+            &program_name(std::process::id()),
+            &insns,
+        )?);
+        Ok(k)
+    }
+
+    /// The maps alone, for XDP programs ([`xdp_program`](Self::xdp_program)).
+    pub fn maps(
         t: &Toeplitz,
         fields: HashFields,
         buckets: u32,
@@ -75,20 +94,38 @@ impl KernelRss {
             table.set(b, &(b % queues).to_ne_bytes()).map_err(io)?;
         }
         let counts = Map::percpu_counters(buckets).map_err(io)?;
-        let insns = program(&contrib, &table, &counts, buckets, fields);
-        let program = Program::socket_filter(&program_name(std::process::id()), &insns)?;
         Ok(KernelRss {
-            _contrib: contrib,
+            contrib,
             table,
             counts,
-            program,
+            program: None,
             buckets,
+            fields,
         })
     }
 
-    /// The program (to attach to a fanout group, or to test-run).
+    /// The socket filter (to attach to a fanout group, or to test-run).
+    ///
+    /// # Panics
+    ///
+    /// On steering made by [`maps`](Self::maps) (XDP programs).
     pub fn program(&self) -> &Program {
-        &self.program
+        self.program.as_ref().expect("a socket filter was made")
+    }
+
+    /// The XDP program steering frames of receive queue `q` to entry
+    /// `q × workers + table[bucket]` of socket map `xsks` (the socket of
+    /// that working core on that queue); a frame it cannot hash (not IPv4, a
+    /// fragment) goes to working core 0's. `returns_entry`: the program
+    /// returns the entry instead of redirecting (for test runs).
+    pub fn xdp_program(&self, xsks: &Map, workers: u32, returns_entry: bool) -> Vec<Insn> {
+        xdp_program(
+            (&self.contrib, &self.table, &self.counts, xsks),
+            self.buckets,
+            workers,
+            self.fields,
+            returns_entry,
+        )
     }
 
     /// Buckets.
@@ -237,6 +274,165 @@ fn program(
     let out = p.len();
     p.push(Insn::alu_imm(Alu::Mov, R0, 0));
     p.push(Insn::exit());
+    for j in out_jumps {
+        p[j] = p[j].with_off((out - j - 1) as i16);
+    }
+    p
+}
+
+/// `bpf_redirect_map`.
+const REDIRECT_MAP: i32 = 51;
+/// `bpf_ktime_get_ns`.
+const KTIME_GET_NS: i32 = 5;
+/// `bpf_xdp_adjust_meta`.
+const ADJUST_META: i32 = 54;
+/// Bytes of metadata the XDP program puts before a frame: its arrival time.
+pub const META: u32 = 8;
+/// `XDP_PASS`.
+const XDP_PASS: i32 = 2;
+
+/// The XDP flavour of [`program`]: the arrival time in the frame's
+/// metadata, the same hash, from the frame in place (direct packet access,
+/// each read checked against the frame's end), then a redirect to the
+/// working core's socket on the frame's queue. Registers:
+/// r6 the context, r2 the frame's start, r3 its end, r7 the IPv4 header
+/// length, r8 the input length, r9 the hash. Stack: the source address at
+/// −4, the destination at −8, the ports at −12 (each as the frame holds
+/// them: byte k of a word at bits 8k), a map key at −16, the queue at −20.
+fn xdp_program(
+    (contrib, table, counts, xsks): (&Map, &Map, &Map, &Map),
+    buckets: u32,
+    workers: u32,
+    fields: HashFields,
+    returns_entry: bool,
+) -> Vec<Insn> {
+    let mut p: Vec<Insn> = Vec::new();
+    let mut out_jumps: Vec<usize> = Vec::new();
+    p.push(Insn::alu_reg(Alu::Mov, R6, R1));
+    // the arrival time (CLOCK_MONOTONIC ns) in 8 bytes of metadata before
+    // the frame, which an AF_XDP socket in copy mode receives with it
+    // ([`crate::xsk::Xsk::recv`]): the order frames reached the interface,
+    // whichever core reads them
+    p.push(Insn::call(KTIME_GET_NS));
+    p.push(Insn::alu_reg(Alu::Mov, R7, R0));
+    p.push(Insn::alu_reg(Alu::Mov, R1, R6));
+    p.push(Insn::alu_imm(Alu::Mov, R2, -(META as i32)));
+    p.push(Insn::call(ADJUST_META));
+    p.push(Insn::jmp_imm(Jmp::Ne, R0, 0, 6));
+    p.push(Insn::ldx(Size::W, R1, R6, 8));
+    p.push(Insn::ldx(Size::W, R2, R6, 0));
+    p.push(Insn::alu_reg(Alu::Mov, R3, R1));
+    p.push(Insn::alu_imm(Alu::Add, R3, META as i32));
+    p.push(Insn::jmp_reg(Jmp::Gt, R3, R2, 1));
+    p.push(Insn::stx(Size::Dw, R1, 0, R7));
+    p.push(Insn::alu_imm(Alu::Mov, R9, 0));
+    p.push(Insn::ldx(Size::W, R1, R6, 16));
+    p.push(Insn::stx(Size::W, R10, -20, R1));
+    p.push(Insn::ldx(Size::W, R2, R6, 0));
+    p.push(Insn::ldx(Size::W, R3, R6, 4));
+    // an Ethernet and a shortest IPv4 header
+    p.push(Insn::alu_reg(Alu::Mov, R4, R2));
+    p.push(Insn::alu_imm(Alu::Add, R4, 34));
+    out_jumps.push(p.len());
+    p.push(Insn::jmp_reg(Jmp::Gt, R4, R3, 0));
+    // EtherType 0x0800 (its two bytes read as a little-endian u16)
+    p.push(Insn::ldx(Size::H, R1, R2, 12));
+    out_jumps.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R1, 0x0008, 0));
+    p.push(Insn::ldx(Size::B, R7, R2, 14));
+    p.push(Insn::alu_imm(Alu::And, R7, 0x0f));
+    p.push(Insn::alu_imm(Alu::Lsh, R7, 2));
+    // fragments have no ports: working core 0 (flags and offset 0x3fff, as
+    // a little-endian read of their two bytes)
+    p.push(Insn::ldx(Size::H, R1, R2, 20));
+    out_jumps.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Set, R1, 0xff3f, 0));
+    p.push(Insn::ldx(Size::W, R1, R2, 26));
+    p.push(Insn::stx(Size::W, R10, -4, R1));
+    p.push(Insn::ldx(Size::W, R1, R2, 30));
+    p.push(Insn::stx(Size::W, R10, -8, R1));
+    p.push(Insn::alu_imm(Alu::Mov, R8, 8));
+    if fields == HashFields::IpPorts {
+        p.push(Insn::ldx(Size::B, R1, R2, 23));
+        // TCP (6) or UDP (17): the ports, after the header's options
+        p.push(Insn::jmp_imm(Jmp::Eq, R1, 6, 1));
+        p.push(Insn::jmp_imm(Jmp::Ne, R1, 17, 9));
+        p.push(Insn::alu_reg(Alu::Mov, R4, R2));
+        p.push(Insn::alu_reg(Alu::Add, R4, R7));
+        p.push(Insn::alu_imm(Alu::Add, R4, 14));
+        p.push(Insn::alu_reg(Alu::Mov, R5, R4));
+        p.push(Insn::alu_imm(Alu::Add, R5, 4));
+        out_jumps.push(p.len());
+        p.push(Insn::jmp_reg(Jmp::Gt, R5, R3, 0));
+        p.push(Insn::ldx(Size::W, R1, R4, 0));
+        p.push(Insn::stx(Size::W, R10, -12, R1));
+        p.push(Insn::alu_imm(Alu::Mov, R8, 12));
+        // (the jump over the ports lands here)
+    }
+    let mut skip_ports = None;
+    for i in 0..INPUT as usize {
+        if i == 8 {
+            skip_ports = Some(p.len());
+            p.push(Insn::jmp_imm(Jmp::Ne, R8, 12, 0));
+        }
+        let word = -4 - 4 * (i / 4) as i16;
+        let shift = 8 * (i % 4) as i32;
+        p.push(Insn::ldx(Size::W, R1, R10, word));
+        if shift > 0 {
+            p.push(Insn::alu_imm(Alu::Rsh, R1, shift));
+        }
+        p.push(Insn::alu_imm(Alu::And, R1, 0xff));
+        p.push(Insn::alu_imm(Alu::Add, R1, (i * 256) as i32));
+        p.push(Insn::stx(Size::W, R10, -16, R1));
+        p.extend(Insn::ld_map(R1, contrib));
+        p.push(Insn::alu_reg(Alu::Mov, R2, R10));
+        p.push(Insn::alu_imm(Alu::Add, R2, -16));
+        p.push(Insn::call(MAP_LOOKUP));
+        out_jumps.push(p.len());
+        p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
+        p.push(Insn::ldx(Size::W, R1, R0, 0));
+        p.push(Insn::alu_reg(Alu::Xor, R9, R1));
+    }
+    let bucket = p.len();
+    if let Some(j) = skip_ports {
+        p[j] = p[j].with_off((bucket - j - 1) as i16);
+    }
+    p.push(Insn::alu_imm(Alu::And, R9, (buckets - 1) as i32));
+    p.push(Insn::stx(Size::W, R10, -16, R9));
+    // count it
+    p.extend(Insn::ld_map(R1, counts));
+    p.push(Insn::alu_reg(Alu::Mov, R2, R10));
+    p.push(Insn::alu_imm(Alu::Add, R2, -16));
+    p.push(Insn::call(MAP_LOOKUP));
+    p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 3));
+    p.push(Insn::ldx(Size::Dw, R1, R0, 0));
+    p.push(Insn::alu_imm(Alu::Add, R1, 1));
+    p.push(Insn::stx(Size::Dw, R0, 0, R1));
+    // its working core
+    p.extend(Insn::ld_map(R1, table));
+    p.push(Insn::alu_reg(Alu::Mov, R2, R10));
+    p.push(Insn::alu_imm(Alu::Add, R2, -16));
+    p.push(Insn::call(MAP_LOOKUP));
+    out_jumps.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
+    p.push(Insn::ldx(Size::W, R9, R0, 0));
+    let send = p.len();
+    // entry = queue × workers + core (r9)
+    p.push(Insn::ldx(Size::W, R2, R10, -20));
+    p.push(Insn::alu_imm(Alu::Mul, R2, workers as i32));
+    p.push(Insn::alu_reg(Alu::Add, R2, R9));
+    if returns_entry {
+        p.push(Insn::alu_reg(Alu::Mov, R0, R2));
+    } else {
+        p.extend(Insn::ld_map(R1, xsks));
+        p.push(Insn::alu_imm(Alu::Mov, R3, XDP_PASS));
+        p.push(Insn::call(REDIRECT_MAP));
+    }
+    p.push(Insn::exit());
+    // out: working core 0
+    let out = p.len();
+    p.push(Insn::alu_imm(Alu::Mov, R9, 0));
+    p.push(Insn::ja((send as i64 - out as i64 - 2) as i16));
     for j in out_jumps {
         p[j] = p[j].with_off((out - j - 1) as i16);
     }

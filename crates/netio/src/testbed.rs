@@ -182,6 +182,30 @@ impl Bed {
         Ok(())
     }
 
+    /// Interrupt coalescing on the middle's interfaces, as a NIC's is tuned
+    /// for a poll-mode network function: once their NAPI has run (an XDP
+    /// program attached gives a veth one), it runs again after `us`
+    /// microseconds or when the next poll asks, rather than at every frame
+    /// a sender hands over (`napi_defer_hard_irqs`, `gro_flush_timeout`).
+    pub fn coalesce(&self, us: u64) -> io::Result<()> {
+        let (a, b) = self.ifaces();
+        for dev in [a, b] {
+            exec(
+                &self.middle(),
+                "sh",
+                &[
+                    "-c",
+                    &format!(
+                        "echo 2 > /sys/class/net/{dev}/napi_defer_hard_irqs; \
+                         echo {} > /sys/class/net/{dev}/gro_flush_timeout",
+                        us * 1000
+                    ),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Leaves the bed up after this value is gone (`scripts/netns.sh up`).
     pub fn keep(self) {
         std::mem::forget(self);

@@ -3,16 +3,21 @@
 //! frames to send are written there and handed over in another ring — no
 //! socket buffer, no IP stack, no system call per burst on receive.
 //!
-//! Each socket has a UMEM of its own, cut into frames of [`FRAME`] bytes, and
-//! the four rings over it (receive, transmit, fill, completion) as the kernel
-//! maps them. A receiving socket lends every frame to the kernel through the
-//! fill ring; a frame it receives is copied out and lent again at once. A
-//! sending socket copies a frame into a free frame of its UMEM, and takes the
-//! frame back from the completion ring once the kernel has sent it.
+//! A socket is bound to one queue of one interface, and both receives and
+//! sends there. A queue takes one UMEM — the [`Pool`] of its first socket,
+//! cut into frames of [`FRAME`] bytes, with its fill and completion rings —
+//! which later sockets on the queue share ([`Xsk::join`]), each with
+//! receive and transmit rings of its own (an XDP program picks, per frame,
+//! which of the queue's sockets gets it). Half of the frames are for
+//! receiving: each is lent to the kernel through the fill ring, and a frame
+//! received is copied out and lent again at once. The other half are for
+//! sending: a frame is copied into a free one, handed over in a transmit
+//! ring, and taken back from the completion ring once the kernel has sent it.
 //!
-//! A socket has one user at a time (a lock, never contended: one reading
-//! thread, or one sending core), as each ring has one producer and one
-//! consumer.
+//! Each ring has one producer and one consumer on this side: a socket's
+//! receive ring is read by one thread and its transmit ring written by one
+//! core at a time (a lock each), and the pool's fill and completion rings,
+//! which every socket of the queue uses, have a lock each.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -51,15 +56,6 @@ impl Sizes {
     pub fn bytes(&self) -> u64 {
         u64::from(self.frames) * FRAME as u64 + 4 * u64::from(self.ring) * 16
     }
-}
-
-/// What a socket does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Receives what an XDP program redirects to it.
-    Receive,
-    /// Sends.
-    Send,
 }
 
 /// One mapped ring: the kernel's producer and consumer indexes, its flags and
@@ -210,37 +206,80 @@ impl Drop for Umem {
     }
 }
 
-/// The rings and frames one user works with.
-struct Inner {
-    rx: Option<Ring<libc::xdp_desc>>,
-    tx: Option<Ring<libc::xdp_desc>>,
-    fill: Ring<u64>,
-    comp: Ring<u64>,
-    /// Frames this process holds (not lent to the kernel), by address.
-    free: Vec<u64>,
+/// The UMEM of a queue and its fill and completion rings, with the frames
+/// this process holds: shared by the queue's sockets.
+pub struct Pool {
+    /// Receive frames: the fill ring and those not lent to the kernel.
+    fill: Mutex<(Ring<u64>, Vec<u64>)>,
+    /// Send frames: the completion ring and those free to send.
+    comp: Mutex<(Ring<u64>, Vec<u64>)>,
+    umem: Umem,
+}
+
+impl Pool {
+    /// Lends up to the fill ring's room of the receive frames held.
+    fn lend(&self, taken: impl IntoIterator<Item = u64>) -> bool {
+        let mut g = self.fill.lock().unwrap_or_else(|p| p.into_inner());
+        let (fill, free) = &mut *g;
+        free.extend(taken);
+        let lend = (fill.room() as usize).min(free.len());
+        if lend > 0 {
+            let at = free.len() - lend;
+            fill.produce(free.drain(at..));
+        }
+        fill.needs_wakeup()
+    }
+
+    /// Takes back the frames the kernel has sent, and up to `n` free send
+    /// frames.
+    fn take(&self, n: usize) -> Vec<u64> {
+        let mut g = self.comp.lock().unwrap_or_else(|p| p.into_inner());
+        let (comp, free) = &mut *g;
+        comp.consume(u32::MAX, |a| free.push(a & !(FRAME as u64 - 1)));
+        let at = free.len().saturating_sub(n);
+        free.split_off(at)
+    }
+
+    /// Gives unused send frames back.
+    fn give(&self, frames: impl IntoIterator<Item = u64>) {
+        let mut g = self.comp.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.extend(frames);
+    }
 }
 
 /// An AF_XDP socket bound to one queue of one interface.
 pub struct Xsk {
-    inner: Mutex<Inner>,
-    // (dropped before the UMEM: the kernel lets go of it with the socket)
+    rx: Mutex<Ring<libc::xdp_desc>>,
+    tx: Mutex<Ring<libc::xdp_desc>>,
+    // (dropped before the pool: the kernel lets go of the UMEM with the
+    // queue's sockets)
     fd: OwnedFd,
-    umem: Umem,
-    role: Role,
+    pool: std::sync::Arc<Pool>,
+    /// The pool owner's descriptor (its own, for the first socket).
+    owner: RawFd,
+    ifindex: i32,
+    queue: u32,
     sizes: Sizes,
 }
 
-// SAFETY: the mappings are owned by this value and unmapped only on drop;
-// every access to a ring or to the UMEM's frames goes through `inner`'s lock,
-// and the words the kernel also writes are accessed atomically.
+// SAFETY: the mappings are owned by this value (its rings) and by its pool
+// (the UMEM, the fill and completion rings), unmapped only on drop; every
+// access to a ring goes through the lock of that ring, a UMEM frame is
+// written only by whoever took it from the pool under a lock, and the words
+// the kernel also writes are accessed atomically.
 unsafe impl Send for Xsk {}
 // SAFETY: as above.
 unsafe impl Sync for Xsk {}
+// SAFETY: as for `Xsk`: the pool's rings are behind its locks.
+unsafe impl Send for Pool {}
+// SAFETY: as above.
+unsafe impl Sync for Pool {}
 
 impl std::fmt::Debug for Xsk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Xsk")
-            .field("role", &self.role)
+            .field("ifindex", &self.ifindex)
+            .field("queue", &self.queue)
             .field("sizes", &self.sizes)
             .finish()
     }
@@ -268,24 +307,97 @@ fn ctx(what: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// A new `AF_XDP` socket.
+fn socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call; the result is checked.
+    let raw = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(ctx("socket(AF_XDP)", io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor just returned by socket(2), owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The ring offsets of socket `fd`.
+fn offsets(fd: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: all-zero is a valid xdp_mmap_offsets.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: `off` and `olen` are valid for writes of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut olen,
+        )
+    };
+    if r < 0 {
+        return Err(ctx("XDP_MMAP_OFFSETS", io::Error::last_os_error()));
+    }
+    Ok(off)
+}
+
+/// Sets up and maps socket `fd`'s receive and transmit rings.
+fn own_rings(fd: RawFd, ring: u32) -> io::Result<(Ring<libc::xdp_desc>, Ring<libc::xdp_desc>)> {
+    set_opt(fd, libc::XDP_RX_RING, &ring).map_err(|e| ctx("receive ring", e))?;
+    set_opt(fd, libc::XDP_TX_RING, &ring).map_err(|e| ctx("transmit ring", e))?;
+    let off = offsets(fd)?;
+    let rx = Ring::map(fd, &off.rx, ring, libc::XDP_PGOFF_RX_RING as u64)
+        .map_err(|e| ctx("mapping the receive ring", e))?;
+    let tx = Ring::map(fd, &off.tx, ring, libc::XDP_PGOFF_TX_RING as u64)
+        .map_err(|e| ctx("mapping the transmit ring", e))?;
+    Ok((rx, tx))
+}
+
+/// Binds socket `fd` to queue `queue` of `ifindex` (sharing `shared`'s UMEM
+/// when given).
+fn bind(fd: RawFd, ifindex: i32, queue: u32, shared: Option<RawFd>) -> io::Result<()> {
+    let mut flags = libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP;
+    if shared.is_some() {
+        flags = libc::XDP_SHARED_UMEM;
+    }
+    let sxdp = libc::sockaddr_xdp {
+        sxdp_family: AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex as u32,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: shared.map_or(0, |f| f as u32),
+    };
+    // SAFETY: `sxdp` is a valid sockaddr_xdp of the length passed.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (&sxdp as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(ctx(
+            &format!("binding to queue {queue}"),
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 impl Xsk {
-    /// A socket on queue `queue` of interface `ifindex`, receiving or
-    /// sending, of `sizes` (powers of two), in copy mode (veth has no zero
-    /// copy) with the kernel asking to be woken only when it needs it.
-    pub fn open(ifindex: i32, queue: u32, role: Role, sizes: Sizes) -> io::Result<Xsk> {
-        if !sizes.frames.is_power_of_two() || !sizes.ring.is_power_of_two() || sizes.ring < 8 {
+    /// The first socket on queue `queue` of interface `ifindex`, with a pool
+    /// of `sizes` (powers of two), in copy mode (veth has no zero copy) with
+    /// the kernel asking to be woken only when it needs it.
+    pub fn open(ifindex: i32, queue: u32, sizes: Sizes) -> io::Result<Xsk> {
+        if !sizes.frames.is_power_of_two()
+            || !sizes.ring.is_power_of_two()
+            || sizes.ring < 8
+            || sizes.frames < 16
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("AF_XDP sizes {sizes:?}: powers of two, rings of at least 8"),
             ));
         }
-        // SAFETY: plain system call; the result is checked.
-        let raw = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(ctx("socket(AF_XDP)", io::Error::last_os_error()));
-        }
-        // SAFETY: a descriptor just returned by socket(2), owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = socket()?;
         let len = sizes.frames as usize * FRAME;
         // SAFETY: an anonymous private mapping; the result is checked.
         let base = unsafe {
@@ -318,88 +430,56 @@ impl Xsk {
         let ring = sizes.ring;
         set_opt(f, libc::XDP_UMEM_FILL_RING, &ring).map_err(|e| ctx("fill ring", e))?;
         set_opt(f, libc::XDP_UMEM_COMPLETION_RING, &ring).map_err(|e| ctx("completion ring", e))?;
-        match role {
-            Role::Receive => set_opt(f, libc::XDP_RX_RING, &ring),
-            Role::Send => set_opt(f, libc::XDP_TX_RING, &ring),
-        }
-        .map_err(|e| ctx("receive or transmit ring", e))?;
-        // SAFETY: all-zero is a valid xdp_mmap_offsets.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // SAFETY: `off` and `olen` are valid for writes of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(
-                f,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-                &mut olen,
-            )
-        };
-        if r < 0 {
-            return Err(ctx("XDP_MMAP_OFFSETS", io::Error::last_os_error()));
-        }
+        let (rx, tx) = own_rings(f, ring)?;
+        let off = offsets(f)?;
         let fill = Ring::map(f, &off.fr, ring, libc::XDP_UMEM_PGOFF_FILL_RING)
             .map_err(|e| ctx("mapping the fill ring", e))?;
         let comp = Ring::map(f, &off.cr, ring, libc::XDP_UMEM_PGOFF_COMPLETION_RING)
             .map_err(|e| ctx("mapping the completion ring", e))?;
-        let (rx, tx) = match role {
-            Role::Receive => (
-                Some(
-                    Ring::map(f, &off.rx, ring, libc::XDP_PGOFF_RX_RING as u64)
-                        .map_err(|e| ctx("mapping the receive ring", e))?,
-                ),
-                None,
-            ),
-            Role::Send => (
-                None,
-                Some(
-                    Ring::map(f, &off.tx, ring, libc::XDP_PGOFF_TX_RING as u64)
-                        .map_err(|e| ctx("mapping the transmit ring", e))?,
-                ),
-            ),
-        };
-        let mut free: Vec<u64> = (0..u64::from(sizes.frames))
-            .map(|k| k * FRAME as u64)
-            .collect();
-        if role == Role::Receive {
-            // every frame the fill ring holds is lent to the kernel
-            let lend = free.len().min(ring as usize);
-            fill.produce(free.drain(..lend));
-        }
-        let sxdp = libc::sockaddr_xdp {
-            sxdp_family: AF_XDP as u16,
-            sxdp_flags: libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP,
-            sxdp_ifindex: ifindex as u32,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: `sxdp` is a valid sockaddr_xdp of the length passed.
-        let r = unsafe {
-            libc::bind(
-                f,
-                (&sxdp as *const libc::sockaddr_xdp).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(ctx(
-                &format!("binding to queue {queue}"),
-                io::Error::last_os_error(),
-            ));
-        }
-        Ok(Xsk {
-            inner: Mutex::new(Inner {
-                rx,
-                tx,
-                fill,
-                comp,
-                free,
-            }),
-            fd,
+        // the first half of the frames receives, the second sends
+        let half = u64::from(sizes.frames / 2);
+        let rx_free: Vec<u64> = (0..half).map(|k| k * FRAME as u64).collect();
+        let tx_free: Vec<u64> = (half..2 * half).map(|k| k * FRAME as u64).collect();
+        let pool = std::sync::Arc::new(Pool {
+            fill: Mutex::new((fill, Vec::new())),
+            comp: Mutex::new((comp, tx_free)),
             umem,
-            role,
+        });
+        // every receive frame the fill ring holds is lent to the kernel
+        pool.lend(rx_free);
+        bind(f, ifindex, queue, None)?;
+        Ok(Xsk {
+            rx: Mutex::new(rx),
+            tx: Mutex::new(tx),
+            owner: f,
+            fd,
+            pool,
+            ifindex,
+            queue,
             sizes,
+        })
+    }
+
+    /// Another socket on `first`'s queue, sharing its pool, with receive and
+    /// transmit rings of its own.
+    pub fn join(first: &Xsk) -> io::Result<Xsk> {
+        let fd = socket()?;
+        let (rx, tx) = own_rings(fd.as_raw_fd(), first.sizes.ring)?;
+        bind(
+            fd.as_raw_fd(),
+            first.ifindex,
+            first.queue,
+            Some(first.owner),
+        )?;
+        Ok(Xsk {
+            rx: Mutex::new(rx),
+            tx: Mutex::new(tx),
+            owner: first.owner,
+            fd,
+            pool: first.pool.clone(),
+            ifindex: first.ifindex,
+            queue: first.queue,
+            sizes: first.sizes,
         })
     }
 
@@ -408,17 +488,14 @@ impl Xsk {
         self.fd.as_raw_fd()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The frame at UMEM address `addr`, `len` bytes.
     fn frame(&self, addr: u64, len: usize) -> &[u8] {
-        let at = (addr as usize).min(self.umem.len);
-        let len = len.min(self.umem.len - at).min(FRAME);
+        let umem = &self.pool.umem;
+        let at = (addr as usize).min(umem.len);
+        let len = len.min(umem.len - at).min(FRAME);
         // SAFETY: inside the UMEM; a frame the kernel handed over in the
         // receive ring and will not write until it is lent again.
-        unsafe { std::slice::from_raw_parts(self.umem.base.add(at), len) }
+        unsafe { std::slice::from_raw_parts(umem.base.add(at), len) }
     }
 
     /// Wakes the kernel (`recvfrom` or `sendto` with no data).
@@ -452,69 +529,57 @@ impl Xsk {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             // busy, no room yet, nothing to do: the next call goes on
-            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR | libc::ENETDOWN) => {
-                if e.raw_os_error() == Some(libc::ENETDOWN) {
-                    Err(e)
-                } else {
-                    Ok(())
-                }
-            }
+            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => Ok(()),
             _ => Err(e),
         }
     }
 
     /// Receives up to `max` waiting frames: each is handed to `each` (its
-    /// bytes, valid for the call) and its UMEM frame lent to the kernel again
-    /// at once. Returns how many.
-    pub fn recv(&self, max: usize, mut each: impl FnMut(&[u8])) -> io::Result<usize> {
-        let mut g = self.lock();
-        let inner = &mut *g;
-        let Some(rx) = &inner.rx else {
-            return Ok(0);
+    /// bytes, valid for the call, and — with `meta` — the 8 bytes of
+    /// metadata an XDP program put before it, as a native-endian `u64`; 0
+    /// otherwise) and its UMEM frame lent to the kernel again at once.
+    /// Returns how many.
+    pub fn recv(
+        &self,
+        max: usize,
+        meta: bool,
+        mut each: impl FnMut(&[u8], u64),
+    ) -> io::Result<usize> {
+        let mut taken = Vec::new();
+        let n = {
+            let rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
+            rx.consume(max as u32, |d| {
+                let m = if meta && d.addr % FRAME as u64 >= 8 {
+                    let b = self.frame(d.addr - 8, 8);
+                    u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))
+                } else {
+                    0
+                };
+                each(self.frame(d.addr, d.len as usize), m);
+                // (the address's offset within its frame cleared)
+                taken.push(d.addr & !(FRAME as u64 - 1));
+            })
         };
-        let free = &mut inner.free;
-        let n = rx.consume(max as u32, |d| {
-            each(self.frame(d.addr, d.len as usize));
-            // (the address's offset within its frame cleared)
-            free.push(d.addr & !(FRAME as u64 - 1));
-        });
-        let lend = (inner.fill.room() as usize).min(inner.free.len());
-        if lend > 0 {
-            let at = inner.free.len() - lend;
-            inner.fill.produce(inner.free.drain(at..));
-        }
-        if n == 0 && inner.fill.needs_wakeup() {
-            drop(g);
+        let wake = self.pool.lend(taken);
+        if n == 0 && wake {
             self.wake(false)?;
         }
         Ok(n as usize)
-    }
-
-    /// Takes back the frames the kernel has sent.
-    fn reclaim(inner: &mut Inner) {
-        let free = &mut inner.free;
-        inner
-            .comp
-            .consume(u32::MAX, |a| free.push(a & !(FRAME as u64 - 1)));
     }
 
     /// Sends `frames`, in order: each is copied into a free UMEM frame and
     /// handed to the kernel, which is woken until it has taken every one (so
     /// they have left when this returns, and a later frame of their flow,
     /// sent by another core, cannot overtake them). Returns how many were
-    /// taken: fewer when the transmit ring or the UMEM is full (the rest are
-    /// for the next call); a frame longer than a UMEM frame is counted as
-    /// taken and not sent (`too_long`).
+    /// taken: fewer when the transmit ring or the send frames are full (the
+    /// rest are for the next call); a frame longer than a UMEM frame is
+    /// counted as taken and not sent (`too_long`).
     pub fn send(&self, frames: &[&[u8]], too_long: &mut u64) -> io::Result<usize> {
-        let mut g = self.lock();
-        let inner = &mut *g;
-        Self::reclaim(inner);
-        let Some(tx) = &inner.tx else {
-            return Ok(0);
-        };
-        let room = (tx.room() as usize).min(inner.free.len());
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = self.pool.take((tx.room() as usize).min(frames.len()));
+        let room = free.len();
         let mut taken = 0;
-        let mut descs = Vec::with_capacity(room.min(frames.len()));
+        let mut descs = Vec::with_capacity(room);
         for f in frames {
             if descs.len() == room {
                 break;
@@ -524,13 +589,13 @@ impl Xsk {
                 *too_long += 1;
                 continue;
             }
-            let addr = inner.free.pop().expect("room counts free frames");
-            // SAFETY: a free frame of the UMEM (no one else holds it), `f.len()`
-            // ≤ FRAME bytes from its start.
+            let addr = free.pop().expect("room counts free frames");
+            // SAFETY: a free send frame of the UMEM (taken from the pool, no
+            // one else holds it), `f.len()` ≤ FRAME bytes from its start.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     f.as_ptr(),
-                    self.umem.base.add(addr as usize),
+                    self.pool.umem.base.add(addr as usize),
                     f.len(),
                 )
             };
@@ -540,6 +605,7 @@ impl Xsk {
                 options: 0,
             });
         }
+        self.pool.give(free);
         tx.produce(descs.into_iter());
         // in copy mode the kernel sends from `sendto`, a batch per call
         let since = std::time::Instant::now();
@@ -551,7 +617,6 @@ impl Xsk {
                 ));
             }
         }
-        Self::reclaim(inner);
         Ok(taken)
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use netio::testbed::Bed;
 use netio::xdp::Attachment;
-use netio::xsk::{Role, Sizes, Xsk};
+use netio::xsk::{Sizes, Xsk};
 use netio::{netns, PacketSocket, RxBatch};
 
 /// A frame numbered `i` (local experimental EtherType), `len` bytes.
@@ -69,8 +69,8 @@ fn frames_cross_an_xdp_socket_pair_whole_and_in_order() {
             netns::enter(&mid).unwrap();
             let ia = netns::ifindex(&a).unwrap();
             let ib = netns::ifindex(&b).unwrap();
-            let rx = Xsk::open(ia, 0, Role::Receive, Sizes::default()).unwrap();
-            let tx = Xsk::open(ib, 0, Role::Send, Sizes::default()).unwrap();
+            let rx = Xsk::open(ia, 0, Sizes::default()).unwrap();
+            let tx = Xsk::open(ib, 0, Sizes::default()).unwrap();
             let att = Attachment::attach(ia, 1, false).unwrap();
             att.set(0, &rx).unwrap();
             assert_eq!(netio::bpf::loaded_named(&program).unwrap(), 1);
@@ -80,7 +80,7 @@ fn frames_cross_an_xdp_socket_pair_whole_and_in_order() {
             let mut burst: Vec<Vec<u8>> = Vec::new();
             while n < SENT && t0.elapsed() < Duration::from_secs(20) {
                 burst.clear();
-                rx.recv(64, |f| burst.push(f.to_vec())).unwrap();
+                rx.recv(64, false, |f, _| burst.push(f.to_vec())).unwrap();
                 burst.retain(|f| ours(f));
                 n += burst.len() as u32;
                 let refs: Vec<&[u8]> = burst.iter().map(Vec::as_slice).collect();

@@ -56,6 +56,9 @@ pub(crate) struct KernelRx {
     pub limit: usize,
     pub stats: RxStats,
     batch: netio::RxBatch,
+    /// Packet buffers this core gave back, reused for the frames it reads
+    /// (as the NIC model reuses the ones the cores give it).
+    pub spare: Vec<Vec<u8>>,
 }
 
 impl KernelRx {
@@ -67,41 +70,57 @@ impl KernelRx {
             limit,
             stats: RxStats::default(),
             batch: netio::RxBatch::new(RX_BATCH),
+            spare: Vec::new(),
         }
     }
 
     /// Reads the sockets into the queue: up to the limit, or (`all`) everything
     /// they hold.
     pub fn fill(&mut self, shared: &Shared, all: bool) {
-        for (port, sock) in &self.socks {
-            while all || self.queue.len() < self.limit {
-                let k = match sock.recv_batch(&mut self.batch) {
+        let KernelRx {
+            socks,
+            hasher,
+            queue,
+            limit,
+            stats,
+            batch,
+            spare,
+        } = self;
+        for (port, sock) in socks.iter() {
+            while all || queue.len() < *limit {
+                let got = sock.recv_each(batch, |frame, stamp| {
+                    // stamped when the kernel received it: a flow's frames
+                    // in the order they reached the interface, whichever
+                    // core's socket they are read from, and when
+                    let arrived = shared.kernel_time(stamp);
+                    stats.offered += 1;
+                    stats.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
+                    let mut data = spare.pop().unwrap_or_default();
+                    data.clear();
+                    data.extend_from_slice(frame);
+                    match Packet::new(data, arrived, hasher) {
+                        Ok(mut p) => {
+                            if p.info.ip_version != wire::parse::IpVersion::V4 {
+                                stats.unsteered += 1;
+                                spare.push(p.data);
+                                return;
+                            }
+                            p.port = *port;
+                            queue.push_back(p);
+                        }
+                        Err((data, m)) => {
+                            stats.malformed[m as usize] += 1;
+                            spare.push(data);
+                        }
+                    }
+                });
+                match got {
                     Ok(0) => break,
-                    Ok(k) => k,
+                    Ok(_) => {}
                     Err(e) => {
                         // e.g. the interface went away: the run ends and says why
                         shared.fail_input(format!("interface {}: receiving: {e}", sock.iface()));
                         break;
-                    }
-                };
-                for i in 0..k {
-                    // stamped when the kernel received it: a flow's frames
-                    // in the order they reached the interface, whichever
-                    // core's socket they are read from, and when
-                    let arrived = shared.kernel_time(self.batch.stamp(i));
-                    let frame = self.batch.frame(i);
-                    self.stats.offered += 1;
-                    self.stats.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-                    match Packet::new(frame.to_vec(), arrived, &self.hasher) {
-                        Ok(mut p) => {
-                            if p.info.ip_version != wire::parse::IpVersion::V4 {
-                                self.stats.unsteered += 1;
-                                continue;
-                            }
-                            p.port = *port;
-                            self.queue.push_back(p);
-                        }
-                        Err((_, m)) => self.stats.malformed[m as usize] += 1,
                     }
                 }
             }

@@ -43,6 +43,8 @@ pub(crate) struct Ports {
     pub replica_tx: Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>,
     /// Receive packet steering turned on for the run (set back when dropped).
     pub _order: netio::rps::FlowOrder,
+    /// Kernel steering over AF_XDP: each interface's sockets and program.
+    pub _xdp: Vec<netio::xdp::XdpSteering>,
 }
 
 impl Ports {
@@ -66,18 +68,46 @@ impl Ports {
                 names.len()
             )));
         }
-        let order = flow_order(names, rps).map_err(cfg)?;
+        let xdp = match netio::socket_io() {
+            netio::Io::Xdp(s) => Some(s),
+            netio::Io::Packet => None,
+        };
+        if let (Some(settings), Steering::Kernel) = (xdp, steering) {
+            if replica.is_some() {
+                return Err(cfg(
+                    "pool replication steers replica messages in the NIC model: use --steer user"
+                        .into(),
+                ));
+            }
+            return Ports::xdp_steered(names, chain, owner, workers, cores, settings);
+        }
+        let xdp = xdp.is_some();
+        // (an XDP program takes frames in its receive queue's order: no
+        // receive packet steering is involved)
+        let order = if xdp {
+            netio::rps::FlowOrder::default()
+        } else {
+            flow_order(names, rps).map_err(cfg)?
+        };
         let open = |f: fn(&str) -> Result<PacketSocket, netio::SocketError>| {
             names
                 .iter()
                 .map(|n| f(n).map_err(|e| cfg(e.to_string())))
                 .collect::<Result<Vec<_>, _>>()
         };
-        let first = Arc::new(Tx(open(PacketSocket::open_tx)?));
+        let open_for = |core: usize| {
+            names
+                .iter()
+                .map(|n| PacketSocket::open_tx_for(n, core).map_err(|e| cfg(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let first = Arc::new(Tx(open_for(0)?));
         let mut tx = vec![first.clone()];
-        for _ in 1..cores.max(1) {
-            if first.0[0].tx_mode() == "ring" {
-                tx.push(Arc::new(Tx(open(PacketSocket::open_tx)?)));
+        for core in 1..cores.max(1) {
+            // a transmit ring, or an AF_XDP queue, has one writer: a set per
+            // core; `sendmmsg` sockets are shared
+            if matches!(first.0[0].tx_mode(), "ring" | "xdp") {
+                tx.push(Arc::new(Tx(open_for(core)?)));
             } else {
                 tx.push(first.clone());
             }
@@ -116,6 +146,7 @@ impl Ports {
                 replica: rx,
                 replica_tx,
                 _order: order,
+                _xdp: Vec::new(),
             });
         }
         if replica.is_some() {
@@ -154,6 +185,66 @@ impl Ports {
             replica: None,
             replica_tx: Vec::new(),
             _order: order,
+            _xdp: Vec::new(),
+        })
+    }
+
+    /// Kernel steering over AF_XDP: on each interface an XDP program hashes
+    /// every frame and redirects it to its working core's socket on the
+    /// frame's queue (`netio::xdp::XdpSteering`); each core reads its own
+    /// sockets and sends through its own socket on the other interface.
+    fn xdp_steered(
+        names: &[String],
+        chain: &Chain,
+        owner: &[CoreId],
+        workers: usize,
+        cores: usize,
+        settings: netio::xdp::Settings,
+    ) -> Result<Ports, RunError> {
+        let cfg = |m: String| RunError::Config(m);
+        let h = chain.hasher();
+        let buckets = chain.buckets() as u32;
+        let k = KernelRss::maps(h.toeplitz(), h.fields(), buckets, workers as u32)
+            .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
+        for b in 0..buckets {
+            let q = owner[b as usize % owner.len()];
+            k.set(b, u32::from(q))
+                .map_err(|e| cfg(format!("kernel steering: {e}")))?;
+        }
+        let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut steered = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let ifindex = netio::netns::ifindex(name).map_err(|e| cfg(e.to_string()))?;
+            let queues = netio::xdp::rx_queues(name);
+            let st = netio::xdp::XdpSteering::attach(ifindex, queues, workers as u32, &k, settings)
+                .map_err(|e| cfg(format!("interface `{name}`: {e} (or use --io packet)")))?;
+            for (w, socks) in per_core.iter_mut().enumerate() {
+                let s =
+                    PacketSocket::over_xdp(name, st.of_core(w)).map_err(|e| cfg(e.to_string()))?;
+                socks.push((i as u8, s));
+            }
+            steered.push(st);
+        }
+        let mut tx = Vec::new();
+        for c in 0..cores.max(1) {
+            let set = names
+                .iter()
+                .zip(&steered)
+                .map(|(n, st)| {
+                    PacketSocket::sending_over_xdp(n, st.sender(c)).map_err(|e| cfg(e.to_string()))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            tx.push(Arc::new(Tx(set)));
+        }
+        Ok(Ports {
+            rx: Vec::new(),
+            per_core,
+            kernel: Some(Arc::new(k)),
+            tx,
+            replica: None,
+            replica_tx: Vec::new(),
+            _order: netio::rps::FlowOrder::default(),
+            _xdp: steered,
         })
     }
 }

@@ -413,6 +413,10 @@ impl Threads<'_> {
         for (i, ((shards, ring), tx)) in objects.into_iter().zip(rings).zip(offload_tx).enumerate()
         {
             let mut wk = self.worker(i, ring, &wiring);
+            if wk.rx.is_some() {
+                // a core reading its own sockets reuses its own buffers
+                wk.sink.keep_spare();
+            }
             wk.shards = shards;
             wk.offload_rings = tx;
             if let Some(r) = give_back.next() {

@@ -72,6 +72,8 @@ pub(crate) struct Sink {
     /// Used buffers of this burst, given back together at the next flush (one
     /// ring update per burst, so the ring's lines do not bounce per packet).
     spare: Vec<Vec<u8>>,
+    /// Used buffers are kept for the core's own reading.
+    keep: bool,
 }
 
 impl Sink {
@@ -89,6 +91,7 @@ impl Sink {
             tap: None,
             recycle: None,
             spare: Vec::new(),
+            keep: false,
         }
     }
 
@@ -103,13 +106,31 @@ impl Sink {
     /// trace holds).
     #[inline]
     pub fn give_back(&mut self, data: Vec<u8>) {
-        if self.recycle.is_some() && data.capacity() <= RECYCLED_MAX {
+        if (self.recycle.is_some() || self.keep) && data.capacity() <= RECYCLED_MAX {
             self.spare.push(data);
         }
     }
 
+    /// Keeps used buffers for this core's own reading (kernel steering,
+    /// [`take_spare`](Self::take_spare)) instead of freeing them.
+    pub fn keep_spare(&mut self) {
+        self.keep = true;
+    }
+
+    /// The used buffers kept since the last call (up to `max`).
+    pub fn take_spare(&mut self, into: &mut Vec<Vec<u8>>, max: usize) {
+        let room = max.saturating_sub(into.len());
+        let n = self.spare.len().min(room);
+        into.extend(self.spare.drain(..n));
+        self.spare.clear();
+    }
+
     /// Gives this burst's used buffers back in one ring update.
     fn return_spare(&mut self) {
+        if self.keep {
+            // (taken by the core's reading, `take_spare`)
+            return;
+        }
         let Some(r) = &mut self.recycle else { return };
         if self.spare.is_empty() {
             return;

@@ -263,6 +263,8 @@ impl Worker {
                 offload_waits += self.do_actions(&mut sc);
             }
             if let Some(rx) = &mut self.rx {
+                // the buffers of what ran, for what comes in
+                self.sink.take_spare(&mut rx.spare, rx.limit);
                 // once the run stops, what arrives stays in the sockets
                 if !self.shared.stopping() {
                     rx.fill(&self.shared, false);

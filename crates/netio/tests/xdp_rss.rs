@@ -1,0 +1,91 @@
+//! The XDP steering program hashes as the NIC model does: for generated IPv4
+//! TCP, UDP and ICMP packets (and IPv4 headers with options),
+//! `BPF_PROG_TEST_RUN` of the program (built to return the socket map entry
+//! it would redirect to) gives `queue × workers + table[hash & (B − 1)]` with
+//! the hash of `steer::RssHasher`, for addresses and ports and for addresses
+//! only; frames it cannot hash (IPv6, fragments, too short) go to core 0;
+//! the per-bucket counters count.
+
+use netio::bpf::{Map, Program};
+use netio::steering::KernelRss;
+use steer::{HashFields, RssHasher, RssKey};
+use trace::{Generator, TraceSpec};
+
+/// Adds 4 bytes of IPv4 options (NOPs) to an IPv4 frame.
+fn with_options(f: &[u8]) -> Vec<u8> {
+    let mut g = f[..34].to_vec();
+    g.extend_from_slice(&[1, 1, 1, 1]);
+    g.extend_from_slice(&f[34..]);
+    g[14] += 1; // IHL 5 → 6
+    let total = u16::from_be_bytes([g[16], g[17]]) + 4;
+    g[16..18].copy_from_slice(&total.to_be_bytes());
+    g
+}
+
+#[test]
+fn the_xdp_program_steers_like_the_nic_model() {
+    let workers = 3;
+    for fields in [HashFields::IpPorts, HashFields::Ip] {
+        let buckets = 1024;
+        let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
+        let k = match KernelRss::maps(&t, fields, buckets, workers) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("skipped: the kernel refused the eBPF maps: {e}");
+                return;
+            }
+        };
+        let xsks = Map::xsk(workers).unwrap();
+        let prog = Program::xdp("fs_xdp_test", &k.xdp_program(&xsks, workers, true))
+            .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
+        let hasher = RssHasher::new(RssKey::SYMMETRIC, fields);
+        let spec = TraceSpec {
+            flows: 300,
+            packets: 3000,
+            ipv6_share: 0.0,
+            tcp_share: 0.6,
+            ..TraceSpec::default()
+        };
+        let mut seen = std::collections::BTreeMap::<u32, u64>::new();
+        let mut n = 0;
+        for (i, p) in Generator::new(&spec).unwrap().enumerate() {
+            let frame = if i % 7 == 0 && p.frame.len() > 34 {
+                with_options(&p.frame)
+            } else {
+                p.frame.clone()
+            };
+            let info = wire::parse(&frame).unwrap();
+            let bucket = hasher.hash(&info.tuple) & (buckets - 1);
+            let core = k.get(bucket).unwrap();
+            let got = prog.test_run_xdp(&frame, 0, 0).unwrap();
+            assert_eq!(got, core, "{fields:?}: {:?}", info.tuple);
+            *seen.entry(bucket).or_default() += 1;
+            n += 1;
+        }
+        assert_eq!(n, 3000);
+        for (b, c) in &seen {
+            assert_eq!(k.packets(*b).unwrap(), *c, "bucket {b}");
+        }
+        // a rewrite is seen by the next packet
+        let p = Generator::new(&spec).unwrap().next().unwrap();
+        let info = wire::parse(&p.frame).unwrap();
+        let b = hasher.hash(&info.tuple) & (buckets - 1);
+        let other = (k.get(b).unwrap() + 1) % workers;
+        k.set(b, other).unwrap();
+        assert_eq!(prog.test_run_xdp(&p.frame, 0, 0).unwrap(), other);
+        // what cannot be hashed goes to core 0: IPv6, a fragment, a runt
+        let v6 = Generator::new(&TraceSpec {
+            ipv6_share: 1.0,
+            ..spec.clone()
+        })
+        .unwrap()
+        .next()
+        .unwrap()
+        .frame;
+        assert_eq!(prog.test_run_xdp(&v6, 0, 0).unwrap(), 0);
+        let mut frag = p.frame.clone();
+        frag[20] |= 0x20; // more fragments
+        assert_eq!(prog.test_run_xdp(&frag, 0, 0).unwrap(), 0);
+        assert_eq!(prog.test_run_xdp(&p.frame[..30], 0, 0).unwrap(), 0);
+    }
+}
