@@ -49,6 +49,11 @@ pub struct BenchKernelArgs {
     /// e.g. `xdp,routing`.
     #[arg(long)]
     pub only: Option<String>,
+    /// Count flowshift's system calls while traffic is offered (`perf stat
+    /// -e raw_syscalls:sys_enter` on its process) and print them per 1 000
+    /// packets delivered.
+    #[arg(long)]
+    pub syscalls: bool,
 }
 
 /// The variants measured.
@@ -139,6 +144,8 @@ struct Sample {
     delivered_mpps: f64,
     /// flowshift's own report.
     flowshift: Option<FlowshiftReport>,
+    /// flowshift's system calls while traffic was offered (`--syscalls`).
+    syscalls: Option<u64>,
 }
 
 /// The nftables ruleset: flowshift's bench chain in the kernel's words.
@@ -261,6 +268,10 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
+            let counting = match (&child, a.syscalls) {
+                (Some(f), true) => Some(SyscallCount::start(f.child.id())?),
+                _ => None,
+            };
             let rx0 = netns::counter(&bed.server(), &s0, "rx_packets")?;
             let sent = send(
                 &bed.client(),
@@ -270,6 +281,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 a.rate,
                 cpus - 1,
             )?;
+            let syscalls = counting.map(SyscallCount::stop).transpose()?;
             std::thread::sleep(Duration::from_millis(200));
             let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
             let mut fs = None;
@@ -292,6 +304,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 offered_mpps: sent as f64 / secs / 1e6,
                 delivered_mpps: delivered as f64 / secs / 1e6,
                 flowshift: fs.clone(),
+                syscalls,
             };
             eprintln!(
                 "  round {round}: {:<39} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
@@ -304,6 +317,12 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 })
                 .unwrap_or_default()
             );
+            if let Some(n) = syscalls {
+                eprintln!(
+                    "           system calls {n}: {:.1} per 1 000 packets delivered",
+                    per_thousand(n, delivered)
+                );
+            }
             samples.push(s);
         }
     }
@@ -332,10 +351,64 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
             d / nft_rate.max(1e-9)
         );
     }
+    if a.syscalls {
+        println!("\nsystem calls per 1 000 packets delivered (medians):");
+        for &v in chosen.iter().filter(|v| v.flowshift().is_some()) {
+            println!(
+                "{:<39} {:>10.1}",
+                v.name(),
+                median(v, |s| per_thousand(s.syscalls.unwrap_or(0), s.delivered))
+            );
+        }
+    }
     if let Some(p) = &a.json {
         crate::output::json(p, &samples)?;
     }
     Ok(())
+}
+
+fn per_thousand(n: u64, packets: u64) -> f64 {
+    n as f64 * 1000.0 / packets.max(1) as f64
+}
+
+/// `perf stat` counting one process's system calls (every thread) until
+/// stopped.
+struct SyscallCount {
+    perf: Child,
+    out: PathBuf,
+}
+
+impl SyscallCount {
+    fn start(pid: u32) -> anyhow::Result<SyscallCount> {
+        let out = std::env::temp_dir().join(format!(
+            "flowshift-bench-syscalls-{}-{pid}.csv",
+            std::process::id()
+        ));
+        let perf = Command::new("perf")
+            .args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("--syscalls needs perf (linux-perf) and tracepoints")?;
+        // perf attaches to the threads before traffic starts
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(SyscallCount { perf, out })
+    }
+
+    fn stop(mut self) -> anyhow::Result<u64> {
+        // SAFETY: kill(2) on the child's pid; no memory is involved.
+        unsafe { libc::kill(self.perf.id() as i32, libc::SIGINT) };
+        let status = self.perf.wait()?;
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.out);
+        text.lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))
+            .and_then(|l| l.split(',').next()?.trim().parse().ok())
+            .with_context(|| format!("perf stat ({status}) counted nothing: {}", text.trim()))
+    }
 }
 
 /// The client-to-server frames of a UDP trace of `flows` flows, 64 B each.

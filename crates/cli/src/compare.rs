@@ -95,6 +95,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         trace,
         sec,
         ifaces,
+        ..
     } = setup(&a.run)?;
     if ifaces.is_some() {
         anyhow::bail!("`compare` replays a trace: --iface is for `flowshift run`");

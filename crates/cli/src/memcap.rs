@@ -46,6 +46,7 @@ fn gib(b: u64) -> String {
 pub fn check(
     chain: &nf::Chain,
     cfg: &runtime::RunConfig,
+    io: &[runtime::memory::Part],
     memcap: Option<&str>,
 ) -> anyhow::Result<()> {
     let (cap, what) = match memcap {
@@ -56,7 +57,8 @@ pub fn check(
         },
     };
     let tables = chain.table_bytes_at_capacity();
-    let parts = runtime::memory::parts(cfg, chain);
+    let mut parts = runtime::memory::parts(cfg, chain);
+    parts.extend(io.iter().cloned());
     let need = tables + parts.iter().map(|p| p.bytes).sum::<u64>();
     if need <= cap {
         return Ok(());

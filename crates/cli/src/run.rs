@@ -309,6 +309,10 @@ pub(crate) struct Setup {
     pub sec: RunSection,
     /// Interfaces to run on instead of the trace.
     pub ifaces: Option<Vec<String>>,
+    /// Where frames on interfaces are steered.
+    pub steering: runtime::Steering,
+    /// The memory of the interfaces' sockets (AF_XDP), counted in the cap.
+    pub io_memory: Vec<runtime::memory::Part>,
 }
 
 /// Most UMEM frames of an AF_XDP socket (2 GiB of 2 KiB frames).
@@ -495,16 +499,35 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         // running for tens of milliseconds loses nothing of a TCP download
         cfg.ring_size = IFACE_RING;
     }
+    let steering = match a.steer.as_deref().or(sec.io.steer.as_deref()) {
+        Some("kernel") => runtime::Steering::Kernel,
+        None | Some("user") => runtime::Steering::User,
+        Some(o) => bail!("`steer` = `{o}`: expected `kernel` or `user`"),
+    };
     // every parameter, and the memory they add up to, checked before a
     // capture is read
     cfg.validate()?;
-    crate::memcap::check(&chain, &cfg, a.memcap.as_deref())?;
+    let io_memory = match (&ifaces, netio::socket_io()) {
+        (Some(i), netio::Io::Xdp(s)) => {
+            let sockets = match steering {
+                runtime::Steering::Kernel => cfg.workers as u32,
+                runtime::Steering::User => 1,
+            };
+            vec![runtime::memory::Part {
+                what: "AF_XDP UMEM and rings (interface queues × (`[io] xdp_frames` × 2 KiB + rings of `xdp_ring`))",
+                bytes: netio::xdp::memory(i, sockets, s.sizes),
+            }]
+        }
+        _ => Vec::new(),
+    };
+    crate::memcap::check(&chain, &cfg, &io_memory, a.memcap.as_deref())?;
     if ifaces.is_some() && cfg.presteer {
         bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
     }
     if ifaces.is_some() && cfg.nic_threads > 1 {
         bail!(
-            "`nic_threads` parses a replayed trace on more threads: it does not apply to              --iface (use `--steer kernel` to steer in the kernel)"
+            "`nic_threads` parses a replayed trace on more threads: it does not apply \
+             to --iface (use `--steer kernel` to steer in the kernel)"
         );
     }
     let trace = match (&a.input, &ifaces) {
@@ -529,6 +552,8 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         trace,
         sec,
         ifaces,
+        steering,
+        io_memory,
     })
 }
 
@@ -553,6 +578,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         trace,
         ifaces,
         sec,
+        steering,
+        io_memory,
         ..
     } = setup(&a)?;
     // output paths are checked before the run, not after it
@@ -583,11 +610,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             eprintln!("{}", crate::forwarding::LINE)
         })));
     }
-    let steering = match a.steer.as_deref().or(sec.io.steer.as_deref()) {
-        Some("kernel") => runtime::Steering::Kernel,
-        None | Some("user") => runtime::Steering::User,
-        Some(o) => bail!("`steer` = `{o}`: expected `kernel` or `user`"),
-    };
     let input = match &ifaces {
         Some(i) => runtime::Input::Ifaces(i, steering),
         None => runtime::Input::Trace(&trace),
@@ -605,6 +627,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut out = out?;
     let m = &mut out.report.memory;
     m.insert("tables_at_capacity", chain.table_bytes_at_capacity());
+    if let Some(p) = io_memory.first() {
+        m.insert("xdp_umem", p.bytes);
+    }
     if let (Some(start), Some(peak)) = (rss_start, crate::memcap::process_bytes("VmHWM")) {
         m.insert("rss_start", start);
         m.insert("max_rss", peak);
@@ -711,8 +736,11 @@ pub(crate) fn print_report(r: &RunReport) {
     );
     if let (Some(start), Some(peak)) = (r.memory.get("rss_start"), r.memory.get("max_rss")) {
         let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        let xdp = r.memory.get("xdp_umem").map_or(String::new(), |x| {
+            format!(", AF_XDP UMEM and rings {:.1} MiB", mib(*x))
+        });
         println!(
-            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full",
+            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full{xdp}",
             mib(*peak),
             mib(*start),
             mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))

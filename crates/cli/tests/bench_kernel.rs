@@ -1,6 +1,6 @@
 //! `flowshift bench-kernel` end to end, small: every variant (kernel routing,
 //! nftables firewall + NAT, flowshift with kernel and user steering, receive
-//! and transmit rings) forwards the sender's frames, flowshift's own report
+//! and transmit rings, AF_XDP with user and kernel steering) forwards the sender's frames, flowshift's own report
 //! balances, and nothing is left behind (namespaces, processes).
 
 use std::process::Command;
@@ -47,7 +47,7 @@ fn bench_kernel_measures_every_variant() {
     let samples: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
-    assert_eq!(samples.len(), 6, "{samples:?}");
+    assert_eq!(samples.len(), 8, "{samples:?}");
     for s in &samples {
         let (sent, delivered) = (
             s["sent"].as_u64().unwrap(),
@@ -77,6 +77,11 @@ fn bench_kernel_measures_every_variant() {
         .map(|s| s["variant"].as_str().unwrap())
         .collect();
     assert!(names.iter().any(|n| n.starts_with("nftables")), "{names:?}");
+    assert!(names.contains(&"flowshift fw+nat --io xdp"), "{names:?}");
+    assert!(
+        names.contains(&"flowshift fw+nat --io xdp --steer kernel"),
+        "{names:?}"
+    );
     // the bench's namespaces are gone
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(

@@ -203,3 +203,140 @@ fn stop_with_frames_waiting(bed: &netio::testbed::Bed, steer: &str, io: &str) ->
     let overflow = drops.get("rx_overflow").map_or(0, |v| v.as_u64().unwrap());
     (unread, overflow)
 }
+
+/// The XDP program ids attached to `dev` in namespace `ns` (`ip -d link`'s
+/// `prog/xdp id N` or `xdp ... prog/xdp id N`).
+fn xdp_programs(ns: &str, dev: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ip", "-d", "link", "show", "dev", dev])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ip link show {dev}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(3)
+        .filter(|w| w[0].starts_with("prog/xdp") && w[1] == "id")
+        .map(|w| w[2].to_string())
+        .collect()
+}
+
+/// `kill -9` of a run with the AF_XDP backend leaves no XDP program on its
+/// interfaces: the programs are held by BPF links, which the kernel releases
+/// with the process (user and kernel steering load different programs).
+#[test]
+fn kill_9_leaves_no_xdp_program() {
+    for steer in ["user", "kernel"] {
+        let Some(bed) = common::bed("fskx") else {
+            return;
+        };
+        let (a, b) = bed.ifaces();
+        let config = tmp("iface-kill.toml");
+        std::fs::write(
+            &config,
+            "[[nf]]\nkind = \"firewall\"\nrules = \"allow udp 10.0.0.0/8 -> any\"\n",
+        )
+        .unwrap();
+        let log = tmp("iface-kill.log");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &bed.middle()])
+            .arg(env!("CARGO_BIN_EXE_flowshift"))
+            .args(["run", "--iface", &format!("{a},{b}"), "--io", "xdp"])
+            .args(["--steer", steer, "--workers", "1", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        common::wait_forwarding(&log, &mut child);
+        for dev in [&a, &b] {
+            assert_eq!(
+                xdp_programs(&bed.middle(), dev).len(),
+                1,
+                "--steer {steer}: no XDP program on {dev} while running"
+            );
+        }
+        signal(child.id(), "-KILL");
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "killed: {status}");
+        // the kernel frees the links once the process's files are closed,
+        // which `wait` has seen happen
+        let t0 = Instant::now();
+        for dev in [&a, &b] {
+            loop {
+                let left = xdp_programs(&bed.middle(), dev);
+                if left.is_empty() {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "--steer {steer}: XDP program {left:?} left on {dev} after kill -9"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The AF_XDP sockets' memory is sized by `[io] xdp_frames` and `xdp_ring`,
+/// counted against the memory cap before anything is mapped (refused by
+/// name), and reported in the run's memory line and JSON.
+#[test]
+fn xdp_memory_is_capped_and_reported() {
+    let Some(bed) = common::bed("fsxm") else {
+        return;
+    };
+    let (a, b) = bed.ifaces();
+    let config = tmp("iface-xdp-mem.toml");
+    std::fs::write(
+        &config,
+        "[table]\ncapacity = 1024\n[io]\nxdp_frames = 8192\nxdp_ring = 1024\n\
+         [[nf]]\nkind = \"firewall\"\nrules = \"allow udp 10.0.0.0/8 -> any\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str], json: &std::path::Path| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &bed.middle()])
+            .arg(env!("CARGO_BIN_EXE_flowshift"))
+            .args(["run", "--iface", &format!("{a},{b}"), "--io", "xdp"])
+            .args(["--workers", "1", "--config"])
+            .arg(&config)
+            .arg("--json")
+            .arg(json)
+            .args(extra);
+        c
+    };
+    // two interfaces of one queue each: a UMEM of 8192 × 2 KiB (16 MiB) and
+    // its rings per queue, above a 24 MiB cap
+    let json = tmp("iface-xdp-mem.json");
+    let out = run(&["--memcap", "24MiB"], &json).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("AF_XDP UMEM and rings"), "{err}");
+    assert!(err.contains("xdp_frames"), "{err}");
+    // within the cap it runs, and says what it mapped
+    let log = tmp("iface-xdp-mem.log");
+    let mut child = run(&[], &json)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    common::wait_forwarding(&log, &mut child);
+    signal(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ring = 1024u64;
+    let per_queue = 8192 * 2048 + 2 * ring * 8 + 2 * ring * 16;
+    assert_eq!(r["memory"]["xdp_umem"].as_u64(), Some(2 * per_queue), "{r}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("AF_XDP UMEM and rings 32.1 MiB"),
+        "{stdout}"
+    );
+}

@@ -161,8 +161,19 @@ impl Map {
     }
 }
 
-/// The number of possible CPUs (a per-CPU map holds a value for each).
+/// The number of possible CPUs (a per-CPU map holds a value for each); read
+/// once (it does not change while the machine runs), as every lookup in a
+/// per-CPU map needs it.
 pub fn possible_cpus() -> io::Result<usize> {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(n) = N.get() {
+        return Ok(*n);
+    }
+    let n = read_possible_cpus()?;
+    Ok(*N.get_or_init(|| n))
+}
+
+fn read_possible_cpus() -> io::Result<usize> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let mut n = 0;
     for part in s.trim().split(',') {

@@ -88,7 +88,7 @@ impl Attachment {
 }
 
 /// Idle polls between two looks at an AF_XDP path's socket errors.
-const IDLE_CHECK: u32 = 64;
+const IDLE_CHECK: u32 = 1024;
 
 /// How AF_XDP sockets opened from now on are made ([`crate::set_io`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +140,17 @@ pub fn queues(fd: std::os::fd::RawFd, iface: &str) -> (u32, u32) {
     let rx = (ch.rx + ch.combined).max(1);
     let tx = (ch.tx + ch.combined).max(1);
     (rx, tx)
+}
+
+/// The AF_XDP memory a run maps on interfaces `ifaces` (in this thread's
+/// namespace): a UMEM with its rings per receive queue, shared by
+/// `sockets_per_queue` sockets (one per working core with kernel steering,
+/// one otherwise).
+pub fn memory(ifaces: &[String], sockets_per_queue: u32, sizes: crate::xsk::Sizes) -> u64 {
+    ifaces
+        .iter()
+        .map(|i| u64::from(rx_queues(i)) * sizes.queue_bytes(sockets_per_queue))
+        .sum()
 }
 
 /// The receive queues of interface `iface` in this thread's namespace (1

@@ -56,6 +56,15 @@ impl Sizes {
     pub fn bytes(&self) -> u64 {
         u64::from(self.frames) * FRAME as u64 + 4 * u64::from(self.ring) * 16
     }
+
+    /// Bytes of a queue's UMEM, its fill and completion rings and the
+    /// receive and transmit rings of its `sockets` sockets.
+    pub fn queue_bytes(&self, sockets: u32) -> u64 {
+        let ring = u64::from(self.ring);
+        u64::from(self.frames) * FRAME as u64
+            + 2 * ring * 8
+            + u64::from(sockets.max(1)) * 2 * ring * 16
+    }
 }
 
 /// One mapped ring: the kernel's producer and consumer indexes, its flags and

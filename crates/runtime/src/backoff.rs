@@ -9,6 +9,12 @@ use std::time::{Duration, Instant};
 
 /// Idle this long before napping.
 const NAP_AFTER: Duration = Duration::from_millis(1);
+/// Idle polls spent spinning (no system call) before the first yield: at a
+/// high rate the next frame is a microsecond away, and a yield per empty
+/// poll was most of a poll-mode core's system calls.
+const SPINS: u32 = 64;
+/// Spin-loop hints per spinning idle poll (about a few hundred ns).
+const SPIN_HINTS: u32 = 64;
 /// A nap (a core that can wait on its inbox wakes for a message sooner).
 pub(crate) const NAP: Duration = Duration::from_micros(50);
 
@@ -16,6 +22,8 @@ pub(crate) const NAP: Duration = Duration::from_micros(50);
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     idle_since: Option<Instant>,
+    /// Idle polls since the core last found work.
+    polls: u32,
 }
 
 impl Backoff {
@@ -23,6 +31,19 @@ impl Backoff {
     pub fn wait(&mut self) {
         if self.nap_due() {
             std::thread::sleep(NAP);
+        } else {
+            self.pause();
+        }
+    }
+
+    /// A short wait before the nap is due: a spin while the core has been
+    /// idle for only a few polls, then a yield.
+    pub fn pause(&mut self) {
+        self.polls = self.polls.saturating_add(1);
+        if self.polls <= SPINS {
+            for _ in 0..SPIN_HINTS {
+                std::hint::spin_loop();
+            }
         } else {
             std::thread::yield_now();
         }
@@ -38,5 +59,6 @@ impl Backoff {
     /// The core found work.
     pub fn reset(&mut self) {
         self.idle_since = None;
+        self.polls = 0;
     }
 }

@@ -298,7 +298,7 @@ impl Worker {
                         offload_waits += self.do_actions(&mut sc);
                     }
                 } else {
-                    std::thread::yield_now();
+                    backoff.pause();
                 }
                 // the wait is idle time too, not the next burst's
                 clock.account(false);
