@@ -8,6 +8,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# Tests that need root, network namespaces or eBPF note here whether they ran
+# or skipped (netio::testbed::privileged); FLOWSHIFT_REQUIRE_PRIVILEGED=1 (CI)
+# turns a skip into a failure.
+export FLOWSHIFT_PRIVILEGED_LOG="$PWD/target/privileged.log"
+mkdir -p target
+rm -f "$FLOWSHIFT_PRIVILEGED_LOG"
+privileged_summary() {
+  local ran skipped
+  ran=$( (grep '^ran' "$FLOWSHIFT_PRIVILEGED_LOG" 2>/dev/null || true) | cut -f2 | sort -u | wc -l)
+  skipped=$( (grep '^skipped' "$FLOWSHIFT_PRIVILEGED_LOG" 2>/dev/null || true) | cut -f2 | sort -u | wc -l)
+  echo "privileged tests (root, network namespaces, eBPF): $ran ran, $skipped skipped"
+  if [ "$skipped" != "0" ]; then
+    echo "WARNING: privileged tests were SKIPPED — they did not run:" >&2
+    grep '^skipped' "$FLOWSHIFT_PRIVILEGED_LOG" | sort -u >&2
+  fi
+}
+trap privileged_summary EXIT
 cargo test --workspace --all-targets --quiet --no-run
 FLOWSHIFT_BIN=target/debug/flowshift bash scripts/fuzz.sh --quick --build-only >target/fuzz-build.log 2>&1 &
 fuzz_build=$!

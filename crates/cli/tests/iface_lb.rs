@@ -2,7 +2,8 @@
 //! namespace to a VIP reach four backends (addresses of the server namespace) in
 //! Maglev's proportions; a backend marked down at 5 s by the `[[nf.health]]`
 //! schedule gets no new connection after it, and every connection it had keeps
-//! working. Skipped, with a message, where the kernel refuses network namespaces.
+//! working — with AF_PACKET and with AF_XDP sockets. Skipped, with a message,
+//! where the kernel refuses network namespaces.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -122,6 +123,14 @@ fn echo(s: &mut TcpStream, b: u8) {
 
 #[test]
 fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
+    // AF_PACKET, then AF_XDP (one run after the other: the schedule is timed)
+    for io in ["packet", "xdp"] {
+        println!("--io {io}");
+        lb_run(io);
+    }
+}
+
+fn lb_run(io: &str) {
     let Some(bed) = common::bed("fslb") else {
         return;
     };
@@ -147,7 +156,7 @@ fn lb_spreads_by_maglev_and_a_down_backend_keeps_its_connections() {
     let count = Arc::new(Mutex::new(BTreeMap::new()));
     backends(&bed, count.clone());
     let t0 = Instant::now();
-    let mut child = common::Running::start(&bed, &config(), &[]);
+    let mut child = common::Running::start(&bed, &config(), &["--io", io]);
     // before the backend goes down
     child.wait_forwarding();
     let mut before = connect(&bed, 200);

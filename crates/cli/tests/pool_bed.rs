@@ -115,12 +115,9 @@ fn node_rx(bed: &PoolBed) -> Vec<u64> {
 
 #[test]
 fn the_routers_groups_spread_connections_over_nodes_and_a_node_can_leave() {
-    let bed = match PoolBed::up("fspb", NODES, 12) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the pool bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the pool bed", PoolBed::up("fspb", NODES, 12))
+    else {
+        return;
     };
     let mut nodes: Vec<Option<Child>> = (0..NODES).map(|i| Some(start_node(&bed, i))).collect();
     let peers = Arc::new(Mutex::new(BTreeSet::new()));

@@ -250,3 +250,59 @@ impl Drop for Bed {
         self.remove();
     }
 }
+
+/// What a test that needs root, network namespaces or eBPF does when it
+/// cannot have them: `what` was refused (`refused`). It prints that it
+/// skipped — or, where `FLOWSHIFT_REQUIRE_PRIVILEGED=1` (CI sets it: a
+/// skipped test is a test that did not run), fails. Every test that skips
+/// comes here, so `FLOWSHIFT_REFUSE_PRIVILEGED=1` (see [`privileged`])
+/// shows the whole suite's behaviour on a machine without the privilege.
+pub fn skip(what: &str, refused: &dyn std::fmt::Display) {
+    let line = format!("skipped: the kernel refused {what}: {refused}");
+    if std::env::var("FLOWSHIFT_REQUIRE_PRIVILEGED").is_ok_and(|v| v == "1") {
+        panic!("{line} (FLOWSHIFT_REQUIRE_PRIVILEGED=1: a privileged test must run)");
+    }
+    eprintln!("{line}");
+    note("skipped", what);
+}
+
+/// `r` — the result of setting up what a privileged test needs (a bed, an
+/// eBPF program) — or `None` after [`skip`]; and a note that the test ran.
+/// `FLOWSHIFT_REFUSE_PRIVILEGED=1` makes it a refusal whatever `r` was, as
+/// a machine without the privilege would.
+pub fn privileged<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Option<T> {
+    if std::env::var("FLOWSHIFT_REFUSE_PRIVILEGED").is_ok_and(|v| v == "1") {
+        skip(what, &"refused on purpose (FLOWSHIFT_REFUSE_PRIVILEGED=1)");
+        return None;
+    }
+    match r {
+        Ok(t) => {
+            note("ran", what);
+            Some(t)
+        }
+        Err(e) => {
+            skip(what, &e);
+            None
+        }
+    }
+}
+
+/// Appends `ran` or `skipped` and `what` to the file `FLOWSHIFT_PRIVILEGED_LOG`
+/// names (the test script counts them), if any.
+fn note(outcome: &str, what: &str) {
+    use std::io::Write;
+    let Ok(path) = std::env::var("FLOWSHIFT_PRIVILEGED_LOG") else {
+        return;
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .to_string();
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{outcome}\t{test}\t{what}");
+    }
+}

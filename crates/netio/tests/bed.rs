@@ -13,13 +13,7 @@ use netio::{netns, PacketSocket};
 
 /// A bed, or `None` (with a message) when this kernel refuses namespaces.
 fn bed(prefix: &str) -> Option<Bed> {
-    match Bed::up(prefix) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            None
-        }
-    }
+    netio::testbed::privileged("the network namespace test bed", Bed::up(prefix))
 }
 
 #[test]

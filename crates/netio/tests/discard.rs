@@ -20,12 +20,9 @@ fn frame(i: u32, len: usize) -> Vec<u8> {
 
 #[test]
 fn waiting_frames_are_read_counted_and_capped() {
-    let bed = match Bed::up("fsdis") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fsdis"))
+    else {
+        return;
     };
     let (a, _) = bed.ifaces();
     let (mid, cli) = (bed.middle(), bed.client());

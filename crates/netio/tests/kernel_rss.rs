@@ -14,12 +14,11 @@ use trace::{Generator, TraceSpec};
 fn the_program_steers_like_the_nic_model() {
     for fields in [HashFields::IpPorts, HashFields::Ip] {
         let buckets = 4096;
-        let k = match KernelRss::new(&steer::Toeplitz::new(RssKey::SYMMETRIC), fields, buckets, 1) {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("skipped: the kernel refused the eBPF program or its maps: {e}");
-                return;
-            }
+        let Some(k) = netio::testbed::privileged(
+            "the eBPF program or its maps",
+            KernelRss::new(&steer::Toeplitz::new(RssKey::SYMMETRIC), fields, buckets, 1),
+        ) else {
+            return;
         };
         for b in 0..buckets {
             k.set(b, b).unwrap();
@@ -63,24 +62,20 @@ fn a_fanout_group_follows_the_table_while_traffic_flows() {
     use netio::{netns, PacketSocket};
     use std::time::Duration;
 
-    let bed = match Bed::up("fsrss") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fsrss"))
+    else {
+        return;
     };
-    let k = match KernelRss::new(
-        &steer::Toeplitz::new(RssKey::SYMMETRIC),
-        HashFields::IpPorts,
-        128,
-        2,
-    ) {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the eBPF program or its maps: {e}");
-            return;
-        }
+    let Some(k) = netio::testbed::privileged(
+        "the eBPF program or its maps",
+        KernelRss::new(
+            &steer::Toeplitz::new(RssKey::SYMMETRIC),
+            HashFields::IpPorts,
+            128,
+            2,
+        ),
+    ) else {
+        return;
     };
     let (a, _) = bed.ifaces();
     let mid = bed.middle();

@@ -72,12 +72,9 @@ fn pass(bed: &Bed, count: u32, len: usize) -> (Vec<u32>, &'static str) {
 #[test]
 fn frames_come_out_of_the_ring_whole_and_in_order() {
     set_rx_mode(RxMode::Ring);
-    let bed = match Bed::up("fsring") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fsring"))
+    else {
+        return;
     };
     // 30 000 × 600 B: about 18 MiB, more than twice the ring's 8 MiB
     let (got, mode) = pass(&bed, 30_000, 600);

@@ -30,12 +30,9 @@ const SENT: u32 = 200;
 
 #[test]
 fn received_frames_carry_the_kernels_receive_time() {
-    let bed = match Bed::up("fsstm") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fsstm"))
+    else {
+        return;
     };
     let (a, _) = bed.ifaces();
     let (mid, cli) = (bed.middle(), bed.client());

@@ -38,12 +38,9 @@ fn mtu(ns: &str, dev: &str) {
 #[test]
 fn frames_sent_through_the_ring_arrive_whole_and_in_order() {
     set_tx_mode(TxMode::Ring);
-    let bed = match Bed::up("fstxr") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fstxr"))
+    else {
+        return;
     };
     let (a, _) = bed.ifaces();
     let c0 = format!("{}c0", bed.prefix);

@@ -28,12 +28,11 @@ fn the_xdp_program_steers_like_the_nic_model() {
     for fields in [HashFields::IpPorts, HashFields::Ip] {
         let buckets = 1024;
         let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
-        let k = match KernelRss::maps(&t, fields, buckets, workers) {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("skipped: the kernel refused the eBPF maps: {e}");
-                return;
-            }
+        let Some(k) = netio::testbed::privileged(
+            "the eBPF maps",
+            KernelRss::maps(&t, fields, buckets, workers),
+        ) else {
+            return;
         };
         let xsks = Map::xsk(workers).unwrap();
         let prog = Program::xdp("fs_xdp_test", &k.xdp_program(&xsks, workers, true))

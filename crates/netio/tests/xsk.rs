@@ -32,12 +32,9 @@ const SENT: u32 = 5_000;
 
 #[test]
 fn frames_cross_an_xdp_socket_pair_whole_and_in_order() {
-    let bed = match Bed::up("fsxk") {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            return;
-        }
+    let Some(bed) = netio::testbed::privileged("the network namespace test bed", Bed::up("fsxk"))
+    else {
+        return;
     };
     let (a, b) = bed.ifaces();
     let (mid, cli, srv) = (bed.middle(), bed.client(), bed.server());

@@ -14,13 +14,7 @@ use netio::testbed::Bed;
 /// The test bed, or `None` (with a message) where the kernel refuses network
 /// namespaces.
 pub fn bed(prefix: &str) -> Option<Bed> {
-    match Bed::up(prefix) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            eprintln!("skipped: the kernel refused the network namespace test bed: {e}");
-            None
-        }
-    }
+    netio::testbed::privileged("the network namespace test bed", Bed::up(prefix))
 }
 
 /// `total` downloads from namespace `ns` to `to`, `threads` at a time:
