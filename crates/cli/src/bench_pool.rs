@@ -132,6 +132,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     };
     let dir = std::env::temp_dir().join(format!("flowshift-pool-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    // replication sealed with a pool key, as `pool run` seals it
+    let (key_file, _) = crate::pool_run::write_pool_key(&dir)?;
     let dur = Duration::from_secs_f64(a.seconds);
     eprintln!(
         "flowshift pool bench: {NODES} nodes (FW → NAT, one working core each), 64 B UDP, \
@@ -155,7 +157,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     // room for every flow of a `new` run (1 M per node)
                     let cfg = format!(
                         "[table]\ncapacity = 65536\n{}",
-                        crate::pool_run::node_config(None, i, NODES, replication)?
+                        crate::pool_run::node_config(None, i, NODES, replication, &key_file)?
                     );
                     std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
                     let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));

@@ -171,6 +171,9 @@ pub struct PoolReport {
     /// heartbeats (`--missed`) this machine needs to take no live node for
     /// dead.
     pub longest_silence_ms: Vec<f64>,
+    /// Answers the controller refused (not sealed with the pool's key,
+    /// stale or replayed).
+    pub refused_answers: u64,
 }
 
 /// A node starting, or found down, is heartbeaten every this many rounds.
@@ -183,13 +186,31 @@ fn sync(i: usize) -> SocketAddr {
     )
 }
 
+/// Writes a new random pool key to `dir/pool.key`, readable by its owner
+/// alone; its path and the key.
+pub(crate) fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth::Key)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let key = pool::auth::Key::new(rand::random());
+    let path = dir.join("pool.key");
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("writing the pool key {}", path.display()))?;
+    writeln!(f, "{}", key.to_hex())?;
+    Ok((path, key))
+}
+
 /// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1
-/// (with `replicate`).
+/// (with `replicate`), its messages sealed with the key in `key_file`.
 pub(crate) fn node_config(
     chain: Option<&Path>,
     i: usize,
     nodes: usize,
     replicate: bool,
+    key_file: &Path,
 ) -> anyhow::Result<String> {
     let mut t: toml::Table = match chain {
         Some(p) => {
@@ -233,6 +254,7 @@ pub(crate) fn node_config(
         let mut pool = toml::Table::new();
         pool.insert("listen".into(), sync(i).to_string().into());
         pool.insert("secondary".into(), sync((i + 1) % nodes).to_string().into());
+        pool.insert("key_file".into(), key_file.display().to_string().into());
         t.insert("pool".into(), toml::Value::Table(pool));
     }
     Ok(toml::to_string(&t)?)
@@ -360,6 +382,11 @@ struct Controller<'a> {
     /// Per node, a socket connected to its heartbeat port: its answers, and
     /// the kernel's port unreachable once no process listens there.
     hb: Vec<UdpSocket>,
+    /// Seals the controller's messages with the pool's key, opens the
+    /// answers (`pool::auth`); answers that do not open are counted.
+    seal: pool::auth::Seal,
+    open: pool::auth::Open,
+    refused: u64,
     nodes: Nodes,
     det: Detector,
     ring: Ring,
@@ -389,6 +416,13 @@ struct Controller<'a> {
     t0: Instant,
 }
 
+/// The wall clock, µs (what pool messages are stamped with).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -407,13 +441,14 @@ impl Controller<'_> {
 
     /// Sends `what` to node `i` until it answers (or `tries` are spent).
     fn order(&mut self, i: usize, what: &[u8], tries: u32) -> bool {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 256];
         for _ in 0..tries {
-            let _ = self.sock.send_to(what, sync(i));
+            let sealed = self.seal.sealed(now_us(), what);
+            let _ = self.sock.send_to(&sealed, sync(i));
             let until = Instant::now() + Duration::from_millis(5);
             while Instant::now() < until {
                 match self.sock.recv_from(&mut buf) {
-                    Ok((n, from)) => match answer(&buf[..n], from, self.total()) {
+                    Ok((n, from)) => match self.answer(&buf[..n], from) {
                         Some(Answer::Alive(j)) if j == i => return true,
                         Some(a) => self.take(a),
                         None => {}
@@ -423,6 +458,18 @@ impl Controller<'_> {
             }
         }
         false
+    }
+
+    /// Datagram `d` from `from` opened and read, or `None` (a refusal
+    /// counted, or not an answer).
+    fn answer(&mut self, d: &[u8], from: SocketAddr) -> Option<Answer> {
+        match self.open.open(now_us(), d) {
+            Ok(body) => answer(body, from, self.total()),
+            Err(_) => {
+                self.refused += 1;
+                None
+            }
+        }
     }
 
     fn order_with_addr(&mut self, i: usize, what: &[u8], to: usize) -> bool {
@@ -450,31 +497,42 @@ impl Controller<'_> {
                 // which the refusals that find it gone later need
                 continue;
             }
-            if let Err(e) = self.hb[i].send(runtime::HEARTBEAT) {
+            let beat = self.seal.sealed(now_us(), runtime::HEARTBEAT);
+            if let Err(e) = self.hb[i].send(&beat) {
                 // (the refusal of an earlier heartbeat, reported now)
                 self.refusal(i, &e);
             }
         }
-        for j in self.jobs.iter().filter(|j| j.state == JobState::Running) {
-            let _ = self.sock.send_to(runtime::BULK_QUERY, sync(j.from));
+        let running: Vec<usize> = self
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .map(|j| j.from)
+            .collect();
+        for from in running {
+            let q = self.seal.sealed(now_us(), runtime::BULK_QUERY);
+            let _ = self.sock.send_to(&q, sync(from));
         }
         let until = Instant::now() + period;
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 256];
         while Instant::now() < until {
             let mut got = false;
             while let Ok((n, from)) = self.sock.recv_from(&mut buf) {
                 got = true;
-                if let Some(a) = answer(&buf[..n], from, self.total()) {
+                if let Some(a) = self.answer(&buf[..n], from) {
                     self.take(a);
                 }
             }
             for i in 0..self.total() {
                 match self.hb[i].recv(&mut buf) {
-                    Ok(n) if &buf[..n] == runtime::ALIVE => {
+                    Ok(n) => {
                         got = true;
-                        self.take(Answer::Alive(i));
+                        match self.open.open(now_us(), &buf[..n]) {
+                            Ok(b) if b == runtime::ALIVE => self.take(Answer::Alive(i)),
+                            Ok(_) => {}
+                            Err(_) => self.refused += 1,
+                        }
                     }
-                    Ok(_) => got = true,
                     Err(e) => self.refusal(i, &e),
                 }
             }
@@ -916,8 +974,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         ),
     };
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
+    // every message between the nodes and the controller is sealed with it
+    let (key_file, key) = write_pool_key(&a.out)?;
+    let key_file = std::fs::canonicalize(&key_file)?;
     for i in 0..total {
-        let text = node_config(a.config.as_deref(), i, total, true)?;
+        let text = node_config(a.config.as_deref(), i, total, true, &key_file)?;
         std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
         for old in ["json", "log"] {
             let _ = std::fs::remove_file(a.out.join(format!("node{i}.{old}")));
@@ -976,6 +1037,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bed: &bed,
         sock,
         hb,
+        seal: pool::auth::Seal::new(key.clone(), rand::random()),
+        open: pool::auth::Open::new(Some(&key), now_us()),
+        refused: 0,
         nodes,
         det: Detector::new(total, period.as_nanos() as u64, a.missed),
         ring: Ring::new(&(0..a.nodes as u16).collect::<Vec<_>>(), a.buckets),
@@ -1102,6 +1166,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .iter()
             .map(|&ns| ns as f64 / 1e6)
             .collect(),
+        refused_answers: c.refused,
     };
     print_report(&report);
     if let Some(p) = &a.json {
@@ -1164,6 +1229,12 @@ fn print_report(r: &PoolReport) {
             v(&p["unprotected"]),
             v(&p["synced"]),
             drops
+        );
+    }
+    if r.refused_answers > 0 {
+        println!(
+            "answers refused by the controller (bad seal, stale, replayed): {}",
+            r.refused_answers
         );
     }
     println!(

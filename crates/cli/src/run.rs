@@ -197,6 +197,46 @@ pub(crate) struct PoolSection {
     pub listen: std::net::SocketAddr,
     /// Its secondary's `listen`.
     pub secondary: std::net::SocketAddr,
+    /// A file holding the pool's key (64 hexadecimal digits; readable by
+    /// its owner alone): every pool message is sealed with it, and one that
+    /// is not is refused. Relative to the config file.
+    pub key_file: Option<PathBuf>,
+    /// No key on a non-loopback `listen`: only on a fabric that nothing but
+    /// the pool reaches.
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+/// The pool's key from `[pool] key_file` (relative to `base`), refused if
+/// other users may read it; none without a file, which a non-loopback
+/// `listen` allows only with `insecure = true`.
+fn pool_key(p: &PoolSection, base: &Path) -> anyhow::Result<Option<[u8; 32]>> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(f) = &p.key_file else {
+        if !p.listen.ip().is_loopback() && !p.insecure {
+            bail!(
+                "`pool.listen` = {} is reachable from the network and there is no                  `pool.key_file`: anyone who reaches that port could install flow state and                  send frames out of this node. Give a key file (64 hexadecimal digits, mode                  600; e.g. `openssl rand -hex 32 > pool.key`), or `insecure = true` on a fabric                  nothing but the pool reaches",
+                p.listen
+            );
+        }
+        return Ok(None);
+    };
+    let path = base.join(f);
+    let meta = std::fs::metadata(&path)
+        .with_context(|| format!("`pool.key_file` = {}", path.display()))?;
+    let mode = meta.permissions().mode();
+    if mode & 0o077 != 0 {
+        bail!(
+            "`pool.key_file` = {}: other users may read it (mode {:o}); `chmod 600` it",
+            path.display(),
+            mode & 0o777
+        );
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("`pool.key_file` = {}", path.display()))?;
+    let key = pool::auth::Key::parse(&text)
+        .map_err(|e| anyhow::anyhow!("`pool.key_file` = {}: {e}", path.display()))?;
+    Ok(Some(key.bytes()))
 }
 
 /// The `[io]` table: the interfaces a run is a network function on, and how it
@@ -421,15 +461,20 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         }
         if k > 1 && cfg.presteer {
             bail!(
-                "`nic_threads` = {k} with `presteer`: a pre-steered trace is parsed before                  the run, there is nothing left for more NIC-model threads to do"
+                "`nic_threads` = {k} with `presteer`: a pre-steered trace is parsed before \
+                 the run, there is nothing left for more NIC-model threads to do"
             );
         }
         cfg.nic_threads = k;
     }
-    cfg.replica = sec.pool.as_ref().map(|p| runspec::Replica {
-        listen: p.listen,
-        secondary: p.secondary,
-    });
+    cfg.replica = match &sec.pool {
+        Some(p) => Some(runspec::Replica {
+            listen: p.listen,
+            secondary: p.secondary,
+            key: pool_key(p, &base)?,
+        }),
+        None => None,
+    };
     cfg.recycle = !a.no_buffer_pool;
     let io = &sec.io;
     let rx = match (a.rx, io.rx.as_deref()) {
@@ -744,6 +789,23 @@ pub(crate) fn print_report(r: &RunReport) {
             mib(*peak),
             mib(*start),
             mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))
+        );
+    }
+    if !r.pool.is_empty() {
+        let p = |k: &str| r.pool.get(k).copied().unwrap_or(0);
+        println!(
+            "pool        replicated {}, acknowledged {}, installed {}, from primaries {}; \
+             refused {} (bad seal {}, stale {}, replayed {}, malformed {}), acknowledgements refused {}",
+            p("replicated"),
+            p("acked"),
+            p("installed"),
+            p("replicas_in"),
+            p("refused_bad_tag") + p("refused_stale") + p("refused_replayed") + p("refused_malformed"),
+            p("refused_bad_tag"),
+            p("refused_stale"),
+            p("refused_replayed"),
+            p("refused_malformed"),
+            p("acks_refused")
         );
     }
     println!(

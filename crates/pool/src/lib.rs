@@ -15,8 +15,12 @@
 //! one before it) and its buckets; [`detect`] its failure detector over
 //! heartbeats. `flowshift pool run` drives both over real nodes.
 //!
+//! [`auth`] seals every pool message with the pool's key, a sender's number
+//! and its time, and refuses forged, changed, stale and replayed ones.
+//!
 //! Pure logic: no threads, clocks or I/O.
 
+pub mod auth;
 pub mod detect;
 pub mod pack;
 pub mod replica;

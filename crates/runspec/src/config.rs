@@ -196,6 +196,10 @@ pub struct Replica {
     pub listen: std::net::SocketAddr,
     /// Where this node sends its copies (UDP): its secondary's `listen`.
     pub secondary: std::net::SocketAddr,
+    /// The pool's key: every message is sealed with it and every message
+    /// without a good seal refused (`pool::auth`); none on a fabric that is
+    /// trusted (`insecure`).
+    pub key: Option<[u8; 32]>,
 }
 
 /// A flag that ends a run when set.

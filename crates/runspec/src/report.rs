@@ -185,7 +185,11 @@ pub struct RunReport {
     /// `bulk_sent` copies to the node an order named (`bulk_resent` again,
     /// `bulk_acked` acknowledged), `sync_in` copies received, `synced` of
     /// them installed, `sync_bad` not installable, `sync_refused` because
-    /// their core's ring was full (sent again by their sender).
+    /// their core's ring was full (sent again by their sender). Datagrams
+    /// refused because they did not open with the pool's key
+    /// (`pool::auth`): at the replication port `refused_bad_tag`,
+    /// `refused_stale`, `refused_replayed`, `refused_malformed`; among the
+    /// acknowledgements `acks_refused`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pool: BTreeMap<&'static str, u64>,
 }

@@ -168,6 +168,8 @@ type Out = (usize, u32, u32, u64);
 
 /// A working core's part of the order.
 pub(crate) struct BulkTx {
+    /// Seals the copies, opens the acknowledgements.
+    sealed: crate::sealed::Sealed,
     order: Arc<BulkOrder>,
     me: usize,
     epoch: u64,
@@ -185,8 +187,9 @@ pub(crate) struct BulkTx {
 }
 
 impl BulkTx {
-    pub fn new(order: Arc<BulkOrder>, me: usize) -> BulkTx {
+    pub fn new(order: Arc<BulkOrder>, me: usize, key: Option<&pool::auth::Key>) -> BulkTx {
         BulkTx {
+            sealed: crate::sealed::Sealed::new(key),
             order,
             me,
             epoch: 0,
@@ -244,12 +247,21 @@ impl BulkTx {
         self.out.len() < WINDOW
     }
 
+    /// Acknowledgements refused (forged, stale or replayed).
+    pub fn refused(&self) -> u64 {
+        self.sealed.refused_total()
+    }
+
     /// Takes the acknowledgements in.
     pub fn take_acks(&mut self) {
         let Some(sock) = &self.sock else { return };
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 128];
         while let Ok(n) = sock.recv(&mut b) {
-            if let Some(seq) = crate::replica::parse_ack(&b[..n]) {
+            if let Some(seq) = self
+                .sealed
+                .open(&b[..n])
+                .and_then(crate::replica::parse_ack)
+            {
                 if self.out.remove(&seq).is_some() {
                     self.acked += 1;
                 }
@@ -289,7 +301,7 @@ impl BulkTx {
         self.seq = self.seq.wrapping_add(1);
         crate::replica::encode(INSTALL, seq, entry, &hash.to_be_bytes(), &mut self.buf);
         loop {
-            match sock.send(&self.buf) {
+            match self.sealed.send(sock, &self.buf) {
                 Ok(_) => break,
                 Err(e)
                     if matches!(
@@ -342,7 +354,7 @@ mod tests {
         assert_eq!(status(&o), "FSBS 0 0 0 -");
         assert!(o.control(b"FSBK 127.0.0.1:9"));
         assert!(!o.control(b"FSBK nonsense"));
-        let mut t: Vec<BulkTx> = (0..2).map(|w| BulkTx::new(o.clone(), w)).collect();
+        let mut t: Vec<BulkTx> = (0..2).map(|w| BulkTx::new(o.clone(), w, None)).collect();
         assert!(status(&o).starts_with("FSBS 1 0 0 127.0.0.1:9"));
         for b in &mut t {
             assert!(b.refresh());

@@ -45,6 +45,9 @@ pub(crate) struct FeederStats {
     /// Replica messages the kernel dropped at the replication port (its
     /// buffer full): lost packets, counted in `offered` and `rx_overflow`.
     pub replicas_dropped: u64,
+    /// Datagrams at the replication port refused unopened (malformed, a bad
+    /// tag, stale, replayed: `pool::auth::Refused::ALL`'s order).
+    pub replica_refused: [u64; 4],
 }
 
 /// The NIC model's arrival stamps: the time a packet was steered, made
@@ -437,7 +440,7 @@ fn enqueue(
 /// has passed.
 pub(crate) fn feed_ports(
     ports: &[netio::PacketSocket],
-    replica: Option<&crate::replica::ReplicaRx>,
+    mut replica: Option<&mut crate::replica::ReplicaRx>,
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
@@ -490,7 +493,7 @@ pub(crate) fn feed_ports(
                 }
             }
         }
-        if let Some(r) = replica {
+        if let Some(r) = replica.as_deref_mut() {
             got += replicas(
                 r,
                 &mut dgram,
@@ -524,6 +527,7 @@ pub(crate) fn feed_ports(
     st.offered += unread;
     st.bytes += bytes;
     if let Some(r) = replica {
+        st.replica_refused = r.refused();
         st.replicas_dropped = r.dropped();
         st.offered += st.replicas_dropped;
         st.rx_overflow += st.replicas_dropped;
@@ -538,7 +542,7 @@ pub(crate) fn feed_ports(
 /// [`REPLICA`](crate::replica::REPLICA) in its port. Returns how many.
 #[allow(clippy::too_many_arguments)]
 fn replicas(
-    r: &crate::replica::ReplicaRx,
+    r: &mut crate::replica::ReplicaRx,
     dgram: &mut [u8],
     hasher: &RssHasher,
     shared: &Arc<Shared>,

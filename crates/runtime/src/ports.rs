@@ -117,15 +117,21 @@ impl Ports {
                 Some(r) => {
                     let secondary = crate::replica::Secondary::new(r.secondary);
                     let bulk = crate::bulk::BulkOrder::new(owner.len(), workers);
-                    let rx =
-                        crate::replica::ReplicaRx::bind(r.listen, secondary.clone(), bulk.clone())
-                            .map_err(|e| {
-                                cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
-                            })?;
+                    let key = r.key.map(pool::auth::Key::new);
+                    let rx = crate::replica::ReplicaRx::bind(
+                        r.listen,
+                        secondary.clone(),
+                        bulk.clone(),
+                        key.as_ref(),
+                    )
+                    .map_err(|e| {
+                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
+                    })?;
                     let tx = (0..workers)
                         .map(|w| {
-                            crate::replica::ReplicaTx::open(secondary.clone())
-                                .map(|t| (t, crate::bulk::BulkTx::new(bulk.clone(), w)))
+                            crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref()).map(
+                                |t| (t, crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref())),
+                            )
                         })
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| {

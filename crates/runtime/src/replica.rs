@@ -6,6 +6,10 @@
 //! leaves only once both nodes hold the state it made.
 //!
 //! The same port answers a pool controller's heartbeats ([`HEARTBEAT`]).
+//! Every datagram of the link — copies, acknowledgements, heartbeats, the
+//! controller's orders — is sealed with the pool's key ([`crate::sealed`],
+//! `pool::auth`); one that does not open is refused and counted, never
+//! installed, sent or obeyed.
 //!
 //! On the wire (one UDP datagram): `b"FS"`, the port the frame came in by, the
 //! copy's number (u32), the entry's length (u16; big-endian), the entry
@@ -122,7 +126,7 @@ impl Secondary {
         self.gen.fetch_add(1, Ordering::Release);
     }
 
-    fn get(&self) -> (u64, SocketAddr) {
+    pub(crate) fn get(&self) -> (u64, SocketAddr) {
         // pairs with the Release in `set`
         let g = self.gen.load(Ordering::Acquire);
         (g, *self.addr.lock().unwrap_or_else(|p| p.into_inner()))
@@ -132,6 +136,8 @@ impl Secondary {
 /// A core's end of the link to its node's secondary.
 pub(crate) struct ReplicaTx {
     sock: UdpSocket,
+    /// Seals the copies, opens the acknowledgements.
+    sealed: crate::sealed::Sealed,
     to: Arc<Secondary>,
     /// The secondary's generation `sock` is connected to.
     gen: u64,
@@ -147,10 +153,11 @@ pub(crate) struct ReplicaTx {
 
 impl ReplicaTx {
     /// A socket sending to the secondary `to` names.
-    pub fn open(to: Arc<Secondary>) -> io::Result<ReplicaTx> {
+    pub fn open(to: Arc<Secondary>, key: Option<&pool::auth::Key>) -> io::Result<ReplicaTx> {
         let (gen, addr) = to.get();
         Ok(ReplicaTx {
             sock: connected(addr)?,
+            sealed: crate::sealed::Sealed::new(key),
             to,
             gen,
             buf: Vec::with_capacity(2048),
@@ -163,12 +170,17 @@ impl ReplicaTx {
     /// Calls `f` with the number of every copy the secondary acknowledged
     /// since the last call.
     pub fn acks(&mut self, mut f: impl FnMut(u32)) {
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 128];
         while let Ok(n) = self.sock.recv(&mut b) {
-            if let Some(seq) = parse_ack(&b[..n]) {
+            if let Some(seq) = self.sealed.open(&b[..n]).and_then(parse_ack) {
                 f(seq);
             }
         }
+    }
+
+    /// Acknowledgements refused (forged, stale or replayed).
+    pub fn refused(&self) -> u64 {
+        self.sealed.refused_total()
     }
 
     /// Sends a packet that came in by `port` with its flow's `entry`: the
@@ -192,7 +204,7 @@ impl ReplicaTx {
         self.seq = self.seq.wrapping_add(1);
         encode(port, seq, entry, frame, &mut self.buf);
         loop {
-            match self.sock.send(&self.buf) {
+            match self.sealed.send(&self.sock, &self.buf) {
                 Ok(_) => {
                     self.sent += 1;
                     return Some(seq);
@@ -306,6 +318,8 @@ pub(crate) fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
 /// the controller's orders.
 pub(crate) struct ReplicaRx {
     sock: UdpSocket,
+    /// Opens what arrives, seals the answers.
+    sealed: crate::sealed::Sealed,
     /// Where this node's own copies go (the controller may change it).
     pub secondary: Arc<Secondary>,
     /// The controller's bulk-sync order.
@@ -318,6 +332,7 @@ impl ReplicaRx {
         at: SocketAddr,
         secondary: Arc<Secondary>,
         bulk: Arc<crate::bulk::BulkOrder>,
+        key: Option<&pool::auth::Key>,
     ) -> io::Result<ReplicaRx> {
         let sock = UdpSocket::bind(at)?;
         sock.set_nonblocking(true)?;
@@ -325,6 +340,7 @@ impl ReplicaRx {
         let _ = netio::grow_receive_buffer(&sock, 16 << 20);
         Ok(ReplicaRx {
             sock,
+            sealed: crate::sealed::Sealed::new(key),
             secondary,
             bulk,
         })
@@ -338,13 +354,14 @@ impl ReplicaRx {
 
     /// Handles a controller's datagram: a heartbeat (answered) or an order
     /// (carried out, then answered as a heartbeat); false for anything else.
-    pub fn control(&self, d: &[u8], from: SocketAddr) -> bool {
+    pub fn control(&mut self, d: &[u8], from: SocketAddr) -> bool {
         if d == HEARTBEAT {
             self.alive(from);
             return true;
         }
         if d == crate::bulk::BULK_QUERY {
-            let _ = self.sock.send_to(&self.bulk.status(), from);
+            let status = self.bulk.status();
+            let _ = self.sealed.send_to(&self.sock, &status, from);
             return true;
         }
         if self.bulk.control(d) {
@@ -365,33 +382,47 @@ impl ReplicaRx {
     }
 
     /// Answers a heartbeat from `to` (a lost answer is a missed beat).
-    pub fn alive(&self, to: SocketAddr) {
-        let _ = self.sock.send_to(ALIVE, to);
+    pub fn alive(&mut self, to: SocketAddr) {
+        let _ = self.sealed.send_to(&self.sock, ALIVE, to);
     }
 
     /// Acknowledges copy `seq` to the core that sent it (a lost one leaves
     /// the flow poisoned there: its next packet is copied again).
-    pub fn ack(&self, to: SocketAddr, seq: u32) {
+    pub fn ack(&mut self, to: SocketAddr, seq: u32) {
         let mut b = [0u8; 8];
         b[..4].copy_from_slice(ACK);
         b[4..].copy_from_slice(&seq.to_be_bytes());
-        let _ = self.sock.send_to(&b, to);
+        let _ = self.sealed.send_to(&self.sock, &b, to);
     }
 
-    /// The next waiting datagram, in `buf`, and its sender, if any.
-    pub fn recv<'a>(&self, buf: &'a mut [u8]) -> io::Result<Option<(&'a [u8], SocketAddr)>> {
-        match self.sock.recv_from(buf) {
-            Ok((n, from)) => Ok(Some((&buf[..n], from))),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(None)
+    /// The body of the next waiting datagram that opens, in `buf`, and its
+    /// sender, if any; those that do not open are counted
+    /// ([`refused`](Self::refused)) and skipped.
+    pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> io::Result<Option<(&'a [u8], SocketAddr)>> {
+        loop {
+            match self.sock.recv_from(buf) {
+                Ok((n, from)) => {
+                    if let Some(r) = self.sealed.open_range(&buf[..n]) {
+                        return Ok(Some((&buf[r], from)));
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+    }
+
+    /// Datagrams refused at this port, by cause (`pool::auth::Refused::ALL`'s
+    /// order).
+    pub fn refused(&self) -> [u64; 4] {
+        self.sealed.refused
     }
 }
 

@@ -168,7 +168,10 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 .unwrap_or_default(),
         ),
     };
-    let (feeder, ctl, workers, offloaders) = threads.spawn(trace, ports.as_ref(), wiring);
+    // the replication port is the NIC-model thread's alone
+    let replica_rx = ports.as_mut().and_then(|p| p.replica.take());
+    let (feeder, ctl, workers, offloaders) =
+        threads.spawn(trace, ports.as_ref(), replica_rx, wiring);
     // read once every core has closed its sockets (having counted what they
     // still held): every frame the program steered is in `packets_in` by then
     let kernel_bucket_packets = threads
@@ -402,7 +405,13 @@ impl Threads<'_> {
     }
 
     /// Starts every thread, waits for them all.
-    fn spawn(&self, trace: &Trace, ports: Option<&Ports>, mut wiring: Wiring) -> Joined {
+    fn spawn(
+        &self,
+        trace: &Trace,
+        ports: Option<&Ports>,
+        mut replica_rx: Option<crate::replica::ReplicaRx>,
+        mut wiring: Wiring,
+    ) -> Joined {
         let cfg = self.cfg;
         let (w, o) = (cfg.workers, cfg.offloaders);
         let mut workers = Vec::new();
@@ -486,7 +495,7 @@ impl Threads<'_> {
                         ..FeederStats::default()
                     }
                 }
-                Some(p) => feed_ports(&p.rx, p.replica.as_ref(), hasher, shared, queues, opts),
+                Some(p) => feed_ports(&p.rx, replica_rx.as_mut(), hasher, shared, queues, opts),
                 None => feed(trace, hasher, shared, queues, opts),
             });
             if let Some(r) = &cfg.ready {
@@ -590,7 +599,7 @@ fn merge(
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
     }
-    let replica: Vec<[u64; 11]> = workers.iter().filter_map(|r| r.replica).collect();
+    let replica: Vec<[u64; 12]> = workers.iter().filter_map(|r| r.replica).collect();
     if !replica.is_empty() {
         let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
         t.pool = vec![
@@ -602,12 +611,17 @@ fn merge(
             ("poisoned_at_end", sum(5)),
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
+            ("refused_malformed", feeder.replica_refused[0]),
+            ("refused_bad_tag", feeder.replica_refused[1]),
+            ("refused_stale", feeder.replica_refused[2]),
+            ("refused_replayed", feeder.replica_refused[3]),
             ("replicas_dropped", feeder.replicas_dropped),
             ("bulk_sent", sum(6)),
             ("bulk_resent", sum(7)),
             ("bulk_acked", sum(8)),
             ("synced", sum(9)),
             ("sync_bad", sum(10)),
+            ("acks_refused", sum(11)),
             ("sync_in", feeder.sync_in),
             ("sync_refused", feeder.sync_refused),
         ];

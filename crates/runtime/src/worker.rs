@@ -35,8 +35,9 @@ pub(crate) struct WorkerResult {
     /// In a pool: replica messages sent, refused by the socket, installed;
     /// copies acknowledged, packets copied again for a poisoned flow, flows
     /// still poisoned at the end; bulk-sync copies sent, sent again,
-    /// acknowledged, and installed here; bulk copies not installable.
-    pub replica: Option<[u64; 11]>,
+    /// acknowledged, and installed here; bulk copies not installable;
+    /// acknowledgements refused (forged, stale, replayed).
+    pub replica: Option<[u64; 12]>,
     /// In a pool: the replication lag of this core's copies (ns).
     pub replica_lag: Option<hdrhistogram::Histogram<u64>>,
 }
@@ -342,6 +343,7 @@ impl Worker {
                     r.bulk.acked,
                     r.synced,
                     r.sync_bad,
+                    r.tx.refused() + r.bulk.refused(),
                 ]
             }),
             // (after the last acknowledgements were taken in, above)

@@ -1,0 +1,147 @@
+//! The pool protocol as one node's replication port consumes it, without
+//! sockets or threads: a datagram is opened with the pool's key
+//! (`pool::auth`), then read as a controller's order or heartbeat, a bulk
+//! copy or a replica message, and a copy's entry is installed in the chain's
+//! shard of its flow — what the NIC-model thread and the worker do, in one
+//! call. For the fuzz target (`fuzz/fuzz_targets/pool.rs`) and the tests.
+
+use std::sync::Arc;
+
+/// What a datagram became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Consumed {
+    /// Refused unopened (forged, changed, stale, replayed, malformed).
+    Refused(pool::auth::Refused),
+    /// A heartbeat, a bulk-sync query or order, or a re-ring order, carried
+    /// out.
+    Control,
+    /// A bulk copy's entry installed (true) or refused as malformed (false).
+    Install(bool),
+    /// A replica message whose frame parsed, and whether its entry
+    /// installed.
+    Replica(bool),
+    /// A replica message whose frame does not parse.
+    BadFrame,
+    /// Opened, but no message of the protocol.
+    Unknown,
+}
+
+/// One node's port and the state its messages act on.
+pub struct Port {
+    open: pool::auth::Open,
+    secondary: Arc<crate::replica::Secondary>,
+    bulk: Arc<crate::bulk::BulkOrder>,
+    hasher: steer::RssHasher,
+}
+
+impl Port {
+    /// A port opening with `key` (none: bare bodies) since `since_us`, for
+    /// `chain`'s shards.
+    pub fn new(chain: &nf::Chain, key: Option<&pool::auth::Key>, since_us: u64) -> Port {
+        Port {
+            open: pool::auth::Open::new(key, since_us),
+            secondary: crate::replica::Secondary::new(([127, 0, 0, 1], 9).into()),
+            bulk: crate::bulk::BulkOrder::new(chain.shard_count(), 1),
+            hasher: chain.hasher().clone(),
+        }
+    }
+
+    /// Datagram `d` arriving at `now_us`, consumed by `chain` in `shards`.
+    pub fn consume(
+        &mut self,
+        d: &[u8],
+        now_us: u64,
+        chain: &mut nf::Chain,
+        shards: &mut [nf::Shard],
+    ) -> Consumed {
+        let body = match self.open.open(now_us, d) {
+            Ok(b) => b,
+            Err(e) => return Consumed::Refused(e),
+        };
+        let now_ns = now_us.saturating_mul(1000);
+        if body == crate::replica::HEARTBEAT
+            || body == crate::bulk::BULK_QUERY
+            || self.bulk.control(body)
+        {
+            let _ = self.bulk.status();
+            return Consumed::Control;
+        }
+        if let Some(a) = body.strip_prefix(crate::replica::NEW_SECONDARY) {
+            if let Some(a) = std::str::from_utf8(a)
+                .ok()
+                .and_then(|a| a.trim().parse().ok())
+            {
+                self.secondary.set(a);
+                return Consumed::Control;
+            }
+        }
+        let Ok((port, _seq, entry, frame)) = crate::replica::decode(body) else {
+            return Consumed::Unknown;
+        };
+        if port & crate::bulk::INSTALL != 0 {
+            let Ok(hash) = <[u8; 4]>::try_from(frame) else {
+                return Consumed::Unknown;
+            };
+            let s = chain.shard_of(u32::from_be_bytes(hash));
+            return Consumed::Install(chain.install(&mut shards[s], entry, now_ns).is_ok());
+        }
+        match nf::Packet::new(frame.to_vec(), now_ns, &self.hasher) {
+            Ok(p) => {
+                let s = chain.shard_of(p.hash);
+                Consumed::Replica(chain.install(&mut shards[s], entry, now_ns).is_ok())
+            }
+            Err(_) => Consumed::BadFrame,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pool::auth::{Key, Refused, Seal};
+
+    #[test]
+    fn only_messages_sealed_with_the_key_are_carried_out_and_each_once() {
+        let mut chain = nf::ChainConfig::default_chain()
+            .build(std::path::Path::new("."))
+            .unwrap();
+        let mut shards = chain.new_shards();
+        let key = Key::new([1; 32]);
+        let now = 5_000_000;
+        let mut port = Port::new(&chain, Some(&key), now - 10);
+        let order = b"FSSE 10.77.0.9:4000";
+        // bare, and sealed with another key: refused, the secondary unchanged
+        assert_eq!(
+            port.consume(order, now, &mut chain, &mut shards),
+            Consumed::Refused(Refused::Malformed)
+        );
+        let forged = Seal::new(Key::new([2; 32]), 1).sealed(now, order);
+        assert_eq!(
+            port.consume(&forged, now, &mut chain, &mut shards),
+            Consumed::Refused(Refused::Tag)
+        );
+        assert_eq!(port.secondary.get().0, 0, "no re-ring");
+        // sealed with the pool's key: carried out, once
+        let good = Seal::new(key.clone(), 1).sealed(now, order);
+        assert_eq!(
+            port.consume(&good, now, &mut chain, &mut shards),
+            Consumed::Control
+        );
+        assert_eq!(
+            port.secondary.get().1,
+            "10.77.0.9:4000".parse::<std::net::SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            port.consume(&good, now + 1, &mut chain, &mut shards),
+            Consumed::Refused(Refused::Replay)
+        );
+        // a replica message whose entry is garbage installs nothing
+        let mut m = b"FS\x00\x00\x00\x00\x01\x00\x03abc".to_vec();
+        m.extend_from_slice(&[0u8; 20]);
+        let sealed = Seal::new(key, 2).sealed(now, &m);
+        assert!(matches!(
+            port.consume(&sealed, now, &mut chain, &mut shards),
+            Consumed::BadFrame | Consumed::Replica(false)
+        ));
+    }
+}
