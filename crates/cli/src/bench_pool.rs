@@ -45,7 +45,8 @@ pub struct BenchArgs {
 #[derive(Clone, Debug, Serialize)]
 struct Sample {
     traffic: &'static str,
-    replication: bool,
+    /// `off`, `on` (sealed with the pool's key) or `bare` (no key).
+    replication: &'static str,
     round: usize,
     sent: u64,
     delivered: u64,
@@ -146,10 +147,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let mut samples = Vec::new();
     for round in 0..a.rounds {
         for (traffic, flows) in [("steady", a.flows), ("new", NEW_FLOWS)] {
-            for replication in [false, true] {
-                let salt = (round * 4
-                    + usize::from(replication) * 2
-                    + usize::from(traffic == "new")) as u8;
+            for (k, replication) in ["off", "on", "bare"].into_iter().enumerate() {
+                // sealed and bare replication see the same flows (fresh
+                // nodes each time), so the two differ only by the seal
+                let salt = (round * 4 + k.min(1) * 2 + usize::from(traffic == "new")) as u8;
                 let batch = frames(flows, r_mac, c_mac, salt & 0x0f);
                 // killed if the bench fails before stopping them
                 let mut nodes = crate::pool_run::Nodes(Vec::new());
@@ -157,7 +158,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     // room for every flow of a `new` run (1 M per node)
                     let cfg = format!(
                         "[table]\ncapacity = 65536\n{}",
-                        crate::pool_run::node_config(None, i, NODES, replication, &key_file)?
+                        crate::pool_run::node_config(
+                            None,
+                            i,
+                            NODES,
+                            replication != "off",
+                            (replication == "on").then_some(key_file.as_path()),
+                        )?
                     );
                     std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
                     let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
@@ -242,8 +249,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     drops,
                 };
                 eprintln!(
-                    "  round {round}: {traffic:<6} replication {:<3}: sent {:.3} Mpps, delivered {:.3} Mpps; replicated {replicated}, installed {installed}, dropped at the secondary {dropped}; node drops {:?}",
-                    if replication { "on" } else { "off" },
+                    "  round {round}: {traffic:<6} replication {replication:<4}: sent {:.3} Mpps, delivered {:.3} Mpps; replicated {replicated}, installed {installed}, dropped at the secondary {dropped}; node drops {:?}",
                     sent as f64 / took / 1e6,
                     s.delivered_mpps,
                     s.drops
@@ -253,21 +259,26 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         }
     }
     drop(sink);
-    println!("traffic  replication off  on (Mpps delivered, medians)  on/off");
+    println!(
+        "Mpps delivered (medians): replication off, on (sealed with the pool's key), bare (no key)"
+    );
+    println!("traffic       off      on    bare   on/off  bare/off  on/bare");
     for traffic in ["steady", "new"] {
-        let median = |on: bool| {
+        let median = |mode: &str| {
             let mut v: Vec<f64> = samples
                 .iter()
-                .filter(|s| s.traffic == traffic && s.replication == on)
+                .filter(|s| s.traffic == traffic && s.replication == mode)
                 .map(|s| s.delivered_mpps)
                 .collect();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
-        let (off, on) = (median(false), median(true));
+        let (off, on, bare) = (median("off"), median("on"), median("bare"));
         println!(
-            "{traffic:<8} {off:>15.3}  {on:>5.3}                         {:>6.2}",
-            on / off.max(1e-9)
+            "{traffic:<8} {off:>8.3} {on:>7.3} {bare:>7.3} {:>8.2} {:>9.2} {:>8.2}",
+            on / off.max(1e-9),
+            bare / off.max(1e-9),
+            on / bare.max(1e-9)
         );
     }
     if let Some(p) = &a.json {

@@ -204,13 +204,14 @@ pub(crate) fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth:
 }
 
 /// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1
-/// (with `replicate`), its messages sealed with the key in `key_file`.
+/// (with `replicate`), its messages sealed with the key in `key_file` (none:
+/// bare, `insecure`).
 pub(crate) fn node_config(
     chain: Option<&Path>,
     i: usize,
     nodes: usize,
     replicate: bool,
-    key_file: &Path,
+    key_file: Option<&Path>,
 ) -> anyhow::Result<String> {
     let mut t: toml::Table = match chain {
         Some(p) => {
@@ -254,7 +255,10 @@ pub(crate) fn node_config(
         let mut pool = toml::Table::new();
         pool.insert("listen".into(), sync(i).to_string().into());
         pool.insert("secondary".into(), sync((i + 1) % nodes).to_string().into());
-        pool.insert("key_file".into(), key_file.display().to_string().into());
+        match key_file {
+            Some(k) => pool.insert("key_file".into(), k.display().to_string().into()),
+            None => pool.insert("insecure".into(), true.into()),
+        };
         t.insert("pool".into(), toml::Value::Table(pool));
     }
     Ok(toml::to_string(&t)?)
@@ -978,7 +982,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let (key_file, key) = write_pool_key(&a.out)?;
     let key_file = std::fs::canonicalize(&key_file)?;
     for i in 0..total {
-        let text = node_config(a.config.as_deref(), i, total, true, &key_file)?;
+        let text = node_config(a.config.as_deref(), i, total, true, Some(&key_file))?;
         std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
         for old in ["json", "log"] {
             let _ = std::fs::remove_file(a.out.join(format!("node{i}.{old}")));
