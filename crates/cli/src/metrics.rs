@@ -10,10 +10,24 @@ use anyhow::Context;
 use runspec::metrics::Metrics;
 
 /// Binds `addr` (before the run starts, so a bad address is an error at once)
-/// and serves `metrics` from a thread.
-pub fn serve(addr: &str, metrics: Arc<Metrics>) -> anyhow::Result<std::net::SocketAddr> {
+/// and serves `metrics` from a thread. An address other than loopback is
+/// refused unless `public` (`[io] metrics_public = true`): the endpoint has
+/// no authentication, and what it tells (per-core load, flows, drops) is for
+/// the operator's scraper, not for whoever reaches the machine.
+pub fn serve(
+    addr: &str,
+    metrics: Arc<Metrics>,
+    public: bool,
+) -> anyhow::Result<std::net::SocketAddr> {
     let l = TcpListener::bind(addr).with_context(|| format!("--metrics {addr}: cannot listen"))?;
     let at = l.local_addr()?;
+    if !at.ip().is_loopback() && !public {
+        anyhow::bail!(
+            "--metrics {addr} (`[io] metrics`) is reachable from the network and the endpoint \
+             has no authentication: serve it on loopback (e.g. 127.0.0.1:9100) behind your \
+             scraper's proxy, or set `[io] metrics_public = true`"
+        );
+    }
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {

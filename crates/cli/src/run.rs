@@ -268,6 +268,10 @@ pub(crate) struct IoSection {
     pub xdp_mode: Option<String>,
     /// An address to serve Prometheus metrics at, as `--metrics`.
     pub metrics: Option<String>,
+    /// Serve metrics on an address other than loopback (the endpoint has no
+    /// authentication) [default: false].
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
@@ -634,7 +638,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     cfg.stop = Some(stop_on_signals()?);
     if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
         let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
-        let at = crate::metrics::serve(addr, m.clone())?;
+        let at = crate::metrics::serve(addr, m.clone(), sec.io.metrics_public)?;
         eprintln!("flowshift: metrics at http://{at}/metrics");
         cfg.metrics = Some(m);
     }

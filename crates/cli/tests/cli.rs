@@ -828,3 +828,73 @@ fn the_simulated_dyssect_plans_with_the_cost_models_residual_unless_told() {
     assert_eq!(told, 0.25);
     assert!(err.contains("[run.dyssect] residual = 0.25"), "{err}");
 }
+
+/// Listeners other than loopback need a key (the pool's replication port) or
+/// an explicit choice (the metrics endpoint, a keyless pool port); a key file
+/// others may read, or one that is not a key, is refused by name.
+#[test]
+fn listeners_beyond_loopback_need_a_key_or_a_choice() {
+    use std::os::unix::fs::PermissionsExt;
+    let chain = "[[nf]]\nkind = \"firewall\"\nrules = \"allow any any -> any\"\n";
+    let cfg = |name: &str, pool: &str| {
+        let p = tmp(name);
+        std::fs::write(&p, format!("{chain}[pool]\n{pool}")).unwrap();
+        p
+    };
+    let err = |p: &std::path::Path| {
+        let o = flowshift(&["run", "--config", p.to_str().unwrap(), "--loops", "1"]);
+        assert!(!o.status.success(), "{p:?} ran");
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    // a network address without a key
+    let e = err(&cfg(
+        "listen-nokey.toml",
+        "listen = \"10.77.0.1:7700\"\nsecondary = \"10.77.0.2:7700\"\n",
+    ));
+    assert!(e.contains("pool.key_file") && e.contains("insecure"), "{e}");
+    // a key file every user may read
+    let key = tmp("pool-open.key");
+    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let with_key = |name: &str, k: &std::path::Path| {
+        cfg(
+            name,
+            &format!(
+                "listen = \"10.77.0.1:7700\"\nsecondary = \"10.77.0.2:7700\"\nkey_file = \"{}\"\n",
+                k.display()
+            ),
+        )
+    };
+    let e = err(&with_key("listen-openkey.toml", &key));
+    assert!(
+        e.contains("pool.key_file") && e.contains("chmod 600"),
+        "{e}"
+    );
+    // not a key
+    let bad = tmp("pool-bad.key");
+    std::fs::write(&bad, "not a key").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = err(&with_key("listen-badkey.toml", &bad));
+    assert!(
+        e.contains("pool.key_file") && e.contains("hexadecimal"),
+        "{e}"
+    );
+    // a good key, or `insecure`, passes the check: what stops these runs is
+    // that replication needs interfaces
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for p in [
+        with_key("listen-key.toml", &key),
+        cfg(
+            "listen-insecure.toml",
+            "listen = \"10.77.0.1:7700\"\nsecondary = \"10.77.0.2:7700\"\ninsecure = true\n",
+        ),
+    ] {
+        let e = err(&p);
+        assert!(!e.contains("pool.key_file"), "{e}");
+        assert!(e.contains("interfaces"), "{e}");
+    }
+    // metrics beyond loopback
+    let o = flowshift(&["run", "--metrics", "0.0.0.0:0", "--loops", "1"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("metrics_public"), "{e}");
+}
