@@ -154,6 +154,27 @@ impl Bed {
         Ok(())
     }
 
+    /// Where the endpoints send: to the middle namespace's interfaces (`true`:
+    /// the kernel there routes, as for nftables) or to each other's MAC
+    /// addresses through flowshift as a bump in the wire (`false`, as built).
+    /// Needs [`route_in_middle`](Self::route_in_middle) first for `true`.
+    pub fn endpoints_to_middle(&self, on: bool) -> io::Result<()> {
+        let (c, f, s) = (self.client(), self.middle(), self.server());
+        let p = &self.prefix;
+        let (c0, s0) = (format!("{p}c0"), format!("{p}s0"));
+        let (a, b) = self.ifaces();
+        let (cmac, smac) = (mac(&c, &c0)?, mac(&s, &s0)?);
+        if on {
+            neighbour(&c, SERVER, &mac(&f, &a)?, &c0)?;
+            neighbour(&s, "198.51.100.1", &mac(&f, &b)?, &s0)?;
+            neighbour(&f, CLIENT, &cmac, &a)?;
+        } else {
+            neighbour(&c, SERVER, &smac, &c0)?;
+            neighbour(&s, "198.51.100.1", &cmac, &s0)?;
+        }
+        Ok(())
+    }
+
     /// Turns IPv4 forwarding in the middle namespace on or off.
     pub fn set_forwarding(&self, on: bool) -> io::Result<()> {
         let v = if on { "1" } else { "0" };
