@@ -7,6 +7,8 @@
 //! threaded runtime, the simulator and the model-checking tests drive this same
 //! code.
 
+#![forbid(unsafe_code)]
+
 pub mod balancers;
 pub mod migrate;
 pub mod probe;

@@ -8,6 +8,8 @@
 //! It lives in its own crate so that only what plans with it builds HiGHS (a C++
 //! build of a few minutes): the runtime takes any `Balancer`.
 
+#![forbid(unsafe_code)]
+
 pub mod kingman;
 pub mod model;
 pub mod start;

@@ -44,6 +44,8 @@
 //! assert!(e.to_string().starts_with("`nf[0].internal`"));
 //! ```
 
+#![forbid(unsafe_code)]
+
 #[macro_use]
 mod counters;
 mod chain;

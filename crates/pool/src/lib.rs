@@ -20,6 +20,8 @@
 //!
 //! Pure logic: no threads, clocks or I/O.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod detect;
 pub mod pack;

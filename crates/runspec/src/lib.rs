@@ -24,6 +24,8 @@
 //! assert_eq!(bad.validate().unwrap_err().to_string(), "run.workers = 0: must be between 1 and 1024");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod config;
 pub mod metrics;
 mod report;

@@ -43,6 +43,8 @@
 //! assert_eq!(r.reordered, 0);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod backoff;
 mod bulk;
 mod controller;

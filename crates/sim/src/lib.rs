@@ -46,6 +46,8 @@
 //! assert_eq!(a.report.packets_in, a.report.packets_out + a.report.dropped());
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod cost;
 mod engine;
 mod prep;

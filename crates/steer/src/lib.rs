@@ -25,6 +25,8 @@
 //! assert_eq!(usize::from(q), table.bucket(h) % 4);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod fields;
 mod hasher;
 mod indirection;

@@ -18,6 +18,8 @@
 //! assert_eq!(trace.frame(42), again.frame(42));
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod fenwick;
 pub mod gen;
 pub mod pcap;

@@ -27,6 +27,8 @@
 //! assert_eq!(parse(&[0u8; 10]).unwrap_err(), Malformed::Truncated);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod checksum;
 pub mod ethernet;
 pub mod flow;
