@@ -35,13 +35,21 @@ impl Bed {
     /// Builds the bed with names starting with `prefix` (at most 8 characters,
     /// so interface names fit Linux's 15).
     pub fn up(prefix: &str) -> io::Result<Bed> {
+        Bed::up_with_queues(prefix, 1)
+    }
+
+    /// The bed with veth pairs of `queues` receive and transmit queues each
+    /// (a multi-queue NIC's shape: the kernel puts a frame on the receive
+    /// queue of the transmit queue its sender picked, by flow).
+    pub fn up_with_queues(prefix: &str, queues: u32) -> io::Result<Bed> {
         assert!(prefix.len() <= 8, "prefix too long for interface names");
+        assert!((1..=64).contains(&queues), "1 to 64 queues");
         let bed = Bed {
             prefix: prefix.to_string(),
         };
         // a bed left by an earlier run that died goes first
         bed.remove();
-        bed.build()?;
+        bed.build(queues)?;
         Ok(bed)
     }
 
@@ -65,7 +73,7 @@ impl Bed {
         (format!("{}a", self.prefix), format!("{}b", self.prefix))
     }
 
-    fn build(&self) -> io::Result<()> {
+    fn build(&self, queues: u32) -> io::Result<()> {
         let (c, f, s) = (self.client(), self.middle(), self.server());
         let p = &self.prefix;
         let (c0, s0) = (format!("{p}c0"), format!("{p}s0"));
@@ -74,12 +82,14 @@ impl Bed {
             ip(&["netns", "add", ns])?;
             exec(ns, "ip", &["link", "set", "lo", "up"])?;
         }
-        ip(&[
-            "link", "add", &c0, "netns", &c, "type", "veth", "peer", "name", &a, "netns", &f,
-        ])?;
-        ip(&[
-            "link", "add", &s0, "netns", &s, "type", "veth", "peer", "name", &b, "netns", &f,
-        ])?;
+        let q = queues.to_string();
+        for (end, ns, peer, peer_ns) in [(&c0, &c, &a, &f), (&s0, &s, &b, &f)] {
+            ip(&[
+                "link", "add", end, "netns", ns, "numtxqueues", &q, "numrxqueues", &q, "type",
+                "veth", "peer", "name", peer, "netns", peer_ns, "numtxqueues", &q,
+                "numrxqueues", &q,
+            ])?;
+        }
         for (ns, dev) in [(&c, &c0), (&f, &a), (&f, &b), (&s, &s0)] {
             exec(ns, "ip", &["link", "set", dev, "up"])?;
             // full checksums, MTU-sized segments
