@@ -85,9 +85,26 @@ impl Bed {
         let q = queues.to_string();
         for (end, ns, peer, peer_ns) in [(&c0, &c, &a, &f), (&s0, &s, &b, &f)] {
             ip(&[
-                "link", "add", end, "netns", ns, "numtxqueues", &q, "numrxqueues", &q, "type",
-                "veth", "peer", "name", peer, "netns", peer_ns, "numtxqueues", &q,
-                "numrxqueues", &q,
+                "link",
+                "add",
+                end,
+                "netns",
+                ns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                peer,
+                "netns",
+                peer_ns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
             ])?;
         }
         for (ns, dev) in [(&c, &c0), (&f, &a), (&f, &b), (&s, &s0)] {

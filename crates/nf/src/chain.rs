@@ -1116,6 +1116,36 @@ impl Chain {
         self.counters.add(&other.counters);
     }
 
+    /// Delayed merge, live: each NF's snapshot of its shared state on this
+    /// core (`None` for NFs that share nothing); empty when no NF shares.
+    pub fn share(&self) -> Vec<Option<crate::Shared>> {
+        let all: Vec<Option<crate::Shared>> = self.nfs.iter().map(|n| n.share()).collect();
+        if all.iter().all(Option::is_none) {
+            return Vec::new();
+        }
+        all
+    }
+
+    /// True if an NF of the chain shares state across cores (a driver then
+    /// merges every period: [`share`](Self::share), [`merge_shared`](Self::merge_shared)).
+    pub fn shares_state(&self) -> bool {
+        self.nfs.iter().any(|n| n.share().is_some())
+    }
+
+    /// Gives each NF every core's snapshot of it (`cores[c]` is core c's
+    /// [`share`](Self::share)).
+    pub fn merge_shared(&mut self, cores: &[Vec<Option<crate::Shared>>]) {
+        for (i, nf) in self.nfs.iter_mut().enumerate() {
+            let all: Vec<crate::Shared> = cores
+                .iter()
+                .filter_map(|c| c.get(i).cloned().flatten())
+                .collect();
+            if !all.is_empty() {
+                nf.merge_shared(&all);
+            }
+        }
+    }
+
     /// The flow tables' timer resolution (ns): how often a driver should call
     /// [`expire`](Self::expire).
     pub fn timer_tick_ns(&self) -> u64 {

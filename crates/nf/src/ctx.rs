@@ -196,12 +196,16 @@ impl Ctx<'_> {
     }
 }
 
+/// A core's snapshot of an NF's shared state ([`Nf::share`]).
+pub type Shared = std::sync::Arc<dyn Any + Send + Sync>;
+
 /// A network function: logic only; flowshift owns the state.
 ///
 /// One instance runs per core ([`instance`](Nf::instance)); per-flow state lives in
 /// flow-entry slots reached through [`Ctx`]; shard-local state moves with its
 /// shard; mergeable state lives in the instance and is merged with
-/// [`merge_from`](Nf::merge_from).
+/// [`merge_from`](Nf::merge_from), and live across cores by delayed merge
+/// ([`share`](Nf::share), [`merge_shared`](Nf::merge_shared)).
 pub trait Nf: Send + Any {
     /// The NF's name in the chain (messages, counters).
     fn name(&self) -> &str;
@@ -286,6 +290,16 @@ pub trait Nf: Send + Any {
     /// Merges another core's instance of the same NF into this one (mergeable
     /// state and counters).
     fn merge_from(&mut self, _other: &dyn Nf) {}
+    /// Delayed merge (GranularNF §4), live: a snapshot of this core's part of
+    /// the NF's shared state (none for an NF that shares nothing), which a
+    /// driver hands, with every other core's, to [`merge_shared`](Self::merge_shared)
+    /// on each core every merge period.
+    fn share(&self) -> Option<Shared> {
+        None
+    }
+    /// Takes every core's snapshot (its own among them) as its merged view:
+    /// decisions (thresholds) are made on it until the next merge.
+    fn merge_shared(&mut self, _all: &[Shared]) {}
     /// For `merge_from` implementations to downcast `other`.
     fn as_any(&self) -> &dyn Any;
 }

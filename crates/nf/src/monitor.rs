@@ -284,6 +284,27 @@ impl Nf for Monitor {
         Box::new(Monitor::new(self.name.clone(), self.cfg.clone()))
     }
 
+    /// Mergeable mode: this core's per-source counters.
+    fn share(&self) -> Option<crate::Shared> {
+        (self.cfg.state == MonitorMode::Mergeable)
+            .then(|| std::sync::Arc::new(self.own.clone()) as crate::Shared)
+    }
+
+    /// Mergeable mode: the sum of every core's counters becomes the view the
+    /// threshold is checked against ([`Monitor::sync`]).
+    fn merge_shared(&mut self, all: &[crate::Shared]) {
+        if self.cfg.state != MonitorMode::Mergeable {
+            return;
+        }
+        let mut global = PerSource::new();
+        for s in all {
+            if let Some(p) = s.downcast_ref::<PerSource>() {
+                global.merge(p);
+            }
+        }
+        self.sync(&global);
+    }
+
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Monitor>() {
             self.own.merge(&o.own);

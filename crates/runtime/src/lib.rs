@@ -53,6 +53,7 @@ mod faults;
 mod feeder;
 mod kernel;
 pub mod memory;
+mod merge;
 mod messages;
 mod offloader;
 mod parsers;

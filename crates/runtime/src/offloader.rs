@@ -40,6 +40,8 @@ pub(crate) struct Offloader {
     pub sink: Sink,
     /// Where live metrics go, and this core's index there.
     pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
+    /// Delayed merge of NF state shared across cores, if the chain has any.
+    pub merging: Option<crate::merge::Merging>,
 }
 
 impl Offloader {
@@ -58,6 +60,9 @@ impl Offloader {
                     next_publish = now + 10_000_000;
                     m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
                 }
+            }
+            if let Some(m) = &mut self.merging {
+                m.tick(self.shared.now_ns(), &mut self.chain);
             }
             let mut worked = 0;
             for (w, ring) in &mut self.rings {

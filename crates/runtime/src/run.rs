@@ -167,6 +167,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 .map(|p| std::mem::take(&mut p.replica_tx))
                 .unwrap_or_default(),
         ),
+        merge: crate::merge::Board::for_chain(chain, cfg.workers + cfg.offloaders),
     };
     // the replication port is the NIC-model thread's alone
     let replica_rx = ports.as_mut().and_then(|p| p.replica.take());
@@ -291,6 +292,8 @@ struct Threads<'a> {
     per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
     /// Pool replication: each working core's link to the secondary.
     replica_tx: std::sync::Mutex<Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>>,
+    /// Delayed merge across every core, if the chain shares NF state.
+    merge: Option<Arc<crate::merge::Board>>,
 }
 
 type Joined = (
@@ -368,6 +371,7 @@ impl Threads<'_> {
             window_ns,
             arrived_entries: None,
             metrics: cfg.metrics.clone().map(|m| (m, i)),
+            merging: self.merge.clone().map(|b| crate::merge::Merging::new(b, i)),
             rx: self.kernel.as_ref().map(|_| {
                 let socks = std::mem::take(&mut self.per_core.lock().expect("not poisoned")[i]);
                 crate::kernel::KernelRx::new(socks, self.chain.hasher().clone(), cfg.ring_size)
@@ -446,6 +450,10 @@ impl Threads<'_> {
                     stats: self.stats[w + k].clone(),
                     sink: self.sink(w + k, false),
                     metrics: cfg.metrics.clone().map(|m| (m, w + k)),
+                    merging: self
+                        .merge
+                        .clone()
+                        .map(|b| crate::merge::Merging::new(b, w + k)),
                 };
                 if let Some(r) = give_back.next() {
                     off.sink.set_recycle(r);

@@ -77,6 +77,8 @@ pub(crate) struct Worker {
     pub arrived_entries: Option<u64>,
     /// Where live metrics go (`--metrics`), and this core's index there.
     pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
+    /// Delayed merge of NF state shared across cores, if the chain has any.
+    pub merging: Option<crate::merge::Merging>,
     /// With kernel steering: this core's sockets, read into its queue (then
     /// `ring` is unused).
     pub rx: Option<crate::kernel::KernelRx>,
@@ -256,6 +258,9 @@ impl Worker {
             }
             if due.window {
                 self.publish_heavy();
+            }
+            if let Some(m) = &mut self.merging {
+                m.tick(now, &mut self.chain);
             }
             offload_waits += self.do_actions(&mut sc);
             // control messages first: a hand-over's held packets go before new ones
