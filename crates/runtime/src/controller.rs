@@ -59,6 +59,7 @@ impl Controller {
         let mut next = Instant::now() + self.period;
         let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
         let mut prev_t = self.shared.now_ns();
+        let mut drops_prev = self.shared.queue_drops(self.workers.len());
         // kernel steering: the program's per-bucket counters at the last round
         let mut kprev = self.kernel_counts();
         // rewrites waiting for the NIC's update delay, in version order
@@ -95,6 +96,14 @@ impl Controller {
                 let now = self.shared.now_ns();
                 let totals: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
                 let mut snap = self.snapshot(&totals, &prev, now, now - prev_t);
+                // the NIC model's per-queue drops over the period
+                let drops = self.shared.queue_drops(self.workers.len());
+                snap.core_drops = drops
+                    .iter()
+                    .zip(&drops_prev)
+                    .map(|(x, y)| x.saturating_sub(*y))
+                    .collect();
+                drops_prev = drops;
                 if let (Some(p), Some(k)) = (&kprev, self.kernel_counts()) {
                     // the kernel saw every frame, including those its sockets
                     // dropped: the load RSS++ balances is the arrivals'
@@ -233,8 +242,7 @@ impl Controller {
             offload_core: self.apply.offload_core().to_vec(),
             bucket_priority,
             core_queue,
-            // the NIC model's drops are not kept per queue (replay waits for
-            // room by default)
+            // filled in by the caller, which keeps the previous period's
             core_drops: Vec::new(),
             shard_heavy: (0..owner.len())
                 .map(|s| {

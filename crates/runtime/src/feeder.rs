@@ -422,6 +422,7 @@ fn enqueue(
             Err(rtrb::PushError::Full(back)) => {
                 if !wait {
                     st.ring_full += 1;
+                    shared.count_queue_drop(q);
                     return true;
                 }
                 if shared.aborted() {

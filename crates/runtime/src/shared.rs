@@ -26,6 +26,9 @@ pub(crate) struct Shared {
     /// The wall clock (ns since the epoch) at `start`: kernel receive times
     /// are on it.
     wall_start_ns: u64,
+    /// Per working core's queue, packets the NIC model dropped because it
+    /// was full (a NIC's per-queue drop counter: the balancers' `core_drops`).
+    queue_drops: Box<[std::sync::atomic::AtomicU64]>,
 }
 
 /// The wall clock, ns since the epoch.
@@ -60,7 +63,29 @@ impl Shared {
             input_failure: std::sync::OnceLock::new(),
             start: Instant::now(),
             wall_start_ns: wall_ns(),
+            queue_drops: (0..runspec::MAX_CORES)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
         }
+    }
+
+    /// The NIC model dropped a packet for queue `q`, full.
+    pub fn count_queue_drop(&self, q: usize) {
+        if let Some(c) = self.queue_drops.get(q) {
+            // Relaxed: a counter the controller reads once a period; it
+            // orders no other memory and pairs with nothing
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Packets dropped so far for each of the first `queues` queues.
+    pub fn queue_drops(&self, queues: usize) -> Vec<u64> {
+        self.queue_drops
+            .iter()
+            .take(queues)
+            // Relaxed: see `count_queue_drop`
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
     }
 
     /// A kernel receive time (wall clock ns, [`netio::RxBatch::stamp`]) on

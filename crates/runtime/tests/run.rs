@@ -271,6 +271,44 @@ fn timed_replay_accounts_for_every_packet() {
     assert_eq!(o.report.packets_out + o.report.drops["ring_full"], 20_000);
 }
 
+/// The balancers see the NIC model's per-queue drops (`Snapshot::core_drops`,
+/// what Dyssect reads as a saturated core's lost arrivals): over the periods,
+/// as many as the report's `ring_full`, less the last partial period's.
+#[test]
+fn queue_drops_reach_the_balancers_snapshot() {
+    use std::sync::{Arc, Mutex};
+    let chain = ChainConfig::from_toml("[[nf]]\nkind = \"seqcheck\"\n")
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap();
+    let t = trace(500, 200_000, 1.1);
+    let seen = Arc::new(Mutex::new((0u64, 0usize)));
+    let s = seen.clone();
+    let cfg = RunConfig {
+        workers: 2,
+        ring_size: 8,
+        pace: Pace::Timed { speed: 50.0 },
+        period: Duration::from_millis(5),
+        pin: false,
+        progress: Some(runspec::Progress(Arc::new(move |snap| {
+            let mut g = s.lock().unwrap();
+            g.0 += snap.core_drops.iter().sum::<u64>();
+            g.1 = g.1.max(snap.core_drops.len());
+        }))),
+        ..Default::default()
+    };
+    let o = run(&chain, &t, &cfg).unwrap();
+    let ring_full = o.report.drops["ring_full"];
+    let (in_snapshots, width) = *seen.lock().unwrap();
+    println!("ring_full {ring_full}, in the snapshots {in_snapshots}");
+    assert_eq!(width, 2, "one count per working core");
+    assert!(ring_full > 0, "the test needs drops");
+    assert!(
+        in_snapshots > 0 && in_snapshots <= ring_full,
+        "{in_snapshots} of {ring_full}"
+    );
+}
+
 /// The stress run: ≥ 10⁴ random shard moves and ≥ 10⁴ offload
 /// changes (ratios and offloading cores) at a 1 ms period, 3 working cores and 1
 /// offloading core on whatever cores there are, a skewed trace looped for 14 s at
