@@ -142,6 +142,54 @@ pub fn queues(fd: std::os::fd::RawFd, iface: &str) -> (u32, u32) {
     (rx, tx)
 }
 
+/// The size of the RSS indirection table the driver of `iface` (in this
+/// thread's namespace) takes (`ETHTOOL_GRXFHINDIR`), or why not — a veth has
+/// none, and says so with `EOPNOTSUPP`.
+pub fn nic_indirection_size(iface: &str) -> io::Result<u32> {
+    /// `ETHTOOL_GRXFHINDIR`.
+    const GRXFHINDIR: u32 = 0x38;
+    #[repr(C)]
+    #[derive(Default)]
+    struct RxfhIndir {
+        cmd: u32,
+        size: u32,
+    }
+    // SAFETY: plain system call; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by socket(2), owned by nobody else.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut ind = RxfhIndir {
+        cmd: GRXFHINDIR,
+        size: 0,
+    };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req
+        .ifr_name
+        .iter_mut()
+        .zip(iface.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut ind as *mut RxfhIndir).cast();
+    // SAFETY: `req` names the interface and points at `ind`, which outlives
+    // the call; with `size` 0 the kernel writes only the table's size.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::SIOCETHTOOL,
+            &mut req,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ind.size)
+}
+
 /// The AF_XDP memory a run maps on interfaces `ifaces` (in this thread's
 /// namespace): a UMEM with its rings per receive queue, shared by
 /// `sockets_per_queue` sockets (one per working core with kernel steering,

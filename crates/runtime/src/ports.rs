@@ -222,6 +222,22 @@ impl Ports {
         for (i, name) in names.iter().enumerate() {
             let ifindex = netio::netns::ifindex(name).map_err(|e| cfg(e.to_string()))?;
             let queues = netio::xdp::rx_queues(name);
+            if queues > 1 {
+                // RSS++ rewrites the NIC's own table; a driver without one
+                // (veth) leaves the queue to the sender: the XDP program
+                // then picks the core by flowshift's table on every queue
+                match netio::xdp::nic_indirection_size(name) {
+                    Ok(n) => eprintln!(
+                        "flowshift: `{name}`: {queues} receive queues, the driver's RSS table has \
+                         {n} entries; flowshift steers by its own table in the XDP program \
+                         (the NIC's is left as it is)"
+                    ),
+                    Err(e) => eprintln!(
+                        "flowshift: `{name}`: {queues} receive queues and no RSS table in its \
+                         driver ({e}): the XDP program steers by flowshift's table"
+                    ),
+                }
+            }
             let st = netio::xdp::XdpSteering::attach(ifindex, queues, workers as u32, &k, settings)
                 .map_err(|e| cfg(format!("interface `{name}`: {e} (or use --io packet)")))?;
             for (w, socks) in per_core.iter_mut().enumerate() {
