@@ -176,6 +176,25 @@ pub struct PoolReport {
     pub refused_answers: u64,
 }
 
+/// Rounds between two looks at a node's process flags (`/proc/PID/stat`).
+const EXIT_CHECK: u64 = 5;
+
+/// True if process `pid` is exiting (`PF_EXITING` in its flags: set as a
+/// killed process starts to die, before its memory and sockets are gone).
+fn exiting(pid: u32) -> bool {
+    /// `PF_EXITING`.
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // after the command's name in parentheses: state, ppid, pgrp, session,
+    // tty, tpgid, flags
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_EXITING != 0)
+}
+
 /// A node starting, or found down, is heartbeaten every this many rounds.
 const SLOW_BEAT: u64 = 50;
 
@@ -491,7 +510,11 @@ impl Controller<'_> {
             if watched {
                 // a process seen to exit is gone, whatever the network says
                 if let Some(c) = self.nodes.0[i].as_mut() {
-                    if c.try_wait()?.is_some() {
+                    // exiting (its memory being torn down can take hundreds
+                    // of ms on a loaded machine, before its sockets close and
+                    // refuse) or exited
+                    let exiting = self.round.is_multiple_of(EXIT_CHECK) && exiting(c.id());
+                    if exiting || c.try_wait()?.is_some() {
                         self.det.exited(i as u16);
                     }
                 }
