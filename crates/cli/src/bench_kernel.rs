@@ -716,7 +716,28 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
         .stderr(Stdio::null())
         .spawn()
         .context("starting iperf3 (install iperf3)")?;
-    std::thread::sleep(Duration::from_millis(300));
+    // until it listens (a loaded machine takes its time)
+    let t0 = Instant::now();
+    loop {
+        let ss = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &bed.server(),
+                "ss",
+                "-Hltn",
+                "sport = :5201",
+            ])
+            .output()?;
+        if !ss.stdout.is_empty() {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(20) || server.try_wait()?.is_some() {
+            let _ = server.kill();
+            bail!("the iperf3 server did not start listening");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     eprintln!(
         "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s)",
         a.seconds, a.rounds
@@ -832,17 +853,27 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
 /// One iperf3 run from the client: Gbit/s the server received, and the
 /// client's retransmissions.
 fn iperf3(bed: &Bed, streams: u32, seconds: f64) -> anyhow::Result<(f64, u64)> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &bed.client(), "iperf3", "-J", "-c"])
-        .arg(netio::testbed::SERVER)
-        .args(["-P", &streams.to_string(), "-t", &format!("{seconds}")])
-        .output()
-        .context("running iperf3")?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("iperf3's output: {}", String::from_utf8_lossy(&out.stderr)))?;
-    if let Some(e) = v["error"].as_str() {
-        bail!("iperf3: {e}");
-    }
+    let mut tries = 0;
+    let v = loop {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &bed.client(), "iperf3", "-J", "-c"])
+            .arg(netio::testbed::SERVER)
+            .args(["-P", &streams.to_string(), "-t", &format!("{seconds}")])
+            .output()
+            .context("running iperf3")?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!("iperf3's output: {}", String::from_utf8_lossy(&out.stderr))
+        })?;
+        match v["error"].as_str() {
+            // the server still finishing the last test: once more
+            Some(e) if e.contains("unable to connect") && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Some(e) => bail!("iperf3: {e}"),
+            None => break v,
+        }
+    };
     let bps = v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .context("iperf3 reported no received rate")?;
