@@ -221,51 +221,14 @@ fn program(
         p.push(Insn::stx(Size::W, R10, -12, R0));
         p.push(Insn::alu_imm(Alu::Mov, R8, 12));
     }
-    let mut skip_ports = None;
-    for i in 0..INPUT as usize {
-        if i == 8 {
-            skip_ports = Some(p.len());
-            p.push(Insn::jmp_imm(Jmp::Ne, R8, 12, 0));
-        }
-        let word = -4 - 4 * (i / 4) as i16;
-        let shift = 24 - 8 * (i % 4) as i32;
-        p.push(Insn::ldx(Size::W, R1, R10, word));
-        if shift > 0 {
-            p.push(Insn::alu_imm(Alu::Rsh, R1, shift));
-        }
-        p.push(Insn::alu_imm(Alu::And, R1, 0xff));
-        p.push(Insn::alu_imm(Alu::Add, R1, (i * 256) as i32));
-        p.push(Insn::stx(Size::W, R10, -16, R1));
-        p.extend(Insn::ld_map(R1, contrib));
-        p.push(Insn::alu_reg(Alu::Mov, R2, R10));
-        p.push(Insn::alu_imm(Alu::Add, R2, -16));
-        p.push(Insn::call(MAP_LOOKUP));
-        out_jumps.push(p.len());
-        p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
-        p.push(Insn::ldx(Size::W, R1, R0, 0));
-        p.push(Insn::alu_reg(Alu::Xor, R9, R1));
-    }
-    // bucket
-    let bucket = p.len();
-    if let Some(j) = skip_ports {
-        p[j] = p[j].with_off((bucket - j - 1) as i16);
-    }
-    p.push(Insn::alu_imm(Alu::And, R9, (buckets - 1) as i32));
-    p.push(Insn::stx(Size::W, R10, -16, R9));
-    // count it
-    p.extend(Insn::ld_map(R1, counts));
-    p.push(Insn::alu_reg(Alu::Mov, R2, R10));
-    p.push(Insn::alu_imm(Alu::Add, R2, -16));
-    p.push(Insn::call(MAP_LOOKUP));
-    p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 3));
-    p.push(Insn::ldx(Size::Dw, R1, R0, 0));
-    p.push(Insn::alu_imm(Alu::Add, R1, 1));
-    p.push(Insn::stx(Size::Dw, R0, 0, R1));
-    // its queue
-    p.extend(Insn::ld_map(R1, table));
-    p.push(Insn::alu_reg(Alu::Mov, R2, R10));
-    p.push(Insn::alu_imm(Alu::Add, R2, -16));
-    p.push(Insn::call(MAP_LOOKUP));
+    hash_bucket_lookup(
+        &mut p,
+        &mut out_jumps,
+        (contrib, counts, table),
+        buckets,
+        24,
+        -8,
+    );
     out_jumps.push(p.len());
     p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
     p.push(Insn::ldx(Size::W, R0, R0, 0));
@@ -369,6 +332,56 @@ fn xdp_program(
         p.push(Insn::alu_imm(Alu::Mov, R8, 12));
         // (the jump over the ports lands here)
     }
+    hash_bucket_lookup(
+        &mut p,
+        &mut out_jumps,
+        (contrib, counts, table),
+        buckets,
+        0,
+        8,
+    );
+    out_jumps.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
+    p.push(Insn::ldx(Size::W, R9, R0, 0));
+    let send = p.len();
+    // entry = queue × workers + core (r9)
+    p.push(Insn::ldx(Size::W, R2, R10, -20));
+    p.push(Insn::alu_imm(Alu::Mul, R2, workers as i32));
+    p.push(Insn::alu_reg(Alu::Add, R2, R9));
+    if returns_entry {
+        p.push(Insn::alu_reg(Alu::Mov, R0, R2));
+    } else {
+        p.extend(Insn::ld_map(R1, xsks));
+        p.push(Insn::alu_imm(Alu::Mov, R3, XDP_PASS));
+        p.push(Insn::call(REDIRECT_MAP));
+    }
+    p.push(Insn::exit());
+    // out: working core 0
+    let out = p.len();
+    p.push(Insn::alu_imm(Alu::Mov, R9, 0));
+    p.push(Insn::ja((send as i64 - out as i64 - 2) as i16));
+    for j in out_jumps {
+        p[j] = p[j].with_off((out - j - 1) as i16);
+    }
+    p
+}
+
+/// Emits what both steering programs share once the hashed fields are on the
+/// stack (16 bytes below `r10`, as 32-bit words; `r8` = 8 without ports, 12
+/// with): the table-driven Toeplitz hash into `r9` (byte `i` of the input is
+/// `(word >> (first_shift + step × (i mod 4))) & 0xff`, so either byte order
+/// of the stored words reads the same input), `bucket = hash & (buckets − 1)`
+/// counted in the per-CPU counter map, then the indirection table looked up:
+/// `r0` points at the bucket's entry, or the program jumps out (a jump
+/// recorded in `out_jumps`, patched by the caller).
+fn hash_bucket_lookup(
+    p: &mut Vec<Insn>,
+    out_jumps: &mut Vec<usize>,
+    (contrib, counts, table): (&Map, &Map, &Map),
+    buckets: u32,
+    first_shift: i32,
+    step: i32,
+) {
     let mut skip_ports = None;
     for i in 0..INPUT as usize {
         if i == 8 {
@@ -376,7 +389,7 @@ fn xdp_program(
             p.push(Insn::jmp_imm(Jmp::Ne, R8, 12, 0));
         }
         let word = -4 - 4 * (i / 4) as i16;
-        let shift = 8 * (i % 4) as i32;
+        let shift = first_shift + step * (i % 4) as i32;
         p.push(Insn::ldx(Size::W, R1, R10, word));
         if shift > 0 {
             p.push(Insn::alu_imm(Alu::Rsh, R1, shift));
@@ -408,33 +421,9 @@ fn xdp_program(
     p.push(Insn::ldx(Size::Dw, R1, R0, 0));
     p.push(Insn::alu_imm(Alu::Add, R1, 1));
     p.push(Insn::stx(Size::Dw, R0, 0, R1));
-    // its working core
+    // its entry in the indirection table
     p.extend(Insn::ld_map(R1, table));
     p.push(Insn::alu_reg(Alu::Mov, R2, R10));
     p.push(Insn::alu_imm(Alu::Add, R2, -16));
     p.push(Insn::call(MAP_LOOKUP));
-    out_jumps.push(p.len());
-    p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
-    p.push(Insn::ldx(Size::W, R9, R0, 0));
-    let send = p.len();
-    // entry = queue × workers + core (r9)
-    p.push(Insn::ldx(Size::W, R2, R10, -20));
-    p.push(Insn::alu_imm(Alu::Mul, R2, workers as i32));
-    p.push(Insn::alu_reg(Alu::Add, R2, R9));
-    if returns_entry {
-        p.push(Insn::alu_reg(Alu::Mov, R0, R2));
-    } else {
-        p.extend(Insn::ld_map(R1, xsks));
-        p.push(Insn::alu_imm(Alu::Mov, R3, XDP_PASS));
-        p.push(Insn::call(REDIRECT_MAP));
-    }
-    p.push(Insn::exit());
-    // out: working core 0
-    let out = p.len();
-    p.push(Insn::alu_imm(Alu::Mov, R9, 0));
-    p.push(Insn::ja((send as i64 - out as i64 - 2) as i16));
-    for j in out_jumps {
-        p[j] = p[j].with_off((out - j - 1) as i16);
-    }
-    p
 }
