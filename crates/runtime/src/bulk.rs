@@ -144,22 +144,16 @@ impl BulkOrder {
         out
     }
 
-    /// Carries out an order from the controller: true if `d` was one.
+    /// Carries out a bulk-sync order from the controller: true if `d` was
+    /// one.
+    #[cfg(test)]
     pub fn control(&self, d: &[u8]) -> bool {
-        if d == BULK_STOP {
-            self.stop();
-            return true;
-        }
-        if let Some(a) = d.strip_prefix(BULK_START) {
-            if let Some(a) = std::str::from_utf8(a)
-                .ok()
-                .and_then(|a| a.trim().parse().ok())
-            {
-                self.start(a);
-                return true;
-            }
-        }
-        false
+        match crate::protocol::order(d) {
+            Some(crate::protocol::Order::BulkStop) => self.stop(),
+            Some(crate::protocol::Order::BulkStart(a)) => self.start(a),
+            _ => return false,
+        };
+        true
     }
 }
 

@@ -567,25 +567,29 @@ fn replicas(
         if r.control(d, from) {
             continue;
         }
-        let Ok((port, seq, entry, frame)) = crate::replica::decode(d) else {
-            st.replica_bad += 1;
-            continue;
-        };
-        if port & crate::bulk::INSTALL != 0 {
-            let Ok(hash) = <[u8; 4]>::try_from(frame) else {
+        let (port, seq, entry, frame) = match crate::protocol::copy(d) {
+            Some(crate::protocol::EntryCopy::Replica {
+                port,
+                seq,
+                entry,
+                frame,
+            }) => (port, seq, entry, frame),
+            Some(crate::protocol::EntryCopy::Install { seq, entry, hash }) => {
+                st.sync_in += 1;
+                let p = crate::bulk::install_only(hash, entry, shared.now_ns());
+                let q = usize::from(shared.table.queue_of(p.hash));
+                if queues[q].push(p).is_ok() {
+                    r.ack(from, seq);
+                } else {
+                    st.sync_refused += 1;
+                }
+                continue;
+            }
+            None => {
                 st.replica_bad += 1;
                 continue;
-            };
-            st.sync_in += 1;
-            let p = crate::bulk::install_only(u32::from_be_bytes(hash), entry, shared.now_ns());
-            let q = usize::from(shared.table.queue_of(p.hash));
-            if queues[q].push(p).is_ok() {
-                r.ack(from, seq);
-            } else {
-                st.sync_refused += 1;
             }
-            continue;
-        }
+        };
         *n += 1;
         st.offered += 1;
         st.replicas_in += 1;

@@ -5,7 +5,76 @@
 //! shard of its flow — what the NIC-model thread and the worker do, in one
 //! call. For the fuzz target (`fuzz/fuzz_targets/pool.rs`) and the tests.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// A controller's datagram at a node's replication port, read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// A heartbeat ([`crate::replica::HEARTBEAT`]).
+    Heartbeat,
+    /// Asks how a bulk sync goes ([`crate::bulk::BULK_QUERY`]).
+    BulkQuery,
+    /// Stop copying ([`crate::bulk::BULK_STOP`]).
+    BulkStop,
+    /// Copy the whole table to this node ([`crate::bulk::BULK_START`]).
+    BulkStart(SocketAddr),
+    /// Replicate to this node from now on ([`crate::replica::NEW_SECONDARY`]).
+    NewSecondary(SocketAddr),
+}
+
+/// The order `body` is, if it is one.
+pub(crate) fn order(body: &[u8]) -> Option<Order> {
+    let addr =
+        |a: &[u8]| -> Option<SocketAddr> { std::str::from_utf8(a).ok()?.trim().parse().ok() };
+    if body == crate::replica::HEARTBEAT {
+        Some(Order::Heartbeat)
+    } else if body == crate::bulk::BULK_QUERY {
+        Some(Order::BulkQuery)
+    } else if body == crate::bulk::BULK_STOP {
+        Some(Order::BulkStop)
+    } else if let Some(a) = body.strip_prefix(crate::bulk::BULK_START) {
+        addr(a).map(Order::BulkStart)
+    } else if let Some(a) = body.strip_prefix(crate::replica::NEW_SECONDARY) {
+        addr(a).map(Order::NewSecondary)
+    } else {
+        None
+    }
+}
+
+/// A copy of a flow's entry at a node's replication port, read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryCopy<'a> {
+    /// A bulk-sync copy: install the entry of hash `hash`, send nothing.
+    Install {
+        seq: u32,
+        entry: &'a [u8],
+        hash: u32,
+    },
+    /// A replica message: install the entry, send the frame (which came in
+    /// by `port`).
+    Replica {
+        port: u8,
+        seq: u32,
+        entry: &'a [u8],
+        frame: &'a [u8],
+    },
+}
+
+/// The copy `body` is, if it is one.
+pub(crate) fn copy(body: &[u8]) -> Option<EntryCopy<'_>> {
+    let (port, seq, entry, frame) = crate::replica::decode(body).ok()?;
+    if port & crate::bulk::INSTALL != 0 {
+        let hash = u32::from_be_bytes(frame.try_into().ok()?);
+        return Some(EntryCopy::Install { seq, entry, hash });
+    }
+    Some(EntryCopy::Replica {
+        port,
+        seq,
+        entry,
+        frame,
+    })
+}
 
 /// What a datagram became.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,38 +128,40 @@ impl Port {
             Err(e) => return Consumed::Refused(e),
         };
         let now_ns = now_us.saturating_mul(1000);
-        if body == crate::replica::HEARTBEAT
-            || body == crate::bulk::BULK_QUERY
-            || self.bulk.control(body)
-        {
-            let _ = self.bulk.status();
-            return Consumed::Control;
-        }
-        if let Some(a) = body.strip_prefix(crate::replica::NEW_SECONDARY) {
-            if let Some(a) = std::str::from_utf8(a)
-                .ok()
-                .and_then(|a| a.trim().parse().ok())
-            {
+        match order(body) {
+            Some(Order::BulkStop) => {
+                self.bulk.stop();
+                return Consumed::Control;
+            }
+            Some(Order::BulkStart(a)) => {
+                self.bulk.start(a);
+                return Consumed::Control;
+            }
+            Some(Order::NewSecondary(a)) => {
                 self.secondary.set(a);
                 return Consumed::Control;
             }
-        }
-        let Ok((port, _seq, entry, frame)) = crate::replica::decode(body) else {
-            return Consumed::Unknown;
-        };
-        if port & crate::bulk::INSTALL != 0 {
-            let Ok(hash) = <[u8; 4]>::try_from(frame) else {
-                return Consumed::Unknown;
-            };
-            let s = chain.shard_of(u32::from_be_bytes(hash));
-            return Consumed::Install(chain.install(&mut shards[s], entry, now_ns).is_ok());
-        }
-        match nf::Packet::new(frame.to_vec(), now_ns, &self.hasher) {
-            Ok(p) => {
-                let s = chain.shard_of(p.hash);
-                Consumed::Replica(chain.install(&mut shards[s], entry, now_ns).is_ok())
+            Some(Order::Heartbeat | Order::BulkQuery) => {
+                let _ = self.bulk.status();
+                return Consumed::Control;
             }
-            Err(_) => Consumed::BadFrame,
+            None => {}
+        }
+        match copy(body) {
+            Some(EntryCopy::Install { entry, hash, .. }) => {
+                let s = chain.shard_of(hash);
+                Consumed::Install(chain.install(&mut shards[s], entry, now_ns).is_ok())
+            }
+            Some(EntryCopy::Replica { entry, frame, .. }) => {
+                match nf::Packet::new(frame.to_vec(), now_ns, &self.hasher) {
+                    Ok(p) => {
+                        let s = chain.shard_of(p.hash);
+                        Consumed::Replica(chain.install(&mut shards[s], entry, now_ns).is_ok())
+                    }
+                    Err(_) => Consumed::BadFrame,
+                }
+            }
+            None => Consumed::Unknown,
         }
     }
 }

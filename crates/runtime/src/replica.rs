@@ -355,30 +355,28 @@ impl ReplicaRx {
     /// Handles a controller's datagram: a heartbeat (answered) or an order
     /// (carried out, then answered as a heartbeat); false for anything else.
     pub fn control(&mut self, d: &[u8], from: SocketAddr) -> bool {
-        if d == HEARTBEAT {
-            self.alive(from);
-            return true;
-        }
-        if d == crate::bulk::BULK_QUERY {
-            let status = self.bulk.status();
-            let _ = self.sealed.send_to(&self.sock, &status, from);
-            return true;
-        }
-        if self.bulk.control(d) {
-            self.alive(from);
-            return true;
-        }
-        if let Some(addr) = d.strip_prefix(NEW_SECONDARY) {
-            if let Some(a) = std::str::from_utf8(addr)
-                .ok()
-                .and_then(|a| a.trim().parse().ok())
-            {
+        use crate::protocol::Order;
+        match crate::protocol::order(d) {
+            Some(Order::Heartbeat) => self.alive(from),
+            Some(Order::BulkQuery) => {
+                let status = self.bulk.status();
+                let _ = self.sealed.send_to(&self.sock, &status, from);
+            }
+            Some(Order::BulkStop) => {
+                self.bulk.stop();
+                self.alive(from);
+            }
+            Some(Order::BulkStart(a)) => {
+                self.bulk.start(a);
+                self.alive(from);
+            }
+            Some(Order::NewSecondary(a)) => {
                 self.secondary.set(a);
                 self.alive(from);
-                return true;
             }
+            None => return false,
         }
-        false
+        true
     }
 
     /// Answers a heartbeat from `to` (a lost answer is a missed beat).
