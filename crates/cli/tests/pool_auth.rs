@@ -9,7 +9,7 @@
 //! pool arrive whole.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,34 +73,14 @@ fn counter(ns: &str, at: &str, stop: Arc<AtomicBool>) -> Arc<AtomicU64> {
     got
 }
 
-/// The paced TCP server in the server namespace.
+/// The paced server in the bed's server namespace.
 fn server() {
-    let ns = format!("{PREFIX}-s");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, PORT)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 1];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                for c in 0..CHUNKS {
-                    let b: Vec<u8> = (c * CHUNK..(c + 1) * CHUNK)
-                        .map(|i| pattern(seed[0], i))
-                        .collect();
-                    if s.write_all(&b).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(PACE);
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    common::paced_server(
+        &format!("{PREFIX}-s"),
+        SocketAddr::new(SERVER.parse().unwrap(), PORT),
+        (CHUNKS, CHUNK, PACE),
+        pattern,
+    );
 }
 
 /// A 64 B UDP frame from the client to the server's `FORGED_DPORT`.

@@ -7,7 +7,7 @@
 //! download breaks.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,35 +68,14 @@ impl Drop for Busy {
     }
 }
 
-/// The paced server in the bed's server namespace (one per run: the bed
-/// is new each run).
+/// The paced server in the bed's server namespace.
 fn server() {
-    let ns = format!("{PREFIX}-s");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, PORT)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 1];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                for c in 0..CHUNKS {
-                    let b: Vec<u8> = (c * CHUNK..(c + 1) * CHUNK)
-                        .map(|i| pattern(seed[0], i))
-                        .collect();
-                    if s.write_all(&b).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(PACE);
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    common::paced_server(
+        &format!("{PREFIX}-s"),
+        SocketAddr::new(SERVER.parse().unwrap(), PORT),
+        (CHUNKS, CHUNK, PACE),
+        pattern,
+    );
 }
 
 /// The downloads, all at once; how many arrived whole.

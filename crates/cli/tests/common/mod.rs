@@ -159,3 +159,40 @@ impl Drop for Running {
         }
     }
 }
+
+/// A paced TCP server in namespace `ns` at `at`: each connection's first byte
+/// seeds it, then `chunks` chunks of `chunk` bytes, byte `i` being
+/// `pattern(seed, i)`, one chunk every `pace`. Returns once it listens.
+pub fn paced_server(
+    ns: &str,
+    at: SocketAddr,
+    (chunks, chunk, pace): (usize, usize, Duration),
+    pattern: fn(u8, usize) -> u8,
+) {
+    let ns = ns.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        netio::netns::enter(&ns).unwrap();
+        let l = std::net::TcpListener::bind(at).unwrap();
+        tx.send(()).unwrap();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut seed = [0u8; 1];
+                if s.read_exact(&mut seed).is_err() {
+                    return;
+                }
+                for c in 0..chunks {
+                    let b: Vec<u8> = (c * chunk..(c + 1) * chunk)
+                        .map(|i| pattern(seed[0], i))
+                        .collect();
+                    if s.write_all(&b).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(pace);
+                }
+            });
+        }
+    });
+    rx.recv().unwrap();
+}
