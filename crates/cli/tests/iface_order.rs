@@ -210,6 +210,9 @@ fn shard_moves_reorder_nothing_a_client_can_see() {
     let Some(bed) = common::bed("fsor") else {
         return;
     };
+    // the endpoints receive in the order frames were sent, as over a wire
+    // (a veth would queue them on each sending core's CPU)
+    bed.steer_endpoints_rx().unwrap();
     server(&bed);
     let _iperf = IperfServer::start(&bed);
     let cfg = config("order-chain.toml");

@@ -230,6 +230,37 @@ impl Bed {
         Ok(())
     }
 
+    /// Receive packet steering on the endpoints' interfaces (all CPUs, by
+    /// flow hash), as a wire keeps the order frames were sent in: a veth
+    /// queues each frame on its sender's CPU, so two of flowshift's cores
+    /// sending one flow's frames one after the other (a shard moved between
+    /// them) could otherwise reach the endpoint in the other order.
+    pub fn steer_endpoints_rx(&self) -> io::Result<()> {
+        let cpus = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(64);
+        let mask: u64 = if cpus >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << cpus) - 1
+        };
+        let p = &self.prefix;
+        for (ns, dev) in [
+            (self.client(), format!("{p}c0")),
+            (self.server(), format!("{p}s0")),
+        ] {
+            exec(
+                &ns,
+                "sh",
+                &[
+                    "-c",
+                    &format!("for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask:x} > $q/rps_cpus; done"),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Interrupt coalescing on the middle's interfaces, as a NIC's is tuned
     /// for a poll-mode network function: once their NAPI has run (an XDP
     /// program attached gives a veth one), it runs again after `us`
