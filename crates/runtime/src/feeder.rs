@@ -7,6 +7,8 @@ use nf::Packet;
 use rtrb::{Consumer, Producer};
 use steer::RssHasher;
 use trace::{Pace, Schedule, Trace};
+
+use crate::replay::Chunks;
 use wire::Malformed;
 
 use crate::shared::Shared;
@@ -33,6 +35,8 @@ pub(crate) struct FeederStats {
     /// Frames still waiting in an interface's socket when the run stopped:
     /// read, counted in `offered`, and dropped.
     pub unread_at_stop: u64,
+    /// What a streamed replay's reader read.
+    pub streamed: Option<crate::replay::Streamed>,
     /// Replica messages from this node's primaries (in `offered`).
     pub replicas_in: u64,
     /// Bulk-sync copies received (not packets: not in `offered`), and those
@@ -170,20 +174,79 @@ impl Publisher {
     }
 }
 
+/// What the NIC model replays.
+pub(crate) enum Replay<'a> {
+    /// A trace in memory.
+    Memory(&'a Trace),
+    /// A source read as it goes by a reader thread.
+    Stream(Box<dyn trace::Source>),
+}
+
 pub(crate) fn feed(
-    trace: &Trace,
+    replay: Replay<'_>,
+    hasher: &RssHasher,
+    shared: &Arc<Shared>,
+    queues: Vec<Producer<Packet>>,
+    opts: FeedOptions,
+) -> FeederStats {
+    let publisher = Publisher {
+        next: 0,
+        to: opts.metrics.clone(),
+    };
+    let parsers = if opts.nic_threads > 1 && !opts.presteer {
+        opts.nic_threads
+    } else {
+        1
+    };
+    let (schedule, burst) = (opts.schedule, opts.burst.max(1));
+    let (trace, source) = match replay {
+        Replay::Memory(t) => (Some(t), None),
+        Replay::Stream(s) => (None, Some(s)),
+    };
+    std::thread::scope(|sc| {
+        let (chunks, reader) = match (trace, source) {
+            (Some(t), _) => (
+                (0..parsers)
+                    .map(|_| Chunks::memory(t, schedule, burst))
+                    .collect::<Vec<_>>(),
+                None,
+            ),
+            (None, Some(source)) => {
+                let (tx, rx) = crate::replay::channels(parsers);
+                let shared = &**shared;
+                let reader = std::thread::Builder::new()
+                    .name("nic-read".into())
+                    .spawn_scoped(sc, move || {
+                        crate::replay::read(source, schedule, burst, tx, shared)
+                    })
+                    .expect("a thread for the replay's reader");
+                (rx.into_iter().map(Chunks::Read).collect(), Some(reader))
+            }
+            (None, None) => unreachable!("a replay has a trace or a source"),
+        };
+        let mut st = if parsers > 1 {
+            feed_parsed(chunks, hasher, shared, queues, opts, publisher)
+        } else {
+            let chunks = chunks.into_iter().next().expect("one consumer");
+            feed_one(chunks, trace, hasher, shared, queues, opts, publisher)
+        };
+        // (the reader leaves once its consumers have gone)
+        st.streamed = reader.map(|r| r.join().expect("the replay's reader"));
+        shared.finish_feeding();
+        st
+    })
+}
+
+/// [`feed`] on this thread alone: parse, hash, pace and steer.
+fn feed_one(
+    mut chunks: Chunks<'_>,
+    trace: Option<&Trace>,
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
     opts: FeedOptions,
+    mut publisher: Publisher,
 ) -> FeederStats {
-    let mut publisher = Publisher {
-        next: 0,
-        to: opts.metrics.clone(),
-    };
-    if opts.nic_threads > 1 && !opts.presteer {
-        return feed_parsed(trace, hasher, shared, queues, opts, publisher);
-    }
     let FeedOptions {
         schedule,
         burst,
@@ -194,86 +257,84 @@ pub(crate) fn feed(
         ..
     } = opts;
     let mut st = FeederStats::default();
-    let total = schedule.packets(trace);
     // the NIC model's parse and hash done once per frame, before the clock
     let prep0 = shared.now_ns();
-    let pre: Option<Vec<Result<Packet, Malformed>>> = opts.presteer.then(|| {
-        (0..trace.len())
-            .map(|i| {
-                Packet::new(trace.frame(i).to_vec(), 0, hasher)
-                    .map(|mut p| {
-                        // the template's parse and hash are kept; its bytes are
-                        // copied from the trace into a buffer when offered
-                        p.data = Vec::new();
-                        p
-                    })
-                    .map_err(|(_, m)| m)
-            })
-            .collect()
-    });
-    let mut n = 0u64;
+    let pre: Option<Vec<Result<Packet, Malformed>>> =
+        trace.filter(|_| opts.presteer).map(|trace| {
+            (0..trace.len())
+                .map(|i| {
+                    Packet::new(trace.frame(i).to_vec(), 0, hasher)
+                        .map(|mut p| {
+                            // the template's parse and hash are kept; its bytes are
+                            // copied from the trace into a buffer when offered
+                            p.data = Vec::new();
+                            p
+                        })
+                        .map_err(|(_, m)| m)
+                })
+                .collect()
+        });
     let mut arrivals = Arrivals::default();
     let t0 = shared.now_ns();
     st.prep_ns = t0 - prep0;
-    while n < total {
-        if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
-            || stop.as_ref().is_some_and(|s| s.is_set())
-        {
-            break;
-        }
-        let v = shared.version();
-        for _ in 0..burst {
-            let Some((i, at)) = schedule.release(trace, n) else {
-                break;
-            };
-            n += 1;
-            if let Pace::Timed { .. } = schedule.pace {
-                if !wait_until(shared, t0, at, stop.as_ref()) {
-                    break;
+    let timed = matches!(schedule.pace, Pace::Timed { .. });
+    'feed: while let Some(chunk) = chunks.next() {
+        let mut j = 0;
+        while j < chunk.len() {
+            if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
+                || stop.as_ref().is_some_and(|s| s.is_set())
+            {
+                break 'feed;
+            }
+            let v = shared.version();
+            let end = (j + burst.max(1)).min(chunk.len());
+            for k in j..end {
+                let n = chunk.first + k as u64 + 1;
+                if timed && !wait_until(shared, t0, chunk.at(k), stop.as_ref()) {
+                    break 'feed;
+                }
+                st.offered += 1;
+                st.bytes += chunk.wire_len(k);
+                let now = arrivals.stamp(shared);
+                let frame = chunk.frame(k);
+                let parsed = match (&pre, chunk.trace_index(k)) {
+                    (Some(pre), Some(i)) => match &pre[i] {
+                        Ok(t) => Ok(from_template(t, buffers.copy(frame), now)),
+                        Err(m) => Err(*m),
+                    },
+                    _ => Packet::new(buffers.copy(frame), now, hasher).map_err(|(_, m)| m),
+                };
+                let mut p = match parsed {
+                    Ok(p) => p,
+                    Err(m) => {
+                        st.malformed[m as usize] += 1;
+                        continue;
+                    }
+                };
+                // a looped replay marks its lap in the sequence tag (see wire::seqtag)
+                if chunk.lap > 0 {
+                    let info = p.info;
+                    wire::seqtag::relap(&mut p.data, &info, chunk.lap as u8);
+                }
+                if !enqueue(p, n, spray, !timed, shared, &mut queues, &mut st) {
+                    return st;
                 }
             }
-            st.offered += 1;
-            st.bytes += u64::from(trace.orig_len(i)) + u64::from(trace::FCS_LEN);
-            let now = arrivals.stamp(shared);
-            let parsed = match &pre {
-                Some(pre) => match &pre[i] {
-                    Ok(t) => Ok(from_template(t, buffers.copy(trace.frame(i)), now)),
-                    Err(m) => Err(*m),
-                },
-                None => Packet::new(buffers.copy(trace.frame(i)), now, hasher).map_err(|(_, m)| m),
-            };
-            let mut p = match parsed {
-                Ok(p) => p,
-                Err(m) => {
-                    st.malformed[m as usize] += 1;
-                    continue;
-                }
-            };
-            // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-            let lap = n.saturating_sub(1) / trace.len() as u64;
-            if lap > 0 {
-                let info = p.info;
-                wire::seqtag::relap(&mut p.data, &info, lap as u8);
-            }
-            let wait = !matches!(schedule.pace, Pace::Timed { .. });
-            if !enqueue(p, n, spray, wait, shared, &mut queues, &mut st) {
-                shared.finish_feeding();
-                return st;
-            }
+            j = end;
+            // every packet steered with a table of version ≤ v is in its ring now
+            shared.ack_version(v);
+            publisher.tick(shared.now_ns(), &st);
         }
-        // every packet steered with a table of version ≤ v is in its ring now
-        shared.ack_version(v);
-        publisher.tick(shared.now_ns(), &st);
     }
     st.duration_ns = shared.now_ns() - t0;
-    shared.finish_feeding();
     st
 }
 
-/// [`feed`] with `opts.nic_threads` parsers ([`crate::parsers`]): this thread
-/// takes their bursts in replay order, paces, counts and steers them.
+/// [`feed`] with `opts.nic_threads` parsers ([`crate::parsers`]), each
+/// taking the chunks from its own `chunks`: this thread takes their bursts
+/// in replay order, paces, counts and steers them.
 fn feed_parsed(
-    trace: &Trace,
+    chunks: Vec<Chunks<'_>>,
     hasher: &RssHasher,
     shared: &Arc<Shared>,
     mut queues: Vec<Producer<Packet>>,
@@ -291,26 +352,22 @@ fn feed_parsed(
         ..
     } = opts;
     let mut st = FeederStats::default();
-    let total = schedule.packets(trace);
     let done = std::sync::atomic::AtomicBool::new(false);
     let job = crate::parsers::Job {
-        trace,
         hasher,
-        schedule,
         burst: burst.max(1),
-        total,
         done: &done,
     };
     let job = &job;
     std::thread::scope(|sc| {
-        let mut ends = crate::parsers::start(sc, job, buffers.split(nic_threads));
+        let mut ends = crate::parsers::start(sc, job, chunks, buffers.split(nic_threads));
         let k = ends.len();
         let wait = !matches!(schedule.pace, Pace::Timed { .. });
         let mut n = 0u64;
         let mut b = 0usize;
         let mut arrivals = Arrivals::default();
         let t0 = shared.now_ns();
-        'feed: while n < total {
+        'feed: loop {
             if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
                 || stop.as_ref().is_some_and(|s| s.is_set())
             {
@@ -329,19 +386,17 @@ fn feed_parsed(
             };
             b += 1;
             if batch.is_empty() {
-                // (the schedule released no more packets)
+                // (the replay released no more packets)
                 break;
             }
             let v = shared.version();
             for x in batch.drain(..) {
                 n += 1;
-                if let Pace::Timed { .. } = schedule.pace {
-                    if !wait_until(shared, t0, x.at, stop.as_ref()) {
-                        break 'feed;
-                    }
+                if !wait && !wait_until(shared, t0, x.at, stop.as_ref()) {
+                    break 'feed;
                 }
                 st.offered += 1;
-                st.bytes += u64::from(trace.orig_len(x.index)) + u64::from(trace::FCS_LEN);
+                st.bytes += x.wire_len;
                 let mut p = match x.pkt {
                     Ok(p) => p,
                     Err(m) => {
@@ -363,7 +418,6 @@ fn feed_parsed(
         // Release: pairs with the parsers' Acquire loads; they leave.
         done.store(true, std::sync::atomic::Ordering::Release);
     });
-    shared.finish_feeding();
     st
 }
 

@@ -59,6 +59,7 @@ mod offloader;
 mod parsers;
 mod ports;
 pub mod protocol;
+pub mod replay;
 mod replica;
 mod run;
 mod sealed;

@@ -1,5 +1,6 @@
 //! The NIC model's parse-and-hash stage on several threads (`nic_threads`):
-//! parser *j* of *k* takes bursts *j*, *j + k*, *j + 2k*, … of the replay,
+//! parser *j* of *k* sees every chunk of the replay ([`crate::replay`]) and
+//! takes bursts *j*, *j + k*, *j + 2k*, … of it,
 //! copies each frame into a buffer, parses and hashes it, and hands the burst
 //! over through its own ring; the NIC-model thread takes the bursts in turn,
 //! so in replay order, and only steers them by the live indirection table.
@@ -11,15 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nf::Packet;
 use rtrb::{Consumer, Producer, RingBuffer};
 use steer::RssHasher;
-use trace::{Schedule, Trace};
 use wire::Malformed;
 
 use crate::feeder::Buffers;
+use crate::replay::{Chunk, Chunks};
 
 /// One frame of the replay, parsed and hashed.
 pub(crate) struct Parsed {
-    /// Its index in the trace.
-    pub index: usize,
+    /// Its bytes on the wire.
+    pub wire_len: u64,
     /// When the schedule releases it (ns from the start).
     pub at: u64,
     /// The packet (its `ts_ns` is set when it is steered), or why it is
@@ -42,63 +43,70 @@ const AHEAD: usize = 16;
 
 /// What every parser shares.
 pub(crate) struct Job<'a> {
-    pub trace: &'a Trace,
     pub hasher: &'a RssHasher,
-    pub schedule: Schedule,
     pub burst: usize,
-    /// Packets in the replay.
-    pub total: u64,
     /// Set by the NIC-model thread when it stops taking bursts.
     pub done: &'a AtomicBool,
 }
 
-/// Starts `buffers.len()` parsers on `sc`, parser `j` with buffers `buffers[j]`.
+/// Starts one parser per `chunks` on `sc`, parser `j` taking the replay's
+/// chunks from `chunks[j]` and its buffers from `buffers[j]`. A parser ends
+/// its bursts with an empty one.
 pub(crate) fn start<'scope, 'env: 'scope>(
     sc: &'scope std::thread::Scope<'scope, 'env>,
     job: &'env Job<'env>,
+    chunks: Vec<Chunks<'env>>,
     buffers: Vec<Buffers>,
 ) -> Vec<Ends<'scope>> {
-    let k = buffers.len();
-    buffers
+    let k = chunks.len() as u64;
+    chunks
         .into_iter()
+        .zip(buffers)
         .enumerate()
-        .map(|(j, mut bufs)| {
+        .map(|(j, (mut chunks, mut bufs))| {
             let (mut out, bursts) = RingBuffer::new(AHEAD);
             let (empties, mut back) = RingBuffer::new(AHEAD + 1);
             let thread = std::thread::Builder::new()
                 .name(format!("nic-parse-{j}"))
                 .spawn_scoped(sc, move || {
-                    let mut b = j as u64;
-                    loop {
-                        let first = b * job.burst as u64;
-                        if first >= job.total {
-                            return;
+                    // (spins while the NIC-model thread is `AHEAD` bursts
+                    // behind; false when it has stopped taking them)
+                    let mut hand = |mut v: Vec<Parsed>| loop {
+                        match out.push(v) {
+                            Ok(()) => return true,
+                            Err(rtrb::PushError::Full(x)) => {
+                                // Acquire: pairs with the NIC-model thread's
+                                // Release store when it stops.
+                                if job.done.load(Ordering::Acquire) {
+                                    return false;
+                                }
+                                v = x;
+                                std::thread::yield_now();
+                            }
                         }
-                        let mut v: Vec<Parsed> = back.pop().unwrap_or_default();
-                        v.clear();
-                        for n in first..(first + job.burst as u64).min(job.total) {
-                            let Some((index, at)) = job.schedule.release(job.trace, n) else {
-                                break;
-                            };
-                            v.push(Parsed {
-                                index,
-                                at,
-                                pkt: parse(job, &mut bufs, index, n),
-                            });
-                        }
-                        // (spins while the NIC-model thread is `AHEAD` bursts
-                        // behind; leaves when it has stopped taking them)
-                        while let Err(rtrb::PushError::Full(x)) = out.push(v) {
-                            // Acquire: pairs with the NIC-model thread's Release
-                            // store when it stops.
-                            if job.done.load(Ordering::Acquire) {
+                    };
+                    while let Some(c) = chunks.next() {
+                        let bursts = c.bursts(job.burst);
+                        for local in 0..bursts {
+                            if (c.first_burst + local) % k != j as u64 {
+                                continue;
+                            }
+                            let mut v: Vec<Parsed> = back.pop().unwrap_or_default();
+                            v.clear();
+                            let from = local as usize * job.burst;
+                            for i in from..(from + job.burst).min(c.len()) {
+                                v.push(Parsed {
+                                    wire_len: c.wire_len(i),
+                                    at: c.at(i),
+                                    pkt: parse(job, &mut bufs, &c, i),
+                                });
+                            }
+                            if !hand(v) {
                                 return;
                             }
-                            v = x;
-                            std::thread::yield_now();
                         }
-                        b += k as u64;
                     }
+                    hand(Vec::new());
                 })
                 .expect("a thread for a NIC-model parser");
             Ends {
@@ -110,16 +118,13 @@ pub(crate) fn start<'scope, 'env: 'scope>(
         .collect()
 }
 
-/// Frame `index` of the trace, released as the replay's `n`-th packet
-/// (0-based): copied, parsed, hashed, its lap marked.
-fn parse(job: &Job<'_>, bufs: &mut Buffers, index: usize, n: u64) -> Result<Packet, Malformed> {
-    let mut p =
-        Packet::new(bufs.copy(job.trace.frame(index)), 0, job.hasher).map_err(|(_, m)| m)?;
+/// Packet `i` of chunk `c`: copied, parsed, hashed, its lap marked.
+fn parse(job: &Job<'_>, bufs: &mut Buffers, c: &Chunk<'_>, i: usize) -> Result<Packet, Malformed> {
+    let mut p = Packet::new(bufs.copy(c.frame(i)), 0, job.hasher).map_err(|(_, m)| m)?;
     // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-    let lap = n / job.trace.len() as u64;
-    if lap > 0 {
+    if c.lap > 0 {
         let info = p.info;
-        wire::seqtag::relap(&mut p.data, &info, lap as u8);
+        wire::seqtag::relap(&mut p.data, &info, c.lap as u8);
     }
     Ok(p)
 }

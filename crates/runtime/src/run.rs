@@ -17,7 +17,7 @@ use steer::IndirectionTable;
 use trace::{Schedule, Trace};
 
 use crate::controller::{Controller, ControllerStats};
-use crate::feeder::{feed, feed_ports, FeedOptions, FeederStats};
+use crate::feeder::{feed, feed_ports, FeedOptions, FeederStats, Replay};
 use crate::messages::{ToController, ToOffload, ToWorker};
 use crate::offloader::{Offloader, OffloaderResult};
 use crate::ports::{Ports, Steering};
@@ -56,14 +56,21 @@ pub struct RunOutcome {
     /// Per controller period: (ns since start, busy share of each core).
     pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Why the input ended before the run was stopped (an interface that
-    /// failed or went away); the report covers the run up to then.
+    /// failed or went away, a capture found truncated halfway); the report
+    /// covers the run up to then.
     pub input_failure: Option<String>,
+    /// What a streamed replay read ([`Input::Stream`]).
+    pub streamed: Option<crate::replay::Streamed>,
 }
 
 /// Where a run's packets come from.
 pub enum Input<'a> {
-    /// A trace replayed by the NIC model.
+    /// A trace in memory replayed by the NIC model.
     Trace(&'a Trace),
+    /// Packets read as they are replayed (a capture file, a generated
+    /// trace): the run holds a few MiB of them at a time
+    /// ([`crate::replay`]).
+    Stream(Box<dyn trace::Source>),
     /// Interfaces (by name): every frame received on interface i is port i;
     /// a forwarded packet leaves by port i + 1 (mod the count). The run ends when
     /// `RunConfig::stop` is set or its `duration` has passed.
@@ -77,12 +84,7 @@ pub fn run(chain: &Chain, trace: &Trace, cfg: &RunConfig) -> Result<RunOutcome, 
 
 /// Runs `chain` on packets from `input`.
 pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOutcome, RunError> {
-    let empty = Trace::new();
-    let trace = match input {
-        Input::Trace(t) => t,
-        Input::Ifaces(..) => &empty,
-    };
-    check(chain, trace, matches!(input, Input::Ifaces(..)), cfg)?;
+    check(chain, &input, cfg)?;
     if cfg.replica.is_some() && !matches!(input, Input::Ifaces(..)) {
         return Err(RunError::Config(
             "pool replication runs on interfaces (--iface)".into(),
@@ -133,7 +135,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 cfg.rps,
             )?)
         }
-        Input::Trace(_) => None,
+        Input::Trace(_) | Input::Stream(_) => None,
     };
     let table =
         IndirectionTable::new(chain.buckets(), 1).map_err(|e| RunError::Config(e.to_string()))?;
@@ -171,8 +173,17 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     };
     // the replication port is the NIC-model thread's alone
     let replica_rx = ports.as_mut().and_then(|p| p.replica.take());
-    let (feeder, ctl, workers, offloaders) =
-        threads.spawn(trace, ports.as_ref(), replica_rx, wiring);
+    let replay = match input {
+        Input::Trace(t) => Some(Replay::Memory(t)),
+        Input::Stream(s) => Some(Replay::Stream(s)),
+        Input::Ifaces(..) => None,
+    };
+    let (mut feeder, ctl, workers, offloaders) =
+        threads.spawn(replay, ports.as_ref(), replica_rx, wiring);
+    let streamed = feeder.streamed.take();
+    if streamed.is_some_and(|s| s.packets == 0) && shared.input_failure().is_none() {
+        return Err(RunError::Config("the trace has no packet".into()));
+    }
     // read once every core has closed its sockets (having counted what they
     // still held): every frame the program steered is in `packets_in` by then
     let kernel_bucket_packets = threads
@@ -192,11 +203,12 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         offloaders,
     );
     out.input_failure = shared.input_failure().cloned();
+    out.streamed = streamed;
     Ok(out)
 }
 
 /// The checks that need the chain and the trace, after the shared ones.
-fn check(chain: &Chain, trace: &Trace, ifaces: bool, cfg: &RunConfig) -> Result<(), RunError> {
+fn check(chain: &Chain, input: &Input<'_>, cfg: &RunConfig) -> Result<(), RunError> {
     cfg.validate()?;
     let spray = cfg.balancer == BalancerKind::Sprayer;
     if spray && chain.has_per_flow_state() {
@@ -217,8 +229,13 @@ fn check(chain: &Chain, trace: &Trace, ifaces: bool, cfg: &RunConfig) -> Result<
             "the sprayer balancer does not offload: use --offloaders 0".into(),
         ));
     }
-    if trace.is_empty() && !ifaces {
+    if matches!(input, Input::Trace(t) if t.is_empty()) {
         return Err(RunError::Config("the trace has no packet".into()));
+    }
+    if cfg.presteer && matches!(input, Input::Stream(_)) {
+        return Err(RunError::Config(
+            "`presteer` parses the whole trace before the run: it needs the trace in memory".into(),
+        ));
     }
     Ok(())
 }
@@ -411,7 +428,7 @@ impl Threads<'_> {
     /// Starts every thread, waits for them all.
     fn spawn(
         &self,
-        trace: &Trace,
+        replay: Option<Replay<'_>>,
         ports: Option<&Ports>,
         mut replica_rx: Option<crate::replica::ReplicaRx>,
         mut wiring: Wiring,
@@ -504,7 +521,13 @@ impl Threads<'_> {
                     }
                 }
                 Some(p) => feed_ports(&p.rx, replica_rx.as_mut(), hasher, shared, queues, opts),
-                None => feed(trace, hasher, shared, queues, opts),
+                None => feed(
+                    replay.expect("a replay without interfaces"),
+                    hasher,
+                    shared,
+                    queues,
+                    opts,
+                ),
             });
             if let Some(r) = &cfg.ready {
                 (r.0)();
@@ -696,6 +719,7 @@ fn merge(
         leftover_leases,
         load_over_time: ctl.load_over_time,
         input_failure: None,
+        streamed: None,
     }
 }
 

@@ -7,13 +7,11 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapParser, PcapWriter};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
 /// Largest record accepted when the file's snaplen is 0 or absurd (256 KiB, as libpcap).
 pub const MAX_RECORD_LEN: u32 = 262_144;
-const FILE_HEADER_LEN: usize = 24;
-const RECORD_HEADER_LEN: usize = 16;
 
 /// Why a pcap file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +117,31 @@ impl Trace {
         self.data.extend_from_slice(frame);
         self.data
             .resize(self.data.len() + (whole - len) as usize, 0);
+    }
+
+    /// The replay times so far ([`crate::Timeline`]): a chunk of a capture
+    /// read in pieces continues the one before
+    /// ([`set_timeline`](Self::set_timeline)).
+    pub fn timeline(&self) -> crate::Timeline {
+        self.timeline
+    }
+
+    /// Continues the replay times from `timeline` (a chunk after another).
+    pub fn set_timeline(&mut self, timeline: crate::Timeline) {
+        self.timeline = timeline;
+    }
+
+    /// Bytes of frames held.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Empties the trace, keeping its room (a chunk reused).
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.records.clear();
+        self.timeline = crate::Timeline::default();
+        self.filled = 0;
     }
 
     /// Frames cut by the capture's snap length, filled to their original
@@ -285,28 +308,25 @@ pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
 }
 
 /// Reads a whole capture file — pcap or pcapng, told apart by their first
-/// bytes — into memory.
+/// bytes — into memory ([`crate::CaptureReader`] run to the end).
 pub fn read_pcap(path: &Path) -> Result<Trace, PcapReadError> {
-    let bytes = fs::read(path).map_err(|source| PcapReadError::Io {
-        path: path.into(),
-        source,
-    })?;
-    parse_capture(&bytes).map_err(|e| e.at(path))
+    crate::CaptureReader::open(path)?.read_all()
 }
 
 /// Parses a capture already in memory: pcapng if it starts with a Section
 /// Header Block, pcap otherwise.
 pub fn parse_capture(bytes: &[u8]) -> Result<Trace, ParseError> {
-    if bytes.starts_with(&crate::pcapng::MAGIC) {
-        crate::pcapng::parse_pcapng(bytes)
-    } else {
-        parse_pcap(bytes)
-    }
+    let mut r = crate::CaptureReader::new(bytes, Path::new(""));
+    let mut t = Trace::new();
+    while r.fill_raw(&mut t, usize::MAX)? > 0 {}
+    Ok(t)
 }
 
 /// A read error before the path is attached.
 #[derive(Debug)]
 pub enum ParseError {
+    /// See [`PcapReadError::Io`].
+    Io(std::io::Error),
     /// See [`PcapReadError::Truncated`].
     Truncated(u64, &'static str, u64, u64),
     /// See [`PcapReadError::Corrupt`].
@@ -316,9 +336,10 @@ pub enum ParseError {
 }
 
 impl ParseError {
-    fn at(self, path: &Path) -> PcapReadError {
+    pub(crate) fn at(self, path: &Path) -> PcapReadError {
         let path = path.to_path_buf();
         match self {
+            ParseError::Io(source) => PcapReadError::Io { path, source },
             ParseError::Truncated(offset, what, need, have) => PcapReadError::Truncated {
                 path,
                 offset,
@@ -334,86 +355,7 @@ impl ParseError {
 
 /// Parses pcap bytes (the file already in memory).
 pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
-    let total = bytes.len() as u64;
-    let (mut rest, parser) = match PcapParser::new(bytes) {
-        Ok(ok) => ok,
-        Err(PcapError::IncompleteBuffer) => {
-            return Err(ParseError::Truncated(
-                0,
-                "the file header",
-                FILE_HEADER_LEN as u64,
-                total,
-            ))
-        }
-        Err(e) => {
-            return Err(ParseError::Corrupt(
-                0,
-                format!("file header: {e} (neither a pcap nor a pcapng file)"),
-            ))
-        }
-    };
-    let header = parser.header();
-    if header.datalink != DataLink::ETHERNET {
-        return Err(ParseError::LinkType(header.datalink));
-    }
-    // a record longer than the header's snap length is read as it is (as
-    // tshark does): writers that cut frames do not always say so in the
-    // header
-    let limit = MAX_RECORD_LEN;
-    let mut trace = Trace::new();
-    trace.data.reserve(bytes.len());
-    while !rest.is_empty() {
-        let offset = total - rest.len() as u64;
-        if rest.len() < RECORD_HEADER_LEN {
-            return Err(ParseError::Truncated(
-                offset,
-                "a record header",
-                RECORD_HEADER_LEN as u64,
-                rest.len() as u64,
-            ));
-        }
-        let incl = read_u32(&rest[8..12], header.endianness);
-        if incl > limit {
-            return Err(ParseError::Corrupt(
-                offset,
-                format!("record claims {incl} captured bytes, more than the limit {limit}"),
-            ));
-        }
-        if rest.len() < RECORD_HEADER_LEN + incl as usize {
-            return Err(ParseError::Truncated(
-                offset,
-                "a record",
-                (RECORD_HEADER_LEN as u64) + u64::from(incl),
-                rest.len() as u64,
-            ));
-        }
-        // the record header by hand: a capture cut by a snap length has
-        // orig_len > incl_len, which is legal (the frame is truncated)
-        let sec = u64::from(read_u32(&rest[0..4], header.endianness));
-        let frac = u64::from(read_u32(&rest[4..8], header.endianness));
-        let orig = read_u32(&rest[12..16], header.endianness);
-        let frac_ns = match header.ts_resolution {
-            TsResolution::MicroSecond => frac.saturating_mul(1_000),
-            TsResolution::NanoSecond => frac,
-        };
-        let data = &rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + incl as usize];
-        // an original length below the captured one is read as the captured one
-        trace.push(
-            sec.saturating_mul(1_000_000_000).saturating_add(frac_ns),
-            data,
-            orig.max(incl),
-        );
-        rest = &rest[RECORD_HEADER_LEN + incl as usize..];
-    }
-    Ok(trace)
-}
-
-fn read_u32(b: &[u8], e: Endianness) -> u32 {
-    let a = [b[0], b[1], b[2], b[3]];
-    match e {
-        Endianness::Big => u32::from_be_bytes(a),
-        Endianness::Little => u32::from_le_bytes(a),
-    }
+    parse_capture(bytes)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
-use pcap_file::pcapng::{Block, PcapNgParser, PcapNgWriter};
+use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, PcapError};
 
 use crate::pcap::{Counted, ParseError, MAX_RECORD_LEN};
@@ -21,7 +21,7 @@ pub const MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 /// How one interface's timestamps read: units per second and an offset.
 #[derive(Clone, Copy, Debug)]
-struct Clock {
+pub(crate) struct Clock {
     /// Timestamp units per second.
     per_sec: u128,
     /// Seconds added to every timestamp (`if_tsoffset`).
@@ -29,7 +29,7 @@ struct Clock {
 }
 
 impl Clock {
-    fn of(idb: &InterfaceDescriptionBlock) -> Result<Clock, String> {
+    pub(crate) fn of(idb: &InterfaceDescriptionBlock) -> Result<Clock, String> {
         let mut c = Clock {
             per_sec: 1_000_000, // no if_tsresol: microseconds
             offset_s: 0,
@@ -58,7 +58,7 @@ impl Clock {
 
     /// Nanoseconds since the epoch of a raw timestamp (the parser hands the raw
     /// 64-bit count as `Duration::from_nanos`).
-    fn ns(&self, raw: Duration) -> u64 {
+    pub(crate) fn ns(&self, raw: Duration) -> u64 {
         let units = raw.as_nanos();
         let ns = units * 1_000_000_000 / self.per_sec + u128::from(self.offset_s) * 1_000_000_000;
         ns.min(u128::from(u64::MAX)) as u64
@@ -67,52 +67,11 @@ impl Clock {
 
 /// Parses pcapng bytes (the file already in memory).
 pub fn parse_pcapng(bytes: &[u8]) -> Result<Trace, ParseError> {
-    let total = bytes.len() as u64;
-    let (mut rest, mut parser) = PcapNgParser::new(bytes).map_err(|e| block_error(e, 0, bytes))?;
-    // per interface of the current section: its clock, or why it cannot be read
-    let mut clocks: Vec<Result<Clock, ParseError>> = Vec::new();
-    let mut last_ts = 0u64;
-    let mut trace = Trace::new();
-    trace.reserve(bytes.len());
-    while !rest.is_empty() {
-        let offset = total - rest.len() as u64;
-        let (r, block) = parser
-            .next_block(rest)
-            .map_err(|e| block_error(e, offset, rest))?;
-        match block {
-            Block::SectionHeader(_) => clocks.clear(),
-            Block::InterfaceDescription(idb) => {
-                clocks.push(if idb.linktype != DataLink::ETHERNET {
-                    Err(ParseError::LinkType(idb.linktype))
-                } else {
-                    Clock::of(&idb).map_err(|w| ParseError::Corrupt(offset, w))
-                })
-            }
-            Block::EnhancedPacket(p) => {
-                let clock = interface(&clocks, p.interface_id, offset)?;
-                last_ts = clock.ns(p.timestamp);
-                record(&mut trace, offset, last_ts, &p.data, p.original_len)?;
-            }
-            Block::Packet(p) => {
-                let clock = interface(&clocks, u32::from(p.interface_id), offset)?;
-                last_ts = clock.ns(Duration::from_nanos(p.timestamp));
-                record(&mut trace, offset, last_ts, &p.data, p.original_len)?;
-            }
-            Block::SimplePacket(p) => {
-                // interface 0, no timestamp: it follows the packet before
-                interface(&clocks, 0, offset)?;
-                record(&mut trace, offset, last_ts, &p.data, p.original_len)?;
-            }
-            // statistics, name resolution, journal entries, unknown blocks
-            _ => {}
-        }
-        rest = r;
-    }
-    Ok(trace)
+    crate::pcap::parse_capture(bytes)
 }
 
 /// The clock of interface `id`, or why its packets cannot be read.
-fn interface(
+pub(crate) fn interface(
     clocks: &[Result<Clock, ParseError>],
     id: u32,
     offset: u64,
@@ -129,7 +88,7 @@ fn interface(
     }
 }
 
-fn record(
+pub(crate) fn record(
     trace: &mut Trace,
     offset: u64,
     ts_ns: u64,
@@ -153,7 +112,7 @@ fn record(
 
 /// A block that could not be parsed, as a truncation (with what it needs) or a
 /// corruption at `offset`.
-fn block_error(e: PcapError, offset: u64, rest: &[u8]) -> ParseError {
+pub(crate) fn block_error(e: PcapError, offset: u64, rest: &[u8]) -> ParseError {
     match e {
         PcapError::IncompleteBuffer => {
             let need = rest

@@ -1,0 +1,285 @@
+//! The replay's packets in release order, a chunk at a time: from a trace in
+//! memory (chunks are ranges of it) or from a [`trace::Source`] — a capture
+//! read as it goes, a trace generated as it goes — that a reader thread
+//! keeps a few chunks ahead of the NIC model. A streamed replay holds those
+//! chunks, not the trace, whatever its size; each lap reads the source again
+//! from its first packet.
+//!
+//! Every chunk knows its packets' numbers in the replay, their lap and
+//! release times ([`trace::Schedule`]), and the replay's number of its first
+//! burst, so that the NIC model's parsers ([`crate::parsers`]) can share the
+//! bursts out as they would of a trace in memory.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use trace::{Pace, Schedule, Source, Timeline, Trace};
+
+use crate::shared::Shared;
+
+/// Bytes of frames a streamed chunk holds (at least).
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Chunks the reader may be ahead of each consumer.
+pub const AHEAD: usize = 4;
+/// Packets of a chunk of a trace in memory.
+const MEMORY_CHUNK: usize = 4096;
+
+/// The packets of a chunk.
+enum Frames<'a> {
+    /// Packets `start..start + len` of a trace in memory.
+    Memory {
+        trace: &'a Trace,
+        start: usize,
+        len: usize,
+        schedule: Schedule,
+    },
+    /// Packets read from a source, with their release offsets (empty at
+    /// [`Pace::Max`]).
+    Read { trace: Trace, at: Vec<u64> },
+}
+
+/// Consecutive packets of the replay, of one lap.
+pub(crate) struct Chunk<'a> {
+    frames: Frames<'a>,
+    /// The replay's number of its first packet (0-based).
+    pub first: u64,
+    /// The lap its packets belong to (0: the first pass).
+    pub lap: u32,
+    /// The replay's number of the burst its first packet starts (bursts
+    /// start at every chunk).
+    pub first_burst: u64,
+}
+
+impl Chunk<'_> {
+    /// Its packets.
+    pub fn len(&self) -> usize {
+        match &self.frames {
+            Frames::Memory { len, .. } => *len,
+            Frames::Read { trace, .. } => trace.len(),
+        }
+    }
+
+    /// Packet `j`'s frame.
+    #[inline]
+    pub fn frame(&self, j: usize) -> &[u8] {
+        match &self.frames {
+            Frames::Memory { trace, start, .. } => trace.frame(start + j),
+            Frames::Read { trace, .. } => trace.frame(j),
+        }
+    }
+
+    /// Packet `j`'s bytes on the wire (FCS included).
+    #[inline]
+    pub fn wire_len(&self, j: usize) -> u64 {
+        let orig = match &self.frames {
+            Frames::Memory { trace, start, .. } => trace.orig_len(start + j),
+            Frames::Read { trace, .. } => trace.orig_len(j),
+        };
+        u64::from(orig) + u64::from(trace::FCS_LEN)
+    }
+
+    /// When packet `j` is released, ns from the replay's start.
+    #[inline]
+    pub fn at(&self, j: usize) -> u64 {
+        match &self.frames {
+            Frames::Memory {
+                trace, schedule, ..
+            } => schedule
+                .release(trace, self.first + j as u64)
+                .map_or(0, |(_, at)| at),
+            Frames::Read { at, .. } => at.get(j).copied().unwrap_or(0),
+        }
+    }
+
+    /// Packet `j`'s index in the trace in memory (`None` for a read chunk).
+    #[inline]
+    pub fn trace_index(&self, j: usize) -> Option<usize> {
+        match &self.frames {
+            Frames::Memory { start, .. } => Some(start + j),
+            Frames::Read { .. } => None,
+        }
+    }
+
+    /// Bursts of `burst` packets it holds (the last may be short).
+    pub fn bursts(&self, burst: usize) -> u64 {
+        self.len().div_ceil(burst.max(1)) as u64
+    }
+}
+
+/// A consumer's chunks, in order.
+pub(crate) enum Chunks<'a> {
+    /// Cut from a trace in memory as they are taken.
+    Memory {
+        trace: &'a Trace,
+        schedule: Schedule,
+        burst: usize,
+        /// The next packet's and burst's numbers.
+        next: u64,
+        next_burst: u64,
+    },
+    /// From the reader thread.
+    Read(Receiver<Arc<Chunk<'static>>>),
+}
+
+impl<'a> Chunks<'a> {
+    /// The chunks of `trace` replayed by `schedule`, bursts of `burst`.
+    pub fn memory(trace: &'a Trace, schedule: Schedule, burst: usize) -> Chunks<'a> {
+        Chunks::Memory {
+            trace,
+            schedule,
+            burst: burst.max(1),
+            next: 0,
+            next_burst: 0,
+        }
+    }
+
+    /// The next chunk; `None` at the end of the replay.
+    pub fn next(&mut self) -> Option<Arc<Chunk<'a>>> {
+        match self {
+            Chunks::Memory {
+                trace,
+                schedule,
+                burst,
+                next,
+                next_burst,
+            } => {
+                let len = trace.len() as u64;
+                if len == 0 || *next >= schedule.packets(trace) {
+                    return None;
+                }
+                let (lap, start) = (*next / len, (*next % len) as usize);
+                let n = MEMORY_CHUNK.min(trace.len() - start);
+                let c = Chunk {
+                    frames: Frames::Memory {
+                        trace,
+                        start,
+                        len: n,
+                        schedule: *schedule,
+                    },
+                    first: *next,
+                    lap: lap as u32,
+                    first_burst: *next_burst,
+                };
+                *next += n as u64;
+                *next_burst += c.bursts(*burst);
+                Some(Arc::new(c))
+            }
+            Chunks::Read(rx) => rx.recv().ok(),
+        }
+    }
+}
+
+/// What the reader thread read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Streamed {
+    /// Packets of one pass over the source (those read, if the replay
+    /// ended before the first pass did).
+    pub packets: u64,
+    /// Bytes of frames of one pass.
+    pub bytes: u64,
+    /// The first pass's replay times: packets stamped back in time, or far
+    /// ahead ([`Timeline`]).
+    pub timeline: Timeline,
+    /// Frames of the first pass cut by a snap length and filled.
+    pub filled: u64,
+    /// Laps started.
+    pub laps: u32,
+}
+
+/// The reader thread: reads `source` lap after lap, `schedule.loops` times,
+/// and sends every chunk to every consumer (bursts of `burst`), a few
+/// chunks ahead of the slowest; it ends when the replay does or every
+/// consumer has gone. A source that fails (a capture truncated or corrupt
+/// halfway) ends the input with the reason
+/// ([`Shared::fail_input`]), after its packets before the fault.
+pub(crate) fn read(
+    mut source: Box<dyn Source>,
+    schedule: Schedule,
+    burst: usize,
+    to: Vec<Sender<Arc<Chunk<'static>>>>,
+    shared: &Shared,
+) -> Streamed {
+    let mut st = Streamed::default();
+    let (mut first, mut first_burst) = (0u64, 0u64);
+    // the first pass's first and last replay times, and its period
+    let mut t0: Option<u64> = None;
+    let mut last = 0u64;
+    let mut period = 0u64;
+    for lap in 0..schedule.loops {
+        if lap > 0 {
+            if let Err(e) = source.rewind() {
+                shared.fail_input(e.to_string());
+                return st;
+            }
+        }
+        st.laps = lap + 1;
+        loop {
+            let mut trace = Trace::new();
+            trace.reserve(CHUNK_BYTES + trace::pcap::MAX_RECORD_LEN as usize);
+            let n = match source.fill(&mut trace, CHUNK_BYTES) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    shared.fail_input(e.to_string());
+                    return st;
+                }
+            };
+            if lap == 0 {
+                st.packets += n as u64;
+                st.bytes += trace.data_len() as u64;
+                st.timeline = source.timeline();
+                st.filled += trace.filled();
+                last = trace.ts_ns(n - 1);
+            }
+            let base = *t0.get_or_insert(trace.ts_ns(0));
+            let at = match schedule.pace {
+                Pace::Max => Vec::new(),
+                Pace::Timed { speed } => (0..n)
+                    .map(|j| {
+                        let since = trace.ts_ns(j).saturating_sub(base);
+                        ((u64::from(lap) * period + since) as f64 / speed) as u64
+                    })
+                    .collect(),
+            };
+            let c = Chunk {
+                frames: Frames::Read { trace, at },
+                first,
+                lap,
+                first_burst,
+            };
+            first += n as u64;
+            first_burst += c.bursts(burst);
+            let c = Arc::new(c);
+            let mut listening = 0;
+            for tx in &to {
+                if tx.send(c.clone()).is_ok() {
+                    listening += 1;
+                }
+            }
+            if listening == 0 {
+                return st;
+            }
+        }
+        if lap == 0 {
+            if st.packets == 0 {
+                return st;
+            }
+            // a lap starts one mean gap after the one before ended
+            let dur = last.saturating_sub(t0.unwrap_or(last));
+            period = dur + dur / st.packets.saturating_sub(1).max(1);
+        }
+    }
+    st
+}
+
+/// The channels of a streamed replay: one per consumer.
+pub(crate) fn channels(
+    consumers: usize,
+) -> (
+    Vec<Sender<Arc<Chunk<'static>>>>,
+    Vec<Receiver<Arc<Chunk<'static>>>>,
+) {
+    (0..consumers)
+        .map(|_| crossbeam_channel::bounded(AHEAD))
+        .unzip()
+}

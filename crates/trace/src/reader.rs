@@ -1,0 +1,499 @@
+//! A capture read as it goes: pcap or pcapng (told apart by their first
+//! bytes) from any reader, a few MiB at a time, into chunks of frames
+//! ([`Trace`]s) — so a capture of any size replays in bounded memory. The
+//! whole-file readers ([`crate::read_pcap`], [`crate::parse_capture`]) are
+//! this reader run to the end. Errors name the byte offset, wherever in the
+//! file they are found.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+
+use crate::pcap::{ParseError, PcapReadError, MAX_RECORD_LEN};
+use crate::pcapng::{block_error, interface, record, Clock, MAGIC};
+use crate::{Timeline, Trace};
+
+/// Bytes read from the file at a time.
+const READ: usize = 1 << 20;
+const FILE_HEADER_LEN: usize = 24;
+const RECORD_HEADER_LEN: usize = 16;
+
+/// Where the reader is in the file's structure.
+enum Format {
+    /// Before the file header.
+    Start,
+    /// A pcap file's records.
+    Pcap {
+        endianness: Endianness,
+        resolution: TsResolution,
+    },
+    /// A pcapng file's blocks: the section's parser, its interfaces' clocks
+    /// (or why their packets cannot be read), the last timestamp (a Simple
+    /// Packet Block has none).
+    Ng {
+        parser: Box<PcapNgParser>,
+        clocks: Vec<Result<Clock, ParseError>>,
+        last_ts: u64,
+    },
+}
+
+/// A capture read a chunk at a time from `R`.
+pub struct CaptureReader<R> {
+    src: R,
+    path: PathBuf,
+    /// Bytes read and not yet parsed start at `buf[pos]`; `buf[0]` is at
+    /// file offset `base`.
+    buf: Vec<u8>,
+    pos: usize,
+    base: u64,
+    eof: bool,
+    format: Format,
+    /// Replay times of the packets read so far.
+    timeline: Timeline,
+    /// Packets read (this pass).
+    packets: u64,
+    /// An error found after a chunk's first packets: returned by the next
+    /// fill, so that the packets before it are not lost.
+    pending: Option<ParseError>,
+}
+
+impl CaptureReader<File> {
+    /// Opens a capture file.
+    pub fn open(path: &Path) -> Result<CaptureReader<File>, PcapReadError> {
+        let f = File::open(path).map_err(|source| PcapReadError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Ok(CaptureReader::new(f, path))
+    }
+
+    /// Back to the first packet (another pass over the file).
+    pub fn rewind(&mut self) -> Result<(), PcapReadError> {
+        self.src
+            .seek(SeekFrom::Start(0))
+            .map_err(|source| PcapReadError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.restart();
+        Ok(())
+    }
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// A reader of the capture in `src`; `path` names it in errors.
+    pub fn new(src: R, path: &Path) -> CaptureReader<R> {
+        CaptureReader {
+            src,
+            path: path.into(),
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            eof: false,
+            format: Format::Start,
+            timeline: Timeline::default(),
+            packets: 0,
+            pending: None,
+        }
+    }
+
+    fn restart(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+        self.base = 0;
+        self.eof = false;
+        self.format = Format::Start;
+        self.timeline = Timeline::default();
+        self.packets = 0;
+        self.pending = None;
+    }
+
+    /// The replay times of the packets read so far: how many were stamped
+    /// back in time or far ahead ([`Timeline`]).
+    pub fn timeline(&self) -> Timeline {
+        self.timeline
+    }
+
+    /// Packets read since the start (or the last rewind).
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Appends packets to `chunk` until it holds at least `bytes` bytes of
+    /// frames or the capture ends; returns how many it appended (0: the end).
+    /// The chunk's replay times continue the capture's. A capture that turns
+    /// out truncated or corrupt gives its packets up to the fault first, then
+    /// the error.
+    pub fn fill(&mut self, chunk: &mut Trace, bytes: usize) -> Result<usize, PcapReadError> {
+        self.fill_raw(chunk, bytes).map_err(|e| e.at(&self.path))
+    }
+
+    /// Reads the rest of the capture into one trace.
+    pub fn read_all(mut self) -> Result<Trace, PcapReadError> {
+        let mut t = Trace::new();
+        while self.fill(&mut t, usize::MAX)? > 0 {}
+        Ok(t)
+    }
+
+    pub(crate) fn fill_raw(
+        &mut self,
+        chunk: &mut Trace,
+        bytes: usize,
+    ) -> Result<usize, ParseError> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        chunk.set_timeline(self.timeline);
+        let before = chunk.len();
+        if matches!(self.format, Format::Start) {
+            self.header()?;
+        }
+        let mut fault = None;
+        while chunk.data_len() < bytes {
+            let more = match self.format {
+                Format::Pcap { .. } => self.pcap_record(chunk),
+                Format::Ng { .. } => self.ng_block(chunk),
+                Format::Start => unreachable!("the header is read first"),
+            };
+            match more {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    fault = Some(e);
+                    break;
+                }
+            }
+        }
+        self.timeline = chunk.timeline();
+        let n = chunk.len() - before;
+        self.packets += n as u64;
+        match fault {
+            Some(e) if n == 0 => Err(e),
+            Some(e) => {
+                self.pending = Some(e);
+                Ok(n)
+            }
+            None => Ok(n),
+        }
+    }
+
+    /// Unparsed bytes.
+    fn avail(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// The file offset of the next unparsed byte.
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Reads until at least `need` bytes are unparsed, or the file ends;
+    /// true when they are.
+    fn want(&mut self, need: usize) -> Result<bool, ParseError> {
+        while self.avail() < need && !self.eof {
+            if self.pos > 0 {
+                self.buf.drain(..self.pos);
+                self.base += self.pos as u64;
+                self.pos = 0;
+            }
+            let have = self.buf.len();
+            let grow = need.saturating_sub(have).max(READ);
+            self.buf.resize(have + grow, 0);
+            let mut got = 0;
+            while got < grow {
+                match self.src.read(&mut self.buf[have + got..]) {
+                    Ok(0) => {
+                        self.eof = true;
+                        break;
+                    }
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.buf.truncate(have + got);
+                        return Err(ParseError::Io(e));
+                    }
+                }
+            }
+            self.buf.truncate(have + got);
+        }
+        Ok(self.avail() >= need)
+    }
+
+    fn header(&mut self) -> Result<(), ParseError> {
+        self.want(FILE_HEADER_LEN)?;
+        let head = &self.buf[self.pos..];
+        if head.starts_with(&MAGIC) {
+            let (used, parser) = loop {
+                let head = &self.buf[self.pos..];
+                match PcapNgParser::new(head) {
+                    Ok((rest, parser)) => break (head.len() - rest.len(), parser),
+                    Err(PcapError::IncompleteBuffer) if !self.eof => {
+                        let need = self.avail() + READ;
+                        self.want(need)?;
+                    }
+                    Err(e) => return Err(block_error(e, 0, head)),
+                }
+            };
+            self.pos += used;
+            self.format = Format::Ng {
+                parser: Box::new(parser),
+                clocks: Vec::new(),
+                last_ts: 0,
+            };
+            return Ok(());
+        }
+        let (rest, parser) = match PcapParser::new(head) {
+            Ok(ok) => ok,
+            Err(PcapError::IncompleteBuffer) => {
+                return Err(ParseError::Truncated(
+                    0,
+                    "the file header",
+                    FILE_HEADER_LEN as u64,
+                    head.len() as u64,
+                ))
+            }
+            Err(e) => {
+                return Err(ParseError::Corrupt(
+                    0,
+                    format!("file header: {e} (neither a pcap nor a pcapng file)"),
+                ))
+            }
+        };
+        let h = parser.header();
+        if h.datalink != DataLink::ETHERNET {
+            return Err(ParseError::LinkType(h.datalink));
+        }
+        self.pos += head.len() - rest.len();
+        self.format = Format::Pcap {
+            endianness: h.endianness,
+            resolution: h.ts_resolution,
+        };
+        Ok(())
+    }
+
+    /// Reads one pcap record into `chunk`; false at the end of the file.
+    fn pcap_record(&mut self, chunk: &mut Trace) -> Result<bool, ParseError> {
+        let Format::Pcap {
+            endianness,
+            resolution,
+        } = self.format
+        else {
+            unreachable!("a pcap file")
+        };
+        if !self.want(RECORD_HEADER_LEN)? {
+            if self.avail() == 0 {
+                return Ok(false);
+            }
+            return Err(ParseError::Truncated(
+                self.offset(),
+                "a record header",
+                RECORD_HEADER_LEN as u64,
+                self.avail() as u64,
+            ));
+        }
+        let rec = &self.buf[self.pos..];
+        let incl = read_u32(&rec[8..12], endianness);
+        // a record longer than the header's snap length is read as it is
+        // (as tshark does): writers that cut frames do not always say so in
+        // the header
+        if incl > MAX_RECORD_LEN {
+            return Err(ParseError::Corrupt(
+                self.offset(),
+                format!(
+                    "record claims {incl} captured bytes, more than the limit {MAX_RECORD_LEN}"
+                ),
+            ));
+        }
+        let whole = RECORD_HEADER_LEN + incl as usize;
+        if !self.want(whole)? {
+            return Err(ParseError::Truncated(
+                self.offset(),
+                "a record",
+                whole as u64,
+                self.avail() as u64,
+            ));
+        }
+        let rec = &self.buf[self.pos..self.pos + whole];
+        // the record header by hand: a capture cut by a snap length has
+        // orig_len > incl_len, which is legal (the frame is truncated)
+        let sec = u64::from(read_u32(&rec[0..4], endianness));
+        let frac = u64::from(read_u32(&rec[4..8], endianness));
+        let orig = read_u32(&rec[12..16], endianness);
+        let frac_ns = match resolution {
+            TsResolution::MicroSecond => frac.saturating_mul(1_000),
+            TsResolution::NanoSecond => frac,
+        };
+        // an original length below the captured one is read as the captured one
+        chunk.push(
+            sec.saturating_mul(1_000_000_000).saturating_add(frac_ns),
+            &rec[RECORD_HEADER_LEN..],
+            orig.max(incl),
+        );
+        self.pos += whole;
+        Ok(true)
+    }
+
+    /// Reads one pcapng block (a packet into `chunk`, or what says how to
+    /// read the packets); false at the end of the file.
+    fn ng_block(&mut self, chunk: &mut Trace) -> Result<bool, ParseError> {
+        loop {
+            if self.avail() == 0 && !self.want(1)? {
+                return Ok(false);
+            }
+            let offset = self.offset();
+            let Format::Ng {
+                parser,
+                clocks,
+                last_ts,
+            } = &mut self.format
+            else {
+                unreachable!("a pcapng file")
+            };
+            let rest = &self.buf[self.pos..];
+            let (r, block) = match parser.next_block(rest) {
+                Ok(ok) => ok,
+                Err(PcapError::IncompleteBuffer) if !self.eof => {
+                    let need = self.avail() + READ;
+                    self.want(need)?;
+                    continue;
+                }
+                Err(e) => return Err(block_error(e, offset, rest)),
+            };
+            let mut packet = false;
+            match block {
+                Block::SectionHeader(_) => clocks.clear(),
+                Block::InterfaceDescription(idb) => {
+                    clocks.push(if idb.linktype != DataLink::ETHERNET {
+                        Err(ParseError::LinkType(idb.linktype))
+                    } else {
+                        Clock::of(&idb).map_err(|w| ParseError::Corrupt(offset, w))
+                    })
+                }
+                Block::EnhancedPacket(p) => {
+                    let clock = interface(clocks, p.interface_id, offset)?;
+                    *last_ts = clock.ns(p.timestamp);
+                    record(chunk, offset, *last_ts, &p.data, p.original_len)?;
+                    packet = true;
+                }
+                Block::Packet(p) => {
+                    let clock = interface(clocks, u32::from(p.interface_id), offset)?;
+                    *last_ts = clock.ns(std::time::Duration::from_nanos(p.timestamp));
+                    record(chunk, offset, *last_ts, &p.data, p.original_len)?;
+                    packet = true;
+                }
+                Block::SimplePacket(p) => {
+                    // interface 0, no timestamp: it follows the packet before
+                    interface(clocks, 0, offset)?;
+                    record(chunk, offset, *last_ts, &p.data, p.original_len)?;
+                    packet = true;
+                }
+                // statistics, name resolution, journal entries, unknown blocks
+                _ => {}
+            }
+            self.pos += rest.len() - r.len();
+            if packet {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+fn read_u32(b: &[u8], e: Endianness) -> u32 {
+    let a = [b[0], b[1], b[2], b[3]];
+    match e {
+        Endianness::Big => u32::from_be_bytes(a),
+        Endianness::Little => u32::from_le_bytes(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(self.1).min(out.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn frames(n: usize) -> Vec<(u64, Vec<u8>)> {
+        (0..n)
+            .map(|i| (1_000 * i as u64 + 5, vec![i as u8; 60 + i % 1500]))
+            .collect()
+    }
+
+    fn capture(ng: bool, n: usize) -> Vec<u8> {
+        let f = frames(n);
+        let it = f.iter().map(|(t, x)| (*t, &x[..]));
+        if ng {
+            crate::pcapng::write_pcapng_to(Vec::new(), it)
+                .unwrap()
+                .into_inner()
+        } else {
+            crate::pcap::write_pcap_to(Vec::new(), it)
+                .unwrap()
+                .into_inner()
+        }
+    }
+
+    #[test]
+    fn chunks_read_in_small_pieces_are_the_whole_file() {
+        for ng in [false, true] {
+            let bytes = capture(ng, 3_000);
+            let whole = crate::parse_capture(&bytes).unwrap();
+            let mut r = CaptureReader::new(Trickle(&bytes, 777), Path::new("t"));
+            let mut got = Vec::new();
+            loop {
+                let mut c = Trace::new();
+                let n = r.fill(&mut c, 64 << 10).unwrap();
+                if n == 0 {
+                    break;
+                }
+                assert!(
+                    c.data_len() < (64 << 10) + 1600,
+                    "a chunk stops at its size"
+                );
+                got.extend((0..c.len()).map(|i| (c.ts_ns(i), c.frame(i).to_vec())));
+            }
+            assert_eq!(got.len(), whole.len(), "ng {ng}");
+            assert_eq!(r.packets(), 3_000);
+            for (i, (ts, f)) in got.iter().enumerate() {
+                assert_eq!((*ts, &f[..]), (whole.ts_ns(i), whole.frame(i)), "ng {ng}");
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_is_found_where_it_is_and_after_the_packets_before() {
+        for ng in [false, true] {
+            let bytes = capture(ng, 200);
+            let cut = &bytes[..bytes.len() - 30];
+            let mut r = CaptureReader::new(Trickle(cut, 4096), Path::new("cut.pcap"));
+            let mut read = 0;
+            let err = loop {
+                let mut c = Trace::new();
+                match r.fill(&mut c, 8 << 10) {
+                    Ok(0) => panic!("a truncated capture reads to its end"),
+                    Ok(n) => read += n,
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(read, 199, "ng {ng}: every whole packet first");
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with("cut.pcap: truncated at byte offset"),
+                "{msg}"
+            );
+        }
+    }
+}
