@@ -92,11 +92,12 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         chain_cfg,
         base,
         mut cfg,
-        trace,
+        packets,
         sec,
         ifaces,
         ..
-    } = setup(&a.run)?;
+    } = setup(&a.run, crate::packets::Hold::Memory)?;
+    let trace = packets.into_trace();
     if ifaces.is_some() {
         anyhow::bail!("`compare` replays a trace: --iface is for `flowshift run`");
     }

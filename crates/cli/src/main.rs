@@ -24,6 +24,7 @@ mod gen;
 mod memcap;
 mod metrics;
 mod output;
+mod packets;
 mod plots;
 mod pool;
 mod pool_run;

@@ -9,7 +9,7 @@ use clap::Args;
 use nf::ChainConfig;
 use runtime::{BalancerKind, RunConfig, RunReport};
 use serde::Deserialize;
-use trace::{Generator, Pace, Trace, TraceSpec};
+use trace::Pace;
 
 /// `run --rx`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -150,6 +150,11 @@ pub struct RunArgs {
     /// (e.g. 8GiB, 512MiB) [default: half of this machine's memory].
     #[arg(long)]
     pub memcap: Option<String>,
+    /// Read captures of at most this size into memory before the run (its
+    /// loops then replay from memory); larger ones are streamed a few MiB at
+    /// a time [default: 64MiB].
+    #[arg(long)]
+    pub replay_memory: Option<String>,
 }
 
 /// The `[run]` table.
@@ -172,6 +177,7 @@ pub(crate) struct RunSection {
     speed: Option<f64>,
     presteer: Option<bool>,
     nic_threads: Option<usize>,
+    replay_memory: Option<String>,
     loops: Option<u32>,
     duration: Option<String>,
     seed: Option<u64>,
@@ -349,7 +355,8 @@ pub(crate) struct Setup {
     pub chain_cfg: ChainConfig,
     pub base: PathBuf,
     pub cfg: RunConfig,
-    pub trace: Trace,
+    /// The replayed packets (streamed, or whole in memory).
+    pub packets: crate::packets::Packets,
     pub sec: RunSection,
     /// Interfaces to run on instead of the trace.
     pub ifaces: Option<Vec<String>>,
@@ -404,7 +411,7 @@ fn io_backend(flag: Option<IoArg>, io: &IoSection) -> anyhow::Result<netio::Io> 
 /// [`RunConfig`]'s).
 const IFACE_RING: usize = 4096;
 
-pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
+pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
     let name = a
@@ -569,7 +576,17 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
         }
         _ => Vec::new(),
     };
-    crate::memcap::check(&chain, &cfg, &io_memory, a.memcap.as_deref())?;
+    let budget = match a.replay_memory.as_deref().or(sec.replay_memory.as_deref()) {
+        Some(s) => crate::memcap::parse_size(s).context("`replay_memory`")?,
+        None => crate::packets::REPLAY_MEMORY,
+    };
+    let plan = match &ifaces {
+        Some(_) => crate::packets::Plan::none(),
+        None => crate::packets::plan(a.input.as_deref(), hold, cfg.presteer, budget)?,
+    };
+    let mut memory = io_memory.clone();
+    memory.extend(plan.held.clone());
+    crate::memcap::check(&chain, &cfg, &memory, a.memcap.as_deref())?;
     if ifaces.is_some() && cfg.presteer {
         bail!("`presteer` prepares a replayed trace: it does not apply to --iface");
     }
@@ -579,26 +596,16 @@ pub(crate) fn setup(a: &RunArgs) -> anyhow::Result<Setup> {
              to --iface (use `--steer kernel` to steer in the kernel)"
         );
     }
-    let trace = match (&a.input, &ifaces) {
-        (_, Some(_)) => Trace::new(),
-        (Some(p), None) => {
-            let t = trace::read_pcap(p)?;
-            warn_clamped(&t, p);
-            t
-        }
-        (None, None) => {
-            eprintln!(
-                "flowshift: no --input: generating the default trace (flowshift gen's defaults)"
-            );
-            Trace::from_generated(Generator::new(&TraceSpec::default())?)
-        }
-    };
+    if a.input.is_none() && ifaces.is_none() {
+        eprintln!("flowshift: no --input: the default trace (flowshift gen's defaults)");
+    }
+    let packets = plan.open()?;
     Ok(Setup {
         chain,
         chain_cfg,
         base,
         cfg,
-        trace,
+        packets,
         sec,
         ifaces,
         steering,
@@ -624,13 +631,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let Setup {
         chain,
         mut cfg,
-        trace,
+        packets,
         ifaces,
         sec,
         steering,
         io_memory,
         ..
-    } = setup(&a)?;
+    } = setup(&a, crate::packets::Hold::Stream)?;
     // output paths are checked before the run, not after it
     for p in a.json.iter().chain(&a.output) {
         crate::output::check(p)?;
@@ -644,7 +651,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
-        None => format!("{} packets", trace.len()),
+        None => packets.describe(),
     };
     eprintln!(
         "flowshift: {what}, {} working + {} offloading cores, balancer {}, chain:\n{}",
@@ -661,7 +668,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let input = match &ifaces {
         Some(i) => runtime::Input::Ifaces(i, steering),
-        None => runtime::Input::Trace(&trace),
+        None => packets.input()?.expect("packets to replay"),
     };
     // the output capture is written while the run goes, never held in memory
     let streamed = match &a.output {
@@ -686,6 +693,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if cfg.progress.is_some() {
         eprintln!();
     }
+    packets.warn_streamed(out.streamed.as_ref());
     if out.held != 0 || out.leftover_leases != 0 {
         bail!(
             "{} packets still held and {} flow states still offloaded when the run ended: a migration did not complete",
@@ -706,33 +714,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bail!("the run ended early ({why}); the report above covers it up to then");
     }
     Ok(())
-}
-
-/// Says how many packets of a capture went back in time (replayed at the
-/// previous packet's time).
-pub(crate) fn warn_clamped(t: &Trace, p: &Path) {
-    if t.clamped() > 0 {
-        eprintln!(
-            "flowshift: {}: {} packets have a timestamp earlier than the packet before (a merged capture?); they are replayed at the previous packet's time",
-            p.display(),
-            t.clamped()
-        );
-    }
-    if t.filled() > 0 {
-        eprintln!(
-            "flowshift: {}: {} frames were cut by the capture's snap length; they are replayed filled to their original length with zeros",
-            p.display(),
-            t.filled()
-        );
-    }
-    if t.jumps() > 0 {
-        eprintln!(
-            "flowshift: {}: {} packets have a timestamp more than {} s after the packet before (a clock that jumped?); they are replayed at the previous packet's time",
-            p.display(),
-            t.jumps(),
-            trace::MAX_GAP_NS / 1_000_000_000
-        );
-    }
 }
 
 pub(crate) fn print_report(r: &RunReport) {

@@ -141,11 +141,12 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     let Setup {
         chain,
         mut cfg,
-        trace,
+        packets,
         ifaces,
         sec,
         ..
-    } = setup(&a.run)?;
+    } = setup(&a.run, crate::packets::Hold::Memory)?;
+    let trace = packets.into_trace();
     if ifaces.is_some() {
         anyhow::bail!("`sim` simulates a trace: --iface is for `flowshift run`");
     }

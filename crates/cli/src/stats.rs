@@ -20,7 +20,7 @@ pub struct StatsArgs {
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     let t = read_pcap(&a.file)?;
-    crate::run::warn_clamped(&t, &a.file);
+    crate::packets::warn_read(&a.file, t.clamped(), t.filled(), t.jumps());
     let s = TraceStats::compute(&t, a.top);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

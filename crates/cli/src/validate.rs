@@ -66,10 +66,11 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<()> {
     let Setup {
         chain,
         mut cfg,
-        trace,
+        packets,
         ifaces,
         ..
-    } = setup(&a.run)?;
+    } = setup(&a.run, crate::packets::Hold::Memory)?;
+    let trace = packets.into_trace();
     if ifaces.is_some() {
         anyhow::bail!("`validate` replays a trace: --iface is for `flowshift run`");
     }

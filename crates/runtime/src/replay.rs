@@ -118,7 +118,7 @@ pub(crate) enum Chunks<'a> {
         next_burst: u64,
     },
     /// From the reader thread.
-    Read(Receiver<Arc<Chunk<'static>>>),
+    Read(Receiver<ReadChunk>),
 }
 
 impl<'a> Chunks<'a> {
@@ -196,7 +196,7 @@ pub(crate) fn read(
     mut source: Box<dyn Source>,
     schedule: Schedule,
     burst: usize,
-    to: Vec<Sender<Arc<Chunk<'static>>>>,
+    to: Vec<Sender<ReadChunk>>,
     shared: &Shared,
 ) -> Streamed {
     let mut st = Streamed::default();
@@ -272,13 +272,11 @@ pub(crate) fn read(
     st
 }
 
+/// A read chunk, shared by every consumer.
+pub(crate) type ReadChunk = Arc<Chunk<'static>>;
+
 /// The channels of a streamed replay: one per consumer.
-pub(crate) fn channels(
-    consumers: usize,
-) -> (
-    Vec<Sender<Arc<Chunk<'static>>>>,
-    Vec<Receiver<Arc<Chunk<'static>>>>,
-) {
+pub(crate) fn channels(consumers: usize) -> (Vec<Sender<ReadChunk>>, Vec<Receiver<ReadChunk>>) {
     (0..consumers)
         .map(|_| crossbeam_channel::bounded(AHEAD))
         .unzip()

@@ -62,13 +62,16 @@ pub struct CaptureReader<R> {
 }
 
 impl CaptureReader<File> {
-    /// Opens a capture file.
+    /// Opens a capture file and reads its header (a file that is no
+    /// capture fails here).
     pub fn open(path: &Path) -> Result<CaptureReader<File>, PcapReadError> {
         let f = File::open(path).map_err(|source| PcapReadError::Io {
             path: path.into(),
             source,
         })?;
-        Ok(CaptureReader::new(f, path))
+        let mut r = CaptureReader::new(f, path);
+        r.header().map_err(|e| e.at(path))?;
+        Ok(r)
     }
 
     /// Back to the first packet (another pass over the file).

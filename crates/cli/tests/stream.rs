@@ -1,0 +1,133 @@
+//! `flowshift run` on a capture larger than `replay_memory` streams it: the
+//! same report as the capture held in memory, in a fraction of the memory;
+//! a capture found truncated halfway ends the run with the offset and a
+//! report of what came before; the default trace is generated as it is
+//! replayed.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn flowshift(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn report(o: &Output, json: &PathBuf) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn a_capture_larger_than_replay_memory_is_streamed_with_the_same_report() {
+    let pcap = tmp("stream.pcap");
+    let p = pcap.to_str().unwrap();
+    let g = flowshift(&[
+        "gen",
+        "-o",
+        p,
+        "--flows",
+        "800",
+        "--packets",
+        "60000",
+        "--seed",
+        "4",
+    ]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let size = std::fs::metadata(&pcap).unwrap().len();
+    assert!(size > 8 << 20, "several of the reader's chunks: {size} B");
+    let mut reports = Vec::new();
+    for (memory, name) in [("1GiB", "mem.json"), ("1MiB", "streamed.json")] {
+        let json = tmp(name);
+        let o = flowshift(&[
+            "run",
+            "--input",
+            p,
+            "--workers",
+            "2",
+            "--loops",
+            "2",
+            "--replay-memory",
+            memory,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(err.contains("streamed"), memory == "1MiB", "{err}");
+        reports.push(report(&o, &json));
+    }
+    for field in ["packets_in", "packets_out", "reordered"] {
+        assert_eq!(reports[0][field], reports[1][field], "{field}");
+    }
+    assert_eq!(reports[1]["packets_in"].as_u64(), Some(120_000));
+    let rss = |r: &serde_json::Value| r["memory"]["max_rss"].as_u64().unwrap();
+    assert!(
+        rss(&reports[1]) + size < rss(&reports[0]) + (16 << 20),
+        "streamed holds chunks, not the capture: {} vs {} B peak",
+        rss(&reports[1]),
+        rss(&reports[0])
+    );
+
+    // cut in the middle of a record near the end: the packets before it
+    // are replayed, and the run says where the capture ends
+    let cut = tmp("stream-cut.pcap");
+    std::fs::copy(&pcap, &cut).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    f.set_len(size - 7).unwrap();
+    let json = tmp("cut.json");
+    let o = flowshift(&[
+        "run",
+        "--input",
+        cut.to_str().unwrap(),
+        "--replay-memory",
+        "1MiB",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a truncated capture is an error");
+    assert!(
+        err.contains("the run ended early") && err.contains("truncated at byte offset"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("packets     in 59999"),
+        "the report covers every whole packet: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    for f in [pcap, cut] {
+        std::fs::remove_file(f).ok();
+    }
+}
+
+#[test]
+fn the_default_trace_is_generated_as_it_is_replayed() {
+    let json = tmp("default.json");
+    let o = flowshift(&[
+        "run",
+        "--workers",
+        "1",
+        "--duration",
+        "300ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(err.contains("generated as it is replayed"), "{err}");
+    let r = report(&o, &json);
+    assert!(r["packets_in"].as_u64().unwrap() > 1_000);
+    assert!(
+        r["memory"]["max_rss"].as_u64().unwrap() < 150 << 20,
+        "the default run peaks under 150 MiB: {}",
+        r["memory"]["max_rss"]
+    );
+}
