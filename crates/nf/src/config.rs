@@ -13,6 +13,7 @@
 //! evict_min_age = "1s"    # evict-unassured spares unassured flows younger than this
 //! timer_tick = "10ms"
 //! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
+//! preallocate = false     # the index at its capacity at once (else it doubles with the flows)
 //! emergency_high = 0.9    # emergency mode (short timeouts for unassured flows)
 //! emergency_low = 0.8     # from this share of the capacity, down to this one
 //!
@@ -408,6 +409,9 @@ pub struct TableSection {
     /// Bytes the flow tables of all shards may take when full (a size such as
     /// `"256MiB"`, or a number of bytes): `capacity` is lowered until they fit.
     pub memcap: Option<Size>,
+    /// Allocate each shard's index for its whole capacity when the table is
+    /// made; otherwise it starts small and doubles with the live flows.
+    pub preallocate: bool,
 }
 
 /// A size in a config: a number of bytes, or text with a unit (`"512MiB"`).
@@ -472,6 +476,7 @@ impl Default for TableSection {
             emergency_low: 0.8,
             evict_min_age: core::time::Duration::from_secs(1),
             memcap: None,
+            preallocate: false,
         }
     }
 }
@@ -659,6 +664,7 @@ impl ChainConfig {
                     .evict_min_age
                     .as_nanos()
                     .min(u128::from(u64::MAX)) as u64,
+                preallocate: self.table.preallocate,
                 ..TableConfig::default()
             },
             emergency: (high > 0.0).then_some((high, low)),

@@ -1,12 +1,15 @@
 //! The per-shard flow table: an open-addressing index over the RSS hash (linear
-//! probing, backward-shift deletion, no tombstones), entries in a slab, one slot per
+//! probing, backward-shift deletion; it grows with the keys: [`index`]), entries in a slab, one slot per
 //! NF stored flat (`slots[entry * n + nf]`, each beside its deadline), on a lazy timer
 //! wheel, and a capacity cap with an eviction policy.
 
 use std::collections::VecDeque;
 
 mod image;
+mod index;
 pub use image::Image;
+
+use index::{Index, EMPTY, MOVED};
 
 use crate::fast::{FastStats, FastTable, Place};
 use crate::prefetch::prefetch;
@@ -77,6 +80,9 @@ pub struct TableConfig {
     /// time of [`note_time`](FlowTable::note_time)): a younger one may have its
     /// answer on the way, so the new flow is refused instead.
     pub evict_min_age_ns: u64,
+    /// Allocate the index for `capacity` at once; otherwise it starts at a
+    /// few buckets and doubles as keys arrive.
+    pub preallocate: bool,
 }
 
 impl Default for TableConfig {
@@ -91,6 +97,7 @@ impl Default for TableConfig {
             index: IndexHash::Key,
             fast_entries: 0,
             evict_min_age_ns: 0,
+            preallocate: false,
         }
     }
 }
@@ -130,9 +137,13 @@ pub struct TableStats {
     pub max_len: u64,
     /// Entries detached for an offloading core.
     pub detached: u64,
+    /// Times the index doubled (it starts small and grows with the live
+    /// flows, up to the size `capacity` needs).
+    pub index_grown: u64,
 }
 
-const EMPTY: u64 = u64::MAX;
+/// Index buckets of a new table (it doubles from there as keys arrive).
+const FIRST_INDEX: usize = 64;
 const ALIAS_BIT: u64 = 1 << 31;
 const ID_MASK: u64 = ALIAS_BIT - 1;
 const NO_TICK: u64 = u64::MAX;
@@ -258,9 +269,7 @@ pub struct FlowTable<S> {
     /// Per entry, its exit order (apart from `meta`, which fills a cache
     /// line: only a packet's exit reads it).
     exits: Vec<Exits>,
-    index: Vec<u64>,
-    shift: u32,
-    mask: usize,
+    index: Index,
     free: Vec<u32>,
     len: usize,
     /// Unassured entries in insertion order: (id, generation, inserted at ns).
@@ -298,7 +307,7 @@ fn pack(hash: u32, id: u32, alias: bool) -> u64 {
 }
 
 impl<S: Slot> FlowTable<S> {
-    /// Bytes a table of `cfg` takes when full: its index (allocated at once) and
+    /// Bytes a table of `cfg` takes when full: its index (at its largest) and
     /// `capacity` entries (metadata, slots, alias key, timer-wheel item, free-list
     /// and eviction-queue places; the slab's room is reserved at once, its
     /// pages backed by memory as flows arrive). State an NF keeps
@@ -335,8 +344,14 @@ impl<S: Slot> FlowTable<S> {
             "capacity out of range"
         );
         let keys = cfg.keys_per_entry.clamp(1, 2);
-        // load factor ≤ 1/2 with every key present
-        let size = (cfg.capacity * keys * 2).next_power_of_two().max(16);
+        // load factor ≤ 1/2 with every key present; the index starts small
+        // and doubles as keys arrive, unless preallocated
+        let max_index = (cfg.capacity * keys * 2).next_power_of_two().max(16);
+        let first = if cfg.preallocate {
+            max_index
+        } else {
+            FIRST_INDEX
+        };
         // the slab's room for `capacity` entries is reserved now: address
         // space only (the kernel backs a page when an entry first touches
         // it), and no packet waits while a grown slab is copied; room the
@@ -348,9 +363,7 @@ impl<S: Slot> FlowTable<S> {
             aliases: room(alias_room),
             slots: room(cfg.capacity.saturating_mul(cfg.slots)),
             exits: room(cfg.capacity),
-            index: vec![EMPTY; size],
-            shift: 64 - size.trailing_zeros(),
-            mask: size - 1,
+            index: Index::new(first, max_index),
             free: Vec::new(),
             len: 0,
             unassured: VecDeque::new(),
@@ -405,9 +418,7 @@ impl<S: Slot> FlowTable<S> {
 
     #[inline]
     fn home(&self, hash: u32) -> usize {
-        // Fibonacci hashing: the shard's flows share the low hash bits, so spread
-        // every bit into the top ones.
-        ((u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> self.shift) as usize
+        self.index.now.home(hash)
     }
 
     /// Finds the entry of `key` (sent from `side`); a reply-direction hit marks the
@@ -445,7 +456,7 @@ impl<S: Slot> FlowTable<S> {
             }
             return self.slow_and_offer(home, key, side, hash);
         }
-        self.lookup_from(home, key, side, hash).map(|(l, _, _)| l)
+        self.lookup_from(home, key, side, hash)
     }
 
     /// The index lookup after a fast-table miss; a flow found counts one towards
@@ -458,7 +469,7 @@ impl<S: Slot> FlowTable<S> {
         side: Side,
         hash: u32,
     ) -> Option<Lookup> {
-        let (l, _, _) = self.lookup_from(home, key, side, hash)?;
+        let l = self.lookup_from(home, key, side, hash)?;
         let h = &mut self.heat[l.id.0 as usize];
         *h = h.saturating_add(1);
         Some(l)
@@ -538,49 +549,38 @@ impl<S: Slot> FlowTable<S> {
         key: &FlowKey,
         side: Side,
         hash: u32,
-    ) -> Option<(Lookup, Side, bool)> {
+    ) -> Option<Lookup> {
         loop {
-            let b = self.index[i];
+            let b = self.index.now.get(i)?;
+            if b == EMPTY {
+                return self.lookup_old(key, side, hash);
+            }
+            if (b >> 32) as u32 == hash {
+                if let Some(l) = self.hit(b, key, side) {
+                    return Some(l);
+                }
+            }
+            i = self.index.now.next(i);
+        }
+    }
+
+    /// The probe of the index's old buckets (a doubling under way: keys
+    /// that have not moved yet) after a miss in the new ones.
+    #[cold]
+    #[inline(never)]
+    fn lookup_old(&mut self, key: &FlowKey, side: Side, hash: u32) -> Option<Lookup> {
+        let mut i = self.index.old()?.home(hash);
+        loop {
+            let b = self.index.old()?.get(i)?;
             if b == EMPTY {
                 return None;
             }
-            if (b >> 32) as u32 == hash {
-                let id = (b & ID_MASK) as usize;
-                let alias = b & ALIAS_BIT != 0;
-                let k = if alias {
-                    &self.aliases[id].0
-                } else {
-                    &self.meta[id].key
-                };
-                if k == key {
-                    let m = &mut self.meta[id];
-                    // the packet side that is the original direction along this key:
-                    // along the alias, replies come from `alias_side`
-                    let orig = match (alias, m.alias_side) {
-                        (false, _) => m.orig,
-                        (true, Side::Lo) => Side::Hi,
-                        (true, Side::Hi) => Side::Lo,
-                    };
-                    let dir = if side == orig {
-                        Dir::Original
-                    } else {
-                        Dir::Reply
-                    };
-                    if dir == Dir::Reply {
-                        m.assured = true;
-                    }
-                    return Some((
-                        Lookup {
-                            id: EntryId(id as u32),
-                            dir,
-                            gen: m.gen,
-                        },
-                        orig,
-                        alias,
-                    ));
+            if b != MOVED && (b >> 32) as u32 == hash {
+                if let Some(l) = self.hit(b, key, side) {
+                    return Some(l);
                 }
             }
-            i = (i + 1) & self.mask;
+            i = self.index.old()?.next(i);
         }
     }
 
@@ -617,7 +617,7 @@ impl<S: Slot> FlowTable<S> {
     #[inline]
     pub fn prefetch_index_at(&self, p: Probe) {
         // (an address only: a prefetch reads nothing and never faults)
-        prefetch(self.index.as_ptr().wrapping_add(p.home));
+        prefetch(self.index.now.addr(p.home));
     }
 
     /// [`prefetch_entry`](Self::prefetch_entry) of a [`probe`](Self::probe).
@@ -630,25 +630,30 @@ impl<S: Slot> FlowTable<S> {
     /// in this table.
     #[inline(always)]
     pub fn lookup_at(&mut self, key: &FlowKey, side: Side, p: Probe) -> Option<Lookup> {
-        debug_assert_eq!(p.home, self.home(p.ih), "a probe of another table");
         let ih = p.ih;
+        // (the home again: the index may have doubled since the probe, when
+        // the burst inserted flows)
+        let home = self.home(ih);
         if self.fast.is_some() {
-            return self.lookup_hashed(p.home, key, side, ih);
+            return self.lookup_hashed(home, key, side, ih);
         }
         // the index probe of `lookup_from`, for a key's own entry, inline: the
         // first bucket whose signature matches, then its key (the loop
         // touches no key, so the compiler keeps none of its words across it);
         // after a signature collision the probe goes on out of line
-        let mut i = p.home;
+        let mut i = home;
         let b = loop {
-            let b = *self.index.get(i)?;
+            let b = self.index.now.get(i)?;
             if b == EMPTY {
+                if self.index.moving() {
+                    return self.lookup_old(key, side, ih);
+                }
                 return None;
             }
             if (b >> 32) as u32 == ih {
                 break b;
             }
-            i = (i + 1) & self.mask;
+            i = self.index.now.next(i);
         };
         match self.hit(b, key, side) {
             Some(l) => Some(l),
@@ -704,10 +709,10 @@ impl<S: Slot> FlowTable<S> {
     #[inline(never)]
     fn lookup_after(&mut self, mut i: usize, key: &FlowKey, side: Side, ih: u32) -> Option<Lookup> {
         loop {
-            i = (i + 1) & self.mask;
-            let b = *self.index.get(i)?;
+            i = self.index.now.next(i);
+            let b = self.index.now.get(i)?;
             if b == EMPTY {
-                return None;
+                return self.lookup_old(key, side, ih);
             }
             if (b >> 32) as u32 == ih {
                 if let Some(l) = self.hit(b, key, side) {
@@ -732,13 +737,13 @@ impl<S: Slot> FlowTable<S> {
             for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
                 let ih = self.ih(k, *rss);
                 *h = (self.home(ih), ih);
-                prefetch(&self.index[h.0]);
+                prefetch(self.index.now.addr(h.0));
             }
             for (h, _) in homes.iter().take(chunk.len()) {
                 self.prefetch_hit(*h);
             }
             for ((h, ih), (k, s, _)) in homes.iter().zip(chunk) {
-                out.push(self.lookup_from(*h, k, *s, *ih).map(|(l, _, _)| l));
+                out.push(self.lookup_from(*h, k, *s, *ih));
             }
         }
     }
@@ -751,7 +756,7 @@ impl<S: Slot> FlowTable<S> {
     /// result.
     #[inline]
     fn prefetch_hit(&self, home: usize) {
-        let Some(&b) = self.index.get(home) else {
+        let Some(b) = self.index.now.get(home) else {
             return;
         };
         if b != EMPTY {
@@ -818,7 +823,7 @@ impl<S: Slot> FlowTable<S> {
                     }
                     None => {
                         h.0 = self.home(h.1);
-                        prefetch(&self.index[h.0]);
+                        prefetch(self.index.now.addr(h.0));
                         out.push(None);
                     }
                 }
@@ -1037,47 +1042,24 @@ impl<S: Slot> FlowTable<S> {
         core::mem::take(&mut self.slots[i * n + nf].state)
     }
 
-    fn index_insert(&mut self, packed: u64, hash: u32) {
-        let mut i = self.home(hash);
-        while self.index[i] != EMPTY {
-            i = (i + 1) & self.mask;
-        }
-        self.index[i] = packed;
+    fn index_insert(&mut self, packed: u64, _hash: u32) {
+        let grown = self.index.grown;
+        self.index.insert(packed);
+        self.stats.index_grown += self.index.grown - grown;
     }
 
     fn index_remove(&mut self, packed: u64, hash: u32) {
         if let Some(f) = self.fast.as_deref_mut() {
             f.invalidate(hash, (packed & ID_MASK) as u32, packed & ALIAS_BIT != 0);
         }
-        let mut i = self.home(hash);
-        while self.index[i] != packed {
-            debug_assert!(self.index[i] != EMPTY, "removing a key that is not indexed");
-            if self.index[i] == EMPTY {
-                return;
-            }
-            i = (i + 1) & self.mask;
-        }
-        // backward-shift deletion
-        let mut hole = i;
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let b = self.index[j];
-            if b == EMPTY {
-                break;
-            }
-            let home = self.home((b >> 32) as u32);
-            let stays = if hole <= j {
-                hole < home && home <= j
-            } else {
-                home > hole || home <= j
-            };
-            if !stays {
-                self.index[hole] = b;
-                hole = j;
-            }
-        }
-        self.index[hole] = EMPTY;
+        let found = self.index.remove(packed);
+        debug_assert!(found, "removing a key that is not indexed");
+    }
+
+    /// Index buckets now (the index grows with the keys:
+    /// [`TableStats::index_grown`]).
+    pub fn index_buckets(&self) -> usize {
+        self.index.now.len()
     }
 
     /// Frees an entry whatever its slots hold (they are reset without release).

@@ -669,3 +669,62 @@ fn exit_order_is_kept_per_direction_and_travels_with_the_slots() {
     assert_eq!(a, b, "the freed slot is reused");
     assert!(t.exit_in_order(b, Dir::Original, 1));
 }
+
+/// The index starts small and doubles as flows arrive, up to the size the
+/// capacity needs and no further; every flow is found across the doublings
+/// (keys and aliases, under a weak hash) while the keys move to the new
+/// buckets a few at a time.
+#[test]
+fn the_index_grows_with_the_flows_up_to_the_capacity() {
+    let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(5_000, CapPolicy::Refuse));
+    let first = t.index_buckets();
+    assert!(first <= 64, "a new table's index is small: {first}");
+    let mut ids = Vec::new();
+    for i in 0..5_000u32 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = t.insert(k, s, weak_hash(i), |_, _, _| {}).unwrap();
+        if i % 2 == 0 {
+            let (a, side) = FlowKey::of(&tuple(100_000 + i));
+            t.add_alias(id, 0, a, side, weak_hash(100_000 + i));
+        }
+        ids.push(id);
+    }
+    // 7 500 keys at load ≤ ½: 16 384 buckets, as the capacity's 20 000 keys
+    // would need 32 768
+    assert_eq!(t.index_buckets(), 16_384);
+    let st = t.stats().clone();
+    assert_eq!(st.index_grown, (16_384f64 / first as f64).log2() as u64);
+    for (i, id) in ids.iter().enumerate() {
+        let (k, s) = FlowKey::of(&tuple(i as u32));
+        assert_eq!(
+            t.lookup(&k, s, weak_hash(i as u32)).map(|l| l.id),
+            Some(*id)
+        );
+        if i % 2 == 0 {
+            let (a, side) = FlowKey::of(&tuple(100_000 + i as u32));
+            let l = t.lookup(&a, side, weak_hash(100_000 + i as u32));
+            assert_eq!(l.map(|l| l.id), Some(*id), "alias {i}");
+        }
+    }
+    // flows that leave and others that come: the index grows no more
+    for (i, id) in ids.iter().enumerate().take(2_500) {
+        let _ = i;
+        t.remove(*id);
+    }
+    for i in 0..2_500u32 {
+        let (k, s) = FlowKey::of(&tuple(200_000 + i));
+        t.insert(k, s, weak_hash(200_000 + i), |_, _, _| {})
+            .unwrap();
+    }
+    assert_eq!(t.index_buckets(), 16_384);
+    assert_eq!(t.stats().index_grown, st.index_grown);
+    // full, with every alias: the size the capacity needs, no more
+    let mut big: FlowTable<Option<u32>> = FlowTable::new(cfg(1_000, CapPolicy::Refuse));
+    for i in 0..1_000u32 {
+        let (k, s) = FlowKey::of(&tuple(i));
+        let id = big.insert(k, s, i, |_, _, _| {}).unwrap();
+        let (a, side) = FlowKey::of(&tuple(100_000 + i));
+        big.add_alias(id, 0, a, side, 100_000 + i);
+    }
+    assert_eq!(big.index_buckets(), 4_096);
+}

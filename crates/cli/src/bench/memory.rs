@@ -20,6 +20,9 @@ pub struct Variant {
     pub nfs: &'static str,
     /// Connections in its trace.
     pub flows: u32,
+    /// Its tables' indexes allocated for their capacity at once (`[table]
+    /// preallocate`), as they were before they grew with the flows.
+    pub preallocate: bool,
 }
 
 const FW: &str = "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n";
@@ -38,26 +41,41 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             name: "empty",
             nfs: "",
             flows,
+            preallocate: false,
         },
         Variant {
             name: "firewall",
             nfs: FW,
             flows,
+            preallocate: false,
         },
         Variant {
             name: "nat",
             nfs: NAT,
             flows,
+            preallocate: false,
         },
     ];
     let mut sizes = vec![1_000, flows, large];
     sizes.sort_unstable();
     sizes.dedup();
-    v.extend(sizes.into_iter().map(|flows| Variant {
-        name: "fw+nat",
-        nfs: FW_NAT,
-        flows,
-    }));
+    for flows in sizes {
+        v.push(Variant {
+            name: "fw+nat",
+            nfs: FW_NAT,
+            flows,
+            preallocate: false,
+        });
+        if flows >= 100_000 {
+            // the same chain with indexes at their capacity from the start
+            v.push(Variant {
+                name: "fw+nat/prealloc",
+                nfs: FW_NAT,
+                flows,
+                preallocate: true,
+            });
+        }
+    }
     v
 }
 
@@ -78,6 +96,15 @@ pub struct MemRow {
     /// Per packet, counted by callgrind with its cache simulation (with
     /// `--instructions`).
     pub counted: Option<Counted>,
+    /// Resident bytes per live flow after the first lap (a process of its
+    /// own: `flowshift bench --variant`).
+    pub bytes_per_flow: Option<f64>,
+    /// The first lap's longest burst of 32, µs (flows created, tables grown).
+    pub fill_pause_us: Option<f64>,
+    /// The first lap's median burst of 32, µs.
+    pub fill_burst_us: Option<f64>,
+    /// Index doublings over every shard during the first lap.
+    pub index_grown: Option<u64>,
 }
 
 /// Packets of `flows` connections (at least 6 per connection), 64 B each,
@@ -107,7 +134,10 @@ pub fn chain(v: &Variant) -> anyhow::Result<Chain> {
         return Ok(Chain::new(Vec::new(), nf::ChainOptions::default())?);
     }
     let capacity = (2 * v.flows as usize / 16).next_power_of_two().max(1024);
-    let toml = format!("[table]\ncapacity = {capacity}\n{}", v.nfs);
+    let toml = format!(
+        "[table]\ncapacity = {capacity}\npreallocate = {}\n{}",
+        v.preallocate, v.nfs
+    );
     Ok(ChainConfig::from_toml(&toml)?.build(Path::new("."))?)
 }
 
@@ -122,15 +152,23 @@ fn restore(work: &mut [Packet], pristine: &[Packet]) {
     }
 }
 
-/// The first lap, which creates the flows (not counted by `--instructions`).
+/// The first lap, which creates the flows (not counted by `--instructions`),
+/// each burst timed.
 #[inline(never)]
 fn first_lap(
     chain: &mut Chain,
     shards: &mut [Option<Shard>],
     work: &mut [Packet],
     out: &mut Vec<Verdict>,
-) {
-    lap(chain, shards, work, 0, out)
+) -> Vec<Duration> {
+    let mut took = Vec::with_capacity(work.len() / 32 + 1);
+    for burst in work.chunks_mut(32) {
+        let now = burst[0].ts_ns;
+        let t = Instant::now();
+        chain.process_burst(shards, burst, now, out);
+        took.push(t.elapsed());
+    }
+    took
 }
 
 /// A timed lap. Not inlined: `--instructions` counts exactly this function's
@@ -162,6 +200,26 @@ fn lap(
     }
 }
 
+/// What [`measure`] found.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Measured {
+    /// ns per packet, fastest timed lap.
+    pub ns_per_packet: f64,
+    /// The longest burst of the first lap (which creates the flows and grows
+    /// the tables), µs: the packet path's longest pause.
+    pub fill_pause_us: f64,
+    /// The median burst of the first lap, µs.
+    pub fill_burst_us: f64,
+    /// Index doublings over every shard.
+    pub index_grown: u64,
+    /// Live flows after the first lap.
+    pub flows: u64,
+    /// This process's resident memory growth over the first lap, per live
+    /// flow (the tables and the NFs' state; meaningful in a process of its
+    /// own: `--variant`).
+    pub rss_per_flow: f64,
+}
+
 /// A variant's fastest lap of `laps` (after a first lap that creates the
 /// flows), ns per packet. Every packet must be forwarded: the bench measures
 /// the path a packet takes through the whole chain.
@@ -170,9 +228,11 @@ pub fn measure(
     pristine: &[Packet],
     chain: &mut Chain,
     laps: u32,
-) -> anyhow::Result<f64> {
-    let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
+) -> anyhow::Result<Measured> {
     let mut work = pristine.to_vec();
+    let rss0 = crate::memcap::process_bytes("VmRSS").unwrap_or(0);
+    let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
+    let mut m = Measured::default();
     let span = pristine
         .last()
         .map_or(0, |p| p.ts_ns.saturating_sub(pristine[0].ts_ns))
@@ -184,7 +244,17 @@ pub fn measure(
         let before = chain.counters().forwarded;
         let start = Instant::now();
         if lap == 0 {
-            first_lap(chain, &mut shards, &mut work, &mut out);
+            let bursts = first_lap(chain, &mut shards, &mut work, &mut out);
+            let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+            m.fill_pause_us = us(bursts.iter().copied().max().unwrap_or_default());
+            let mut b = bursts;
+            b.sort_unstable();
+            m.fill_burst_us = us(b.get(b.len() / 2).copied().unwrap_or_default());
+            let tables = shards.iter().flatten().map(|s| &s.table);
+            m.flows = tables.clone().map(|t| t.len() as u64).sum();
+            m.index_grown = tables.map(|t| t.stats().index_grown).sum();
+            let rss = crate::memcap::process_bytes("VmRSS").unwrap_or(0);
+            m.rss_per_flow = rss.saturating_sub(rss0) as f64 / m.flows.max(1) as f64;
         } else {
             measured_lap(chain, &mut shards, &mut work, lap * span, &mut out);
         }
@@ -202,7 +272,42 @@ pub fn measure(
             best = best.min(took);
         }
     }
-    Ok(best.as_nanos() as f64 / pristine.len().max(1) as f64)
+    m.ns_per_packet = best.as_nanos() as f64 / pristine.len().max(1) as f64;
+    Ok(m)
+}
+
+/// Resident bytes per live flow of variant `v` after its first lap,
+/// measured in a child `flowshift bench --variant` (a fresh process: no
+/// memory freed by another variant to reuse).
+pub fn rss_per_flow(v: &Variant, packets: u64) -> anyhow::Result<f64> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "bench",
+            "--variant",
+            v.name,
+            "--flows",
+            &v.flows.to_string(),
+            "--large-flows",
+            &v.flows.to_string(),
+            "--packets",
+            &packets.to_string(),
+        ])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "flowshift bench --variant {}: {}",
+        v.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("rss_per_flow ")?.trim().parse().ok())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "flowshift bench --variant {} printed no rss_per_flow",
+                v.name
+            )
+        })
 }
 
 /// What callgrind counts per packet of a lap.

@@ -122,8 +122,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("no in-memory variant {name}"))?;
         let mut chain = memory::chain(&v)?;
         let pkts = memory::packets(&chain, v.flows, a.packets)?;
-        memory::measure(&v, &pkts, &mut chain, 1)?;
+        let m = memory::measure(&v, &pkts, &mut chain, 1)?;
         println!("packets {}", pkts.len());
+        println!("rss_per_flow {:.1}", m.rss_per_flow);
         return Ok(());
     }
     let mem = in_memory(&a)?;
@@ -152,8 +153,17 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
         a.packets
     );
     println!(
-        "{:<16} {:>9} {:>10} {:>9} {:>10} {:>13} {:>8} {:>8}",
-        "chain", "flows", "ns/packet", "Mpps", "vs empty", "instr/packet", "L1 miss", "LL miss"
+        "{:<16} {:>9} {:>10} {:>9} {:>10} {:>13} {:>8} {:>8} {:>8} {:>12}",
+        "chain",
+        "flows",
+        "ns/packet",
+        "Mpps",
+        "vs empty",
+        "instr/packet",
+        "L1 miss",
+        "LL miss",
+        "B/flow",
+        "fill pause"
     );
     let mut rows: Vec<memory::MemRow> = Vec::new();
     let mut empty = 0.0;
@@ -161,14 +171,24 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
     for v in memory::variants(a.flows, a.large_flows) {
         let mut chain = memory::chain(&v)?;
         let pkts = memory::packets(&chain, v.flows, a.packets)?;
-        let ns = memory::measure(&v, &pkts, &mut chain, a.laps)?;
+        let m = memory::measure(&v, &pkts, &mut chain, a.laps)?;
+        drop(chain);
+        // resident bytes per flow, in a process of its own
+        let per_flow = if v.name.starts_with("fw+nat") {
+            Some(memory::rss_per_flow(&v, a.packets)?)
+        } else {
+            None
+        };
         let instr = if a.instructions {
             Some(memory::instructions(&v, instr_packets)?)
         } else {
             None
         };
         let n = pkts.len() as u64;
-        let mut push = |chain: String, ns: f64, counted: Option<memory::Counted>| {
+        let mut push = |chain: String,
+                        ns: f64,
+                        counted: Option<memory::Counted>,
+                        filled: Option<&memory::Measured>| {
             let r = memory::MemRow {
                 chain,
                 flows: v.flows,
@@ -176,6 +196,10 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
                 ns_per_packet: ns,
                 mpps: 1_000.0 / ns.max(1e-9),
                 counted,
+                bytes_per_flow: filled.and(per_flow),
+                fill_pause_us: filled.map(|m| m.fill_pause_us),
+                fill_burst_us: filled.map(|m| m.fill_burst_us),
+                index_grown: filled.map(|m| m.index_grown),
             };
             if r.chain == "empty" {
                 empty = r.mpps;
@@ -185,8 +209,9 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
                     .as_ref()
                     .map_or("-".to_string(), |x| format!("{:.*}", digits, f(x)))
             };
+            let opt = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |x| format!("{x:.d$}"));
             println!(
-                "{:<16} {:>9} {:>10.1} {:>9.2} {:>10.2} {:>13} {:>8} {:>8}",
+                "{:<16} {:>9} {:>10.1} {:>9.2} {:>10.2} {:>13} {:>8} {:>8} {:>8} {:>12}",
                 r.chain,
                 r.flows,
                 r.ns_per_packet,
@@ -195,10 +220,13 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
                 c(|x| x.instructions, 0),
                 c(|x| x.l1_misses, 2),
                 c(|x| x.ll_misses, 2),
+                opt(r.bytes_per_flow, 0),
+                r.fill_pause_us
+                    .map_or("-".to_string(), |p| format!("{p:.0} µs")),
             );
             rows.push(r);
         };
-        push(v.name.to_string(), ns, instr);
+        push(v.name.to_string(), m.ns_per_packet, instr, Some(&m));
         if v.name == "fw+nat" {
             // the machine's limit for the one flow lookup each packet needs
             let tuples: Vec<_> = pkts.iter().map(|p| (p.info.tuple, p.hash)).collect();
@@ -207,16 +235,20 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
                 "c-table".into(),
                 baseline::lookup_ns(&tuples, a.laps, false)?,
                 None,
+                None,
             );
             push(
                 "c-table/burst32".into(),
                 baseline::lookup_ns(&tuples, a.laps, true)?,
                 None,
+                None,
             );
         }
     }
     println!(
-        "(c-table: a plain open-addressing table in C, one lookup per packet of the same trace and nothing else)"
+        "(c-table: a plain open-addressing table in C, one lookup per packet of the same trace and nothing else;\n \
+         B/flow: resident bytes per live flow after the first lap, in a process of its own; fill pause: the longest \
+         burst of 32 of the first lap, which creates the flows and grows the tables — /prealloc: indexes at capacity from the start)"
     );
     Ok(rows)
 }
