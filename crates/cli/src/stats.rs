@@ -1,9 +1,9 @@
-//! `flowshift trace stats`: summarise a pcap.
+//! `flowshift trace stats`: summarise a capture, read a chunk at a time.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use trace::{read_pcap, TraceStats};
+use trace::{CaptureReader, StatsBuilder, Trace};
 
 /// Options of `flowshift trace stats`.
 #[derive(Args, Debug)]
@@ -19,9 +19,23 @@ pub struct StatsArgs {
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {
-    let t = read_pcap(&a.file)?;
-    crate::packets::warn_read(&a.file, t.clamped(), t.filled(), t.jumps());
-    let s = TraceStats::compute(&t, a.top);
+    // read a chunk at a time: memory grows with the connections, not the
+    // capture
+    let mut r = CaptureReader::open(&a.file)?;
+    let mut b = StatsBuilder::default();
+    let mut chunk = Trace::new();
+    let mut filled = 0;
+    loop {
+        chunk.clear();
+        if r.fill(&mut chunk, runtime::replay::CHUNK_BYTES)? == 0 {
+            break;
+        }
+        filled += chunk.filled();
+        b.add(&chunk);
+    }
+    let tl = r.timeline();
+    crate::packets::warn_read(&a.file, tl.back, filled, tl.jumps);
+    let s = b.finish(a.top);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {

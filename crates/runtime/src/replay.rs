@@ -214,8 +214,8 @@ pub(crate) fn read(
         }
         st.laps = lap + 1;
         loop {
+            // (a pcap chunk takes the reader's buffer: nothing to reserve)
             let mut trace = Trace::new();
-            trace.reserve(CHUNK_BYTES + trace::pcap::MAX_RECORD_LEN as usize);
             let n = match source.fill(&mut trace, CHUNK_BYTES) {
                 Ok(0) => break,
                 Ok(n) => n,

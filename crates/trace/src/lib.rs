@@ -39,7 +39,7 @@ pub use reader::CaptureReader;
 pub use replay::{Pace, Schedule};
 pub use source::{Generated, Source};
 pub use spec::{Arrival, Lifetimes, Rate, SizeDist, SpecError, TraceSpec, MAX_FLOWS, MAX_PACKETS};
-pub use stats::TraceStats;
+pub use stats::{StatsBuilder, TraceStats};
 pub use timeline::{Timeline, MAX_GAP_NS};
 
 /// Bytes of Ethernet FCS that a pcap record omits but the wire carries. flowshift

@@ -108,15 +108,39 @@ impl Trace {
         } else {
             len
         };
+        let data = &mut self.data;
         self.records.push(Record {
             ts_ns,
-            start: self.data.len(),
+            start: data.len(),
             len: whole,
             orig_len,
         });
-        self.data.extend_from_slice(frame);
-        self.data
-            .resize(self.data.len() + (whole - len) as usize, 0);
+        data.extend_from_slice(frame);
+        data.resize(data.len() + (whole - len) as usize, 0);
+    }
+
+    /// Takes `data` as the trace's bytes (an empty trace: a chunk read in
+    /// place), frames to be added by [`push_within`](Self::push_within).
+    pub(crate) fn adopt(&mut self, data: Vec<u8>) {
+        debug_assert!(self.records.is_empty());
+        self.data = data;
+    }
+
+    /// [`push`](Self::push) of a frame already in the trace's bytes, at
+    /// `start`, `len` bytes (a frame cut by a snap length is copied to the
+    /// end to be filled).
+    pub(crate) fn push_within(&mut self, ts_ns: u64, start: usize, len: u32, orig_len: u32) {
+        if orig_len > len {
+            let frame = self.data[start..start + len as usize].to_vec();
+            return self.push(ts_ns, &frame, orig_len);
+        }
+        let ts_ns = self.timeline.next(ts_ns);
+        self.records.push(Record {
+            ts_ns,
+            start,
+            len,
+            orig_len,
+        });
     }
 
     /// The replay times so far ([`crate::Timeline`]): a chunk of a capture

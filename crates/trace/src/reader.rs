@@ -156,7 +156,16 @@ impl<R: Read> CaptureReader<R> {
             self.header()?;
         }
         let mut fault = None;
-        while chunk.data_len() < bytes {
+        // a pcap chunk is read in place, a buffer's worth (a frame copied
+        // after it would copy the whole buffer to make room)
+        let in_place =
+            chunk.is_empty() && chunk.data_len() == 0 && matches!(self.format, Format::Pcap { .. });
+        if in_place {
+            if let Err(e) = self.pcap_in_place(chunk, bytes) {
+                fault = Some(e);
+            }
+        }
+        while !(in_place && chunk.len() > before) && fault.is_none() && chunk.data_len() < bytes {
             let more = match self.format {
                 Format::Pcap { .. } => self.pcap_record(chunk),
                 Format::Ng { .. } => self.ng_block(chunk),
@@ -197,31 +206,29 @@ impl<R: Read> CaptureReader<R> {
     /// Reads until at least `need` bytes are unparsed, or the file ends;
     /// true when they are.
     fn want(&mut self, need: usize) -> Result<bool, ParseError> {
+        self.want_at_least(need, READ)
+    }
+
+    /// [`want`](Self::want), reading at least `least` bytes a time.
+    fn want_at_least(&mut self, need: usize, least: usize) -> Result<bool, ParseError> {
         while self.avail() < need && !self.eof {
             if self.pos > 0 {
                 self.buf.drain(..self.pos);
                 self.base += self.pos as u64;
                 self.pos = 0;
             }
-            let have = self.buf.len();
-            let grow = need.saturating_sub(have).max(READ);
-            self.buf.resize(have + grow, 0);
-            let mut got = 0;
-            while got < grow {
-                match self.src.read(&mut self.buf[have + got..]) {
-                    Ok(0) => {
-                        self.eof = true;
-                        break;
-                    }
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        self.buf.truncate(have + got);
-                        return Err(ParseError::Io(e));
-                    }
-                }
+            let grow = need.saturating_sub(self.buf.len()).max(least);
+            // room for it at once (a buffer that grows as it is read would
+            // be copied): up to 64 MiB, then by doubling
+            self.buf.reserve(grow.min(64 << 20));
+            // (appended as read: no zeroing first)
+            let got = (&mut self.src)
+                .take(grow as u64)
+                .read_to_end(&mut self.buf)
+                .map_err(ParseError::Io)?;
+            if got < grow {
+                self.eof = true;
             }
-            self.buf.truncate(have + got);
         }
         Ok(self.avail() >= need)
     }
@@ -276,6 +283,71 @@ impl<R: Read> CaptureReader<R> {
             resolution: h.ts_resolution,
         };
         Ok(())
+    }
+
+    /// Reads at least `bytes` of pcap records (or up to the end of the file)
+    /// into an empty `chunk` without copying them: the chunk takes the read
+    /// buffer, its records pointing at the frames in it, and the partial
+    /// record at its end starts the next buffer.
+    fn pcap_in_place(&mut self, chunk: &mut Trace, bytes: usize) -> Result<(), ParseError> {
+        let Format::Pcap {
+            endianness,
+            resolution,
+        } = self.format
+        else {
+            unreachable!("a pcap file")
+        };
+        // (a chunk's worth: what is read past it is copied to the next buffer)
+        self.want_at_least(bytes.saturating_add(RECORD_HEADER_LEN), 0)?;
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut at = self.pos;
+        let mut fault = None;
+        let mut frames = Vec::new();
+        while buf.len() - at >= RECORD_HEADER_LEN && at - self.pos < bytes {
+            let rec = &buf[at..];
+            let incl = read_u32(&rec[8..12], endianness);
+            if incl > MAX_RECORD_LEN {
+                fault = Some(ParseError::Corrupt(
+                    self.base + at as u64,
+                    format!(
+                        "record claims {incl} captured bytes, more than the limit {MAX_RECORD_LEN}"
+                    ),
+                ));
+                break;
+            }
+            let whole = RECORD_HEADER_LEN + incl as usize;
+            if rec.len() < whole {
+                break;
+            }
+            let sec = u64::from(read_u32(&rec[0..4], endianness));
+            let frac = u64::from(read_u32(&rec[4..8], endianness));
+            let orig = read_u32(&rec[12..16], endianness);
+            let frac_ns = match resolution {
+                TsResolution::MicroSecond => frac.saturating_mul(1_000),
+                TsResolution::NanoSecond => frac,
+            };
+            let ts = sec.saturating_mul(1_000_000_000).saturating_add(frac_ns);
+            frames.push((ts, at + RECORD_HEADER_LEN, incl, orig.max(incl)));
+            at += whole;
+        }
+        // the rest (a partial record, or what a fault left) starts the next
+        // buffer
+        // (room for the next chunk at once: a grown buffer would be copied
+        // whole)
+        let room = bytes.saturating_add(RECORD_HEADER_LEN).min(64 << 20);
+        self.buf = Vec::with_capacity(room.max(buf.len() - at));
+        self.buf.extend_from_slice(&buf[at..]);
+        self.base += at as u64;
+        self.pos = 0;
+        buf.truncate(at);
+        chunk.adopt(buf);
+        for (ts, start, len, orig) in frames {
+            chunk.push_within(ts, start, len, orig);
+        }
+        match fault {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Reads one pcap record into `chunk`; false at the end of the file.
@@ -462,9 +534,10 @@ mod tests {
                 if n == 0 {
                     break;
                 }
+                let frames: usize = (0..c.len()).map(|j| c.frame(j).len()).sum();
                 assert!(
-                    c.data_len() < (64 << 10) + 1600,
-                    "a chunk stops at its size"
+                    frames < (64 << 10) + 1600,
+                    "a chunk stops at its size: {frames}"
                 );
                 got.extend((0..c.len()).map(|i| (c.ts_ns(i), c.frame(i).to_vec())));
             }

@@ -70,34 +70,55 @@ pub struct TraceStats {
     pub malformed: Vec<(String, u64)>,
 }
 
-impl TraceStats {
-    /// Computes the statistics, listing the `top` largest connections.
-    pub fn compute(trace: &Trace, top: usize) -> TraceStats {
-        let mut per_flow: HashMap<BiFlowKey, u64> = HashMap::new();
-        let mut malformed = [0u64; Malformed::ALL.len()];
-        let (mut bytes, mut syn, mut prio) = (0u64, 0u64, 0u64);
-        let mut sizes = SizeBuckets::default();
-        for i in 0..trace.len() {
-            let wire_len = u64::from(trace.orig_len(i) + FCS_LEN);
-            bytes += wire_len;
+/// [`TraceStats`] gathered a chunk at a time (a capture read as it goes:
+/// memory grows with the connections, not the packets).
+#[derive(Default)]
+pub struct StatsBuilder {
+    per_flow: HashMap<BiFlowKey, u64>,
+    malformed: [u64; Malformed::ALL.len()],
+    packets: u64,
+    bytes: u64,
+    syn: u64,
+    prio: u64,
+    sizes: SizeBuckets,
+    first_ts: Option<u64>,
+    last_ts: u64,
+}
+
+impl StatsBuilder {
+    /// Counts the packets of `chunk` (the capture's next ones).
+    pub fn add(&mut self, chunk: &Trace) {
+        for i in 0..chunk.len() {
+            let wire_len = u64::from(chunk.orig_len(i) + FCS_LEN);
+            self.bytes += wire_len;
             match wire_len {
-                0..=74 => sizes.small_le_74 += 1,
-                75..=1499 => sizes.mid += 1,
-                _ => sizes.large_ge_1500 += 1,
+                0..=74 => self.sizes.small_le_74 += 1,
+                75..=1499 => self.sizes.mid += 1,
+                _ => self.sizes.large_ge_1500 += 1,
             }
-            match wire::parse(trace.frame(i)) {
+            match wire::parse(chunk.frame(i)) {
                 Ok(info) => {
-                    *per_flow.entry(info.tuple.canonical().0).or_default() += 1;
+                    *self.per_flow.entry(info.tuple.canonical().0).or_default() += 1;
                     if let L4Info::Tcp { flags } = info.l4 {
-                        syn += u64::from(flags.is_syn_only());
+                        self.syn += u64::from(flags.is_syn_only());
                     }
-                    prio += u64::from(info.dscp != 0);
+                    self.prio += u64::from(info.dscp != 0);
                 }
-                Err(m) => malformed[m as usize] += 1,
+                Err(m) => self.malformed[m as usize] += 1,
             }
+            self.first_ts.get_or_insert(chunk.ts_ns(i));
+            self.last_ts = chunk.ts_ns(i);
         }
-        let packets = trace.len() as u64;
-        let duration_s = trace.duration_ns() as f64 / 1e9;
+        self.packets += chunk.len() as u64;
+    }
+
+    /// The statistics, listing the `top` largest connections.
+    pub fn finish(self, top: usize) -> TraceStats {
+        let packets = self.packets;
+        let bytes = self.bytes;
+        let duration_s = self
+            .first_ts
+            .map_or(0.0, |f| self.last_ts.saturating_sub(f) as f64 / 1e9);
         let rate = |x: f64| {
             if duration_s > 0.0 {
                 x / duration_s
@@ -105,7 +126,7 @@ impl TraceStats {
                 0.0
             }
         };
-        let mut flows: Vec<(BiFlowKey, u64)> = per_flow.into_iter().collect();
+        let mut flows: Vec<(BiFlowKey, u64)> = self.per_flow.into_iter().collect();
         flows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let count_proto = |p: u8| flows.iter().filter(|(k, _)| k.proto == p).count() as u64;
         let share = |n: u64| {
@@ -126,6 +147,7 @@ impl TraceStats {
             .collect();
         let top_share = share(top_flows.iter().map(|t| t.packets).sum());
         let sizes_desc: Vec<u64> = flows.iter().map(|f| f.1).collect();
+        let malformed = self.malformed;
         TraceStats {
             packets,
             bytes,
@@ -135,9 +157,9 @@ impl TraceStats {
             flows: flows.len() as u64,
             tcp_flows: count_proto(wire::proto::TCP),
             udp_flows: count_proto(wire::proto::UDP),
-            tcp_handshakes: syn,
-            priority_packets: prio,
-            sizes,
+            tcp_handshakes: self.syn,
+            priority_packets: self.prio,
+            sizes: self.sizes,
             flow_size_histogram: histogram(&sizes_desc),
             zipf_alpha: fit_zipf(&sizes_desc, 10),
             top_flows,
@@ -148,6 +170,16 @@ impl TraceStats {
                 .map(|m| (m.name().to_string(), malformed[*m as usize]))
                 .collect(),
         }
+    }
+}
+
+impl TraceStats {
+    /// Computes the statistics of a trace in memory, listing the `top`
+    /// largest connections.
+    pub fn compute(trace: &Trace, top: usize) -> TraceStats {
+        let mut b = StatsBuilder::default();
+        b.add(trace);
+        b.finish(top)
     }
 }
 

@@ -125,6 +125,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         let m = memory::measure(&v, &pkts, &mut chain, 1)?;
         println!("packets {}", pkts.len());
         println!("rss_per_flow {:.1}", m.rss_per_flow);
+        println!("fill_pause_us {:.0}", m.fill_pause_us);
         return Ok(());
     }
     let mem = in_memory(&a)?;
