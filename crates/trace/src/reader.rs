@@ -304,31 +304,20 @@ impl<R: Read> CaptureReader<R> {
         let mut fault = None;
         let mut frames = Vec::new();
         while buf.len() - at >= RECORD_HEADER_LEN && at - self.pos < bytes {
-            let rec = &buf[at..];
-            let incl = read_u32(&rec[8..12], endianness);
-            if incl > MAX_RECORD_LEN {
-                fault = Some(ParseError::Corrupt(
-                    self.base + at as u64,
-                    format!(
-                        "record claims {incl} captured bytes, more than the limit {MAX_RECORD_LEN}"
-                    ),
-                ));
+            let h =
+                match RecordHeader::read(&buf[at..], endianness, resolution, self.base + at as u64)
+                {
+                    Ok(h) => h,
+                    Err(e) => {
+                        fault = Some(e);
+                        break;
+                    }
+                };
+            if buf.len() - at < h.whole() {
                 break;
             }
-            let whole = RECORD_HEADER_LEN + incl as usize;
-            if rec.len() < whole {
-                break;
-            }
-            let sec = u64::from(read_u32(&rec[0..4], endianness));
-            let frac = u64::from(read_u32(&rec[4..8], endianness));
-            let orig = read_u32(&rec[12..16], endianness);
-            let frac_ns = match resolution {
-                TsResolution::MicroSecond => frac.saturating_mul(1_000),
-                TsResolution::NanoSecond => frac,
-            };
-            let ts = sec.saturating_mul(1_000_000_000).saturating_add(frac_ns);
-            frames.push((ts, at + RECORD_HEADER_LEN, incl, orig.max(incl)));
-            at += whole;
+            frames.push((h.ts_ns, at + RECORD_HEADER_LEN, h.incl, h.orig));
+            at += h.whole();
         }
         // the rest (a partial record, or what a fault left) starts the next
         // buffer
@@ -370,20 +359,8 @@ impl<R: Read> CaptureReader<R> {
                 self.avail() as u64,
             ));
         }
-        let rec = &self.buf[self.pos..];
-        let incl = read_u32(&rec[8..12], endianness);
-        // a record longer than the header's snap length is read as it is
-        // (as tshark does): writers that cut frames do not always say so in
-        // the header
-        if incl > MAX_RECORD_LEN {
-            return Err(ParseError::Corrupt(
-                self.offset(),
-                format!(
-                    "record claims {incl} captured bytes, more than the limit {MAX_RECORD_LEN}"
-                ),
-            ));
-        }
-        let whole = RECORD_HEADER_LEN + incl as usize;
+        let h = RecordHeader::read(&self.buf[self.pos..], endianness, resolution, self.offset())?;
+        let whole = h.whole();
         if !self.want(whole)? {
             return Err(ParseError::Truncated(
                 self.offset(),
@@ -393,21 +370,7 @@ impl<R: Read> CaptureReader<R> {
             ));
         }
         let rec = &self.buf[self.pos..self.pos + whole];
-        // the record header by hand: a capture cut by a snap length has
-        // orig_len > incl_len, which is legal (the frame is truncated)
-        let sec = u64::from(read_u32(&rec[0..4], endianness));
-        let frac = u64::from(read_u32(&rec[4..8], endianness));
-        let orig = read_u32(&rec[12..16], endianness);
-        let frac_ns = match resolution {
-            TsResolution::MicroSecond => frac.saturating_mul(1_000),
-            TsResolution::NanoSecond => frac,
-        };
-        // an original length below the captured one is read as the captured one
-        chunk.push(
-            sec.saturating_mul(1_000_000_000).saturating_add(frac_ns),
-            &rec[RECORD_HEADER_LEN..],
-            orig.max(incl),
-        );
+        chunk.push(h.ts_ns, &rec[RECORD_HEADER_LEN..], h.orig);
         self.pos += whole;
         Ok(true)
     }
@@ -474,6 +437,56 @@ impl<R: Read> CaptureReader<R> {
                 return Ok(true);
             }
         }
+    }
+}
+
+/// A pcap record's header, read by hand: a capture cut by a snap length has
+/// an original length above the captured one, which is legal (the frame is
+/// cut), and a record longer than the file's snap length is read as it is
+/// (as tshark does: writers that cut frames do not always say so).
+struct RecordHeader {
+    ts_ns: u64,
+    /// Captured bytes.
+    incl: u32,
+    /// Bytes on the wire (a smaller original length is read as the
+    /// captured one).
+    orig: u32,
+}
+
+impl RecordHeader {
+    /// The header at the start of `rec` (at least 16 bytes), at file offset
+    /// `offset`.
+    fn read(
+        rec: &[u8],
+        e: Endianness,
+        resolution: TsResolution,
+        offset: u64,
+    ) -> Result<RecordHeader, ParseError> {
+        let incl = read_u32(&rec[8..12], e);
+        if incl > MAX_RECORD_LEN {
+            return Err(ParseError::Corrupt(
+                offset,
+                format!(
+                    "record claims {incl} captured bytes, more than the limit {MAX_RECORD_LEN}"
+                ),
+            ));
+        }
+        let sec = u64::from(read_u32(&rec[0..4], e));
+        let frac = u64::from(read_u32(&rec[4..8], e));
+        let frac_ns = match resolution {
+            TsResolution::MicroSecond => frac.saturating_mul(1_000),
+            TsResolution::NanoSecond => frac,
+        };
+        Ok(RecordHeader {
+            ts_ns: sec.saturating_mul(1_000_000_000).saturating_add(frac_ns),
+            incl,
+            orig: read_u32(&rec[12..16], e).max(incl),
+        })
+    }
+
+    /// The record's bytes, header included.
+    fn whole(&self) -> usize {
+        RECORD_HEADER_LEN + self.incl as usize
     }
 }
 
