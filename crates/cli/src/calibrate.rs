@@ -136,6 +136,29 @@ impl Bench {
     }
 }
 
+/// Bytes of a workload capture calibration reads (its prices are per packet:
+/// a longer capture's first packets price it; memory stays bounded).
+const WORKLOAD_BYTES: usize = 256 << 20;
+
+/// The first [`WORKLOAD_BYTES`] of frames of the capture at `p`, said so
+/// when the capture has more.
+fn workload(p: &std::path::Path) -> anyhow::Result<Trace> {
+    let mut r = trace::CaptureReader::open(p)?;
+    let mut t = Trace::new();
+    r.fill(&mut t, WORKLOAD_BYTES)?;
+    let mut more = Trace::new();
+    if r.fill(&mut more, 1)? > 0 {
+        eprintln!(
+            "flowshift calibrate: {}: pricing its first {} packets ({} MiB of frames); the rest is not read",
+            p.display(),
+            t.len(),
+            WORKLOAD_BYTES >> 20
+        );
+    }
+    anyhow::ensure!(!t.is_empty(), "{}: the capture has no packet", p.display());
+    Ok(t)
+}
+
 /// The NIC model's work per packet, ns: copy the frame, parse, hash, steer (what
 /// the runtime's feeder does per packet besides pushing it), on this thread.
 fn nic_cost(chain: &Chain, trace: &Trace, packets: u64) -> f64 {
@@ -319,7 +342,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
 
     // the workload: base prices are per packet of it
     let work = match &a.input {
-        Some(p) => trace::read_pcap(p)?,
+        Some(p) => workload(p)?,
         None => Trace::from_generated(Generator::new(&TraceSpec::default())?),
     };
     let l_work = bench.loops(work.len().min(u32::MAX as usize) as u32);
