@@ -36,7 +36,7 @@ if ! wait "$fuzz_build"; then
 fi
 echo "loom: the shard move and the offload-ratio change under every interleaving (preemption bound 2; a few minutes), beside fuzzing"
 loom_log=target/loom.log
-(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --quiet -p flowshift-runtime --lib loom) >"$loom_log" 2>&1 &
+(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --quiet -p flowshift-runtime --lib loom) </dev/null >"$loom_log" 2>&1 &
 loom=$!
 fuzz_status=0
 bash scripts/fuzz.sh --run-only 5 || fuzz_status=$?

@@ -1,9 +1,10 @@
 //! The replay's packets in release order, a chunk at a time: from a trace in
 //! memory (chunks are ranges of it) or from a [`trace::Source`] — a capture
 //! read as it goes, a trace generated as it goes — that a reader thread
-//! keeps a few chunks ahead of the NIC model. A streamed replay holds those
-//! chunks, not the trace, whatever its size; each lap reads the source again
-//! from its first packet.
+//! keeps a few chunks ahead of the NIC model (of its parsers, of a timed
+//! replay), or that the NIC model reads itself at full speed ([`Reader`],
+//! [`Chunks::Inline`]). A streamed replay holds those chunks, not the trace,
+//! whatever its size; each lap reads the source again from its first packet.
 //!
 //! Every chunk knows its packets' numbers in the replay, their lap and
 //! release times ([`trace::Schedule`]), and the replay's number of its first
@@ -119,6 +120,8 @@ pub(crate) enum Chunks<'a> {
     },
     /// From the reader thread.
     Read(Receiver<ReadChunk>),
+    /// Read by the consumer itself, when it needs the next.
+    Inline(Box<Reader>, &'a Shared),
 }
 
 impl<'a> Chunks<'a> {
@@ -165,6 +168,15 @@ impl<'a> Chunks<'a> {
                 Some(Arc::new(c))
             }
             Chunks::Read(rx) => rx.recv().ok(),
+            Chunks::Inline(r, shared) => r.next_chunk(shared).map(Arc::new),
+        }
+    }
+
+    /// What an inline reader read.
+    pub fn streamed(&self) -> Option<Streamed> {
+        match self {
+            Chunks::Inline(r, _) => Some(r.streamed()),
+            _ => None,
         }
     }
 }
@@ -186,53 +198,95 @@ pub struct Streamed {
     pub laps: u32,
 }
 
-/// The reader thread: reads `source` lap after lap, `schedule.loops` times,
-/// and sends every chunk to every consumer (bursts of `burst`), a few
-/// chunks ahead of the slowest; it ends when the replay does or every
-/// consumer has gone. A source that fails (a capture truncated or corrupt
-/// halfway) ends the input with the reason
-/// ([`Shared::fail_input`]), after its packets before the fault.
-pub(crate) fn read(
-    mut source: Box<dyn Source>,
+/// A source read lap after lap, `schedule.loops` times, a chunk at a time
+/// (bursts of `burst`): what the reader thread, or a consumer reading for
+/// itself, runs.
+pub(crate) struct Reader {
+    source: Box<dyn Source>,
     schedule: Schedule,
     burst: usize,
-    to: Vec<Sender<ReadChunk>>,
-    shared: &Shared,
-) -> Streamed {
-    let mut st = Streamed::default();
-    let (mut first, mut first_burst) = (0u64, 0u64);
-    // the first pass's first and last replay times, and its period
-    let mut t0: Option<u64> = None;
-    let mut last = 0u64;
-    let mut period = 0u64;
-    for lap in 0..schedule.loops {
-        if lap > 0 {
-            if let Err(e) = source.rewind() {
-                shared.fail_input(e.to_string());
-                return st;
-            }
+    st: Streamed,
+    lap: u32,
+    /// The next chunk's first packet's and burst's numbers.
+    first: u64,
+    first_burst: u64,
+    /// The first pass's first and last replay times, and the laps' period.
+    t0: Option<u64>,
+    last: u64,
+    period: u64,
+}
+
+impl Reader {
+    /// A reader of `source`.
+    pub fn new(source: Box<dyn Source>, schedule: Schedule, burst: usize) -> Reader {
+        Reader {
+            source,
+            schedule,
+            burst: burst.max(1),
+            st: Streamed {
+                laps: 1,
+                ..Streamed::default()
+            },
+            lap: 0,
+            first: 0,
+            first_burst: 0,
+            t0: None,
+            last: 0,
+            period: 0,
         }
-        st.laps = lap + 1;
+    }
+
+    /// What it read so far.
+    pub fn streamed(&self) -> Streamed {
+        self.st
+    }
+
+    /// The next chunk; `None` at the end of the replay, or when the source
+    /// failed (a capture truncated or corrupt halfway: the input ends with
+    /// the reason, [`Shared::fail_input`], after the packets before the
+    /// fault).
+    pub fn next_chunk(&mut self, shared: &Shared) -> Option<Chunk<'static>> {
         loop {
             // (a pcap chunk takes the reader's buffer: nothing to reserve)
             let mut trace = Trace::new();
-            let n = match source.fill(&mut trace, CHUNK_BYTES) {
-                Ok(0) => break,
+            let n = match self.source.fill(&mut trace, CHUNK_BYTES) {
                 Ok(n) => n,
                 Err(e) => {
                     shared.fail_input(e.to_string());
-                    return st;
+                    return None;
                 }
             };
-            if lap == 0 {
-                st.packets += n as u64;
-                st.bytes += trace.data_len() as u64;
-                st.timeline = source.timeline();
-                st.filled += trace.filled();
-                last = trace.ts_ns(n - 1);
+            if n == 0 {
+                // the end of a lap
+                if self.lap == 0 {
+                    if self.st.packets == 0 {
+                        return None;
+                    }
+                    // a lap starts one mean gap after the one before ended
+                    let dur = self.last.saturating_sub(self.t0.unwrap_or(self.last));
+                    self.period = dur + dur / self.st.packets.saturating_sub(1).max(1);
+                }
+                if self.lap + 1 >= self.schedule.loops {
+                    return None;
+                }
+                if let Err(e) = self.source.rewind() {
+                    shared.fail_input(e.to_string());
+                    return None;
+                }
+                self.lap += 1;
+                self.st.laps = self.lap + 1;
+                continue;
             }
-            let base = *t0.get_or_insert(trace.ts_ns(0));
-            let at = match schedule.pace {
+            if self.lap == 0 {
+                self.st.packets += n as u64;
+                self.st.bytes += trace.data_len() as u64;
+                self.st.timeline = self.source.timeline();
+                self.st.filled += trace.filled();
+                self.last = trace.ts_ns(n - 1);
+            }
+            let base = *self.t0.get_or_insert(trace.ts_ns(0));
+            let (lap, period) = (self.lap, self.period);
+            let at = match self.schedule.pace {
                 Pace::Max => Vec::new(),
                 Pace::Timed { speed } => (0..n)
                     .map(|j| {
@@ -243,33 +297,34 @@ pub(crate) fn read(
             };
             let c = Chunk {
                 frames: Frames::Read { trace, at },
-                first,
+                first: self.first,
                 lap,
-                first_burst,
+                first_burst: self.first_burst,
             };
-            first += n as u64;
-            first_burst += c.bursts(burst);
-            let c = Arc::new(c);
-            let mut listening = 0;
-            for tx in &to {
-                if tx.send(c.clone()).is_ok() {
-                    listening += 1;
-                }
-            }
-            if listening == 0 {
-                return st;
-            }
-        }
-        if lap == 0 {
-            if st.packets == 0 {
-                return st;
-            }
-            // a lap starts one mean gap after the one before ended
-            let dur = last.saturating_sub(t0.unwrap_or(last));
-            period = dur + dur / st.packets.saturating_sub(1).max(1);
+            self.first += n as u64;
+            self.first_burst += c.bursts(self.burst);
+            return Some(c);
         }
     }
-    st
+}
+
+/// The reader thread: sends every chunk of `reader` to every consumer, a
+/// few chunks ahead of the slowest; it ends when the replay does or every
+/// consumer has gone.
+pub(crate) fn read(mut reader: Reader, to: Vec<Sender<ReadChunk>>, shared: &Shared) -> Streamed {
+    while let Some(c) = reader.next_chunk(shared) {
+        let c = Arc::new(c);
+        let mut listening = 0;
+        for tx in &to {
+            if tx.send(c.clone()).is_ok() {
+                listening += 1;
+            }
+        }
+        if listening == 0 {
+            break;
+        }
+    }
+    reader.streamed()
 }
 
 /// A read chunk, shared by every consumer.
