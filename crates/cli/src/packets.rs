@@ -115,6 +115,13 @@ impl Plan {
     /// Opens (streamed) or reads (whole) the packets.
     pub fn open(self) -> anyhow::Result<Packets> {
         let whole = self.held.is_some();
+        if let Some(h) = self.held.as_ref().filter(|h| h.what.contains("presteer")) {
+            eprintln!(
+                "flowshift: {}: up to {:.0} MiB",
+                h.what,
+                h.bytes as f64 / 1048576.0
+            );
+        }
         Ok(match self.packets {
             Packets::File(p) if whole => {
                 let t = trace::read_pcap(&p)?;

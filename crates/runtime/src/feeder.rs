@@ -219,7 +219,7 @@ pub(crate) fn feed(
                 // in-memory rate); a timed replay keeps its reads off the
                 // release times, and parsers share the chunks
                 if parsers == 1 && matches!(schedule.pace, Pace::Max) {
-                    (vec![Chunks::Inline(Box::new(reader), &**shared)], None)
+                    (vec![Chunks::Inline(Box::new(reader), shared)], None)
                 } else {
                     let (tx, rx) = crate::replay::channels(parsers);
                     let shared = &**shared;
