@@ -1,15 +1,27 @@
 //! Files a command writes: checked before the work starts, written whole under a
 //! temporary name in the same directory and renamed into place — a reader never
 //! sees half a file, an interrupted write leaves none, and two runs writing one
-//! path never interleave (the last one to finish wins).
+//! path never interleave (the last one to finish wins). A path that is there
+//! and is no regular file — `/dev/null`, `/dev/stdout`, a FIFO — is written
+//! as it is: renaming a file over it would replace the device.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-/// The temporary name `path` is written under (same directory, same extension,
-/// so the format chosen by extension is kept).
+/// True when `path` is there and is no regular file (a device, a FIFO): it is
+/// written in place.
+fn special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// The name `path` is written under: a temporary one (same directory, same
+/// extension, so the format chosen by extension is kept), or `path` itself
+/// when it is [`special`].
 fn temporary(path: &Path) -> PathBuf {
+    if special(path) {
+        return path.to_path_buf();
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -21,6 +33,15 @@ fn temporary(path: &Path) -> PathBuf {
 pub fn check(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         anyhow::bail!("{} is a directory, not a file", path.display());
+    }
+    if special(path) {
+        // (not opened now: opening a FIFO waits for its reader, and closing
+        // it would end what the reader reads)
+        let m = std::fs::metadata(path)?;
+        if m.permissions().readonly() {
+            anyhow::bail!("{} cannot be written", path.display());
+        }
+        return Ok(());
     }
     let t = temporary(path);
     std::fs::File::create(&t).with_context(|| format!("{} cannot be written", path.display()))?;
@@ -35,6 +56,9 @@ pub fn atomically<T>(
     write: impl FnOnce(&Path) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let t = temporary(path);
+    if t == path {
+        return write(path).map_err(|e| e.context(format!("writing {}", path.display())));
+    }
     match write(&t) {
         Ok(v) => {
             std::fs::rename(&t, path).with_context(|| format!("writing {}", path.display()))?;
@@ -113,14 +137,18 @@ impl StreamedCapture {
             .expect("finished once")
             .join()
             .map_err(|_| anyhow::anyhow!("the output writer panicked"))?;
+        let in_place = self.tmp == self.path;
         match written {
+            Ok(n) if in_place => Ok(n),
             Ok(n) => {
                 std::fs::rename(&self.tmp, &self.path)
                     .with_context(|| format!("writing {}", self.path.display()))?;
                 Ok(n)
             }
             Err(e) => {
-                let _ = std::fs::remove_file(&self.tmp);
+                if !in_place {
+                    let _ = std::fs::remove_file(&self.tmp);
+                }
                 Err(e.context(format!("writing {}", self.path.display())))
             }
         }
@@ -133,7 +161,9 @@ impl Drop for StreamedCapture {
         if let Some(w) = self.writer.take() {
             drop(self.tx.take());
             let _ = w.join();
-            let _ = std::fs::remove_file(&self.tmp);
+            if self.tmp != self.path {
+                let _ = std::fs::remove_file(&self.tmp);
+            }
         }
     }
 }

@@ -898,3 +898,50 @@ fn listeners_beyond_loopback_need_a_key_or_a_choice() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("metrics_public"), "{e}");
 }
+
+/// A path that is no regular file (here a FIFO; `/dev/null` and
+/// `/dev/stdout` alike) is written as it is: renaming a finished file over
+/// it would replace the device. The reader gets the whole capture and the
+/// report, and the FIFO is still a FIFO.
+#[test]
+fn a_fifo_is_written_in_place_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tmp("fifo");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, json) = (dir.join("out.pcap"), dir.join("out.json"));
+    for p in [&pcap, &json] {
+        let made = Command::new("mkfifo").arg(p).status().expect("mkfifo");
+        assert!(made.success());
+    }
+    let read = |p: PathBuf| std::thread::spawn(move || std::fs::read(p).unwrap());
+    let (cap, rep) = (read(pcap.clone()), read(json.clone()));
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        pcap.to_str().unwrap(),
+        "--flows",
+        "20",
+        "--packets",
+        "500",
+    ]));
+    // (before joining the reader: over a replaced FIFO it would wait forever)
+    let fifo = |p: &PathBuf| std::fs::metadata(p).unwrap().file_type().is_fifo();
+    assert!(fifo(&pcap), "{} is still a FIFO", pcap.display());
+    let cap = cap.join().unwrap();
+    let t = trace::parse_capture(&cap).expect("the whole capture came through the FIFO");
+    assert_eq!(t.len(), 500);
+    let input = dir.join("in.pcap");
+    std::fs::write(&input, &cap).unwrap();
+    ok(&flowshift(&[
+        "run",
+        "--input",
+        input.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(fifo(&json), "{} is still a FIFO", json.display());
+    let r: serde_json::Value = serde_json::from_slice(&rep.join().unwrap()).unwrap();
+    assert_eq!(r["packets_in"].as_u64(), Some(500));
+    std::fs::remove_dir_all(&dir).ok();
+}
