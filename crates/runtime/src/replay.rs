@@ -262,9 +262,8 @@ impl Reader {
                     if self.st.packets == 0 {
                         return None;
                     }
-                    // a lap starts one mean gap after the one before ended
                     let dur = self.last.saturating_sub(self.t0.unwrap_or(self.last));
-                    self.period = dur + dur / self.st.packets.saturating_sub(1).max(1);
+                    self.period = trace::replay::lap_period(dur, self.st.packets);
                 }
                 if self.lap + 1 >= self.schedule.loops {
                     return None;

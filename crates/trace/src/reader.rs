@@ -285,18 +285,23 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
+    /// A pcap file's byte order and timestamp resolution.
+    fn pcap(&self) -> (Endianness, TsResolution) {
+        match self.format {
+            Format::Pcap {
+                endianness,
+                resolution,
+            } => (endianness, resolution),
+            _ => unreachable!("a pcap file"),
+        }
+    }
+
     /// Reads at least `bytes` of pcap records (or up to the end of the file)
     /// into an empty `chunk` without copying them: the chunk takes the read
     /// buffer, its records pointing at the frames in it, and the partial
     /// record at its end starts the next buffer.
     fn pcap_in_place(&mut self, chunk: &mut Trace, bytes: usize) -> Result<(), ParseError> {
-        let Format::Pcap {
-            endianness,
-            resolution,
-        } = self.format
-        else {
-            unreachable!("a pcap file")
-        };
+        let (endianness, resolution) = self.pcap();
         // (a chunk's worth: what is read past it is copied to the next buffer)
         self.want_at_least(bytes.saturating_add(RECORD_HEADER_LEN), 0)?;
         let mut buf = std::mem::take(&mut self.buf);
@@ -341,13 +346,7 @@ impl<R: Read> CaptureReader<R> {
 
     /// Reads one pcap record into `chunk`; false at the end of the file.
     fn pcap_record(&mut self, chunk: &mut Trace) -> Result<bool, ParseError> {
-        let Format::Pcap {
-            endianness,
-            resolution,
-        } = self.format
-        else {
-            unreachable!("a pcap file")
-        };
+        let (endianness, resolution) = self.pcap();
         if !self.want(RECORD_HEADER_LEN)? {
             if self.avail() == 0 {
                 return Ok(false);

@@ -16,6 +16,13 @@ pub enum Pace {
     },
 }
 
+/// The time from a lap's start to the next's, for a trace of `packets`
+/// packets lasting `duration_ns`: a lap starts one mean gap after the one
+/// before ended.
+pub fn lap_period(duration_ns: u64, packets: u64) -> u64 {
+    duration_ns + duration_ns / packets.saturating_sub(1).max(1)
+}
+
 /// A replay of a trace `loops` times at a [`Pace`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Schedule {
@@ -43,8 +50,7 @@ impl Schedule {
         let at = match self.pace {
             Pace::Max => 0,
             Pace::Timed { speed } => {
-                let dur = trace.duration_ns();
-                let period = dur + dur / len.saturating_sub(1).max(1);
+                let period = lap_period(trace.duration_ns(), len);
                 let t = lap * period + trace.ts_ns(i).saturating_sub(trace.ts_ns(0));
                 (t as f64 / speed) as u64
             }

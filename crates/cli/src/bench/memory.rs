@@ -276,22 +276,30 @@ pub fn measure(
     Ok(m)
 }
 
+/// The arguments of a child `flowshift bench --variant` running `v` alone.
+fn variant_args(v: &Variant, packets: u64) -> Vec<String> {
+    let flows = v.flows.to_string();
+    [
+        "bench",
+        "--variant",
+        v.name,
+        "--flows",
+        &flows,
+        "--large-flows",
+        &flows,
+        "--packets",
+        &packets.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Resident bytes per live flow of variant `v` after its first lap,
 /// measured in a child `flowshift bench --variant` (a fresh process: no
 /// memory freed by another variant to reuse).
 pub fn rss_per_flow(v: &Variant, packets: u64) -> anyhow::Result<f64> {
     let out = std::process::Command::new(std::env::current_exe()?)
-        .args([
-            "bench",
-            "--variant",
-            v.name,
-            "--flows",
-            &v.flows.to_string(),
-            "--large-flows",
-            &v.flows.to_string(),
-            "--packets",
-            &packets.to_string(),
-        ])
+        .args(variant_args(v, packets))
         .output()?;
     anyhow::ensure!(
         out.status.success(),
@@ -335,17 +343,7 @@ pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<Counted> {
             "--toggle-collect=*measured_lap*",
         ])
         .arg(&exe)
-        .args([
-            "bench",
-            "--variant",
-            v.name,
-            "--flows",
-            &v.flows.to_string(),
-            "--large-flows",
-            &v.flows.to_string(),
-            "--packets",
-            &packets.to_string(),
-        ])
+        .args(variant_args(v, packets))
         .output()
         .map_err(|e| {
             anyhow::anyhow!("--instructions needs valgrind (apt install valgrind): {e}")
