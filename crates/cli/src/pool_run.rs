@@ -88,6 +88,28 @@ pub struct RunArgs {
     /// Write the pool's report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// How the router finds the nodes: `groups` (resilient nexthop groups
+    /// this controller sets; it detects failures and fails nodes over,
+    /// restarts and joins them) or `bgp` (every node announces its virtual IP
+    /// and NAT pool by BGP, its secondary the same with a longer AS path;
+    /// pairs fail over by themselves, with no controller; no restarts or
+    /// spares yet).
+    #[arg(long, value_enum, default_value_t = Routing::Groups)]
+    pub routing: Routing,
+    /// With `--routing bgp`: the BFD interval between the router and each
+    /// node, ms; a node silent for `--bfd-multiplier` intervals is down.
+    #[arg(long, default_value_t = pool::bgp::Bfd::default().interval_ms)]
+    pub bfd_interval_ms: u32,
+    /// With `--routing bgp`: intervals of silence before a BFD session is down.
+    #[arg(long, default_value_t = pool::bgp::Bfd::default().multiplier)]
+    pub bfd_multiplier: u8,
+}
+
+/// `--routing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Routing {
+    Groups,
+    Bgp,
 }
 
 /// A failover, ms since the pool was up.
@@ -986,6 +1008,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|d| humantime::parse_duration(d).with_context(|| format!("--duration {d}")))
         .transpose()?;
+    if a.routing == Routing::Bgp {
+        return crate::pool_bgp::run(&a, duration);
+    }
     let join_after = humantime::parse_duration(&a.join_after)
         .with_context(|| format!("--join-after {}", a.join_after))?;
     let total = a.nodes + a.spares;

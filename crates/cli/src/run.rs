@@ -211,6 +211,10 @@ pub(crate) struct PoolSection {
     /// the pool reaches.
     #[serde(default)]
     pub insecure: bool,
+    /// The node's BGP speaker (`[pool.bgp]`, `pool::bgp::Node`): what it
+    /// announces to the pool's router, started with the node and dying with
+    /// it. Needs `--iface`.
+    pub bgp: Option<pool::bgp::Node>,
 }
 
 /// The pool's key from `[pool] key_file` (relative to `base`), refused if
@@ -642,7 +646,31 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     for p in a.json.iter().chain(&a.output) {
         crate::output::check(p)?;
     }
-    cfg.stop = Some(stop_on_signals()?);
+    let bgp = sec.pool.as_ref().and_then(|p| p.bgp.as_ref());
+    let speaker = match (bgp, &ifaces) {
+        (Some(b), Some(i)) => {
+            let stem = a
+                .config
+                .as_ref()
+                .expect("[pool] comes from a config file")
+                .with_extension("");
+            Some((crate::speaker::Speaker::start(b, &stem)?, i.clone()))
+        }
+        (Some(_), None) => {
+            bail!("[pool.bgp] announces the traffic of a node's interfaces: it needs --iface")
+        }
+        (None, _) => None,
+    };
+    cfg.stop = Some(match &speaker {
+        // the first signal drains the node: its routes go, then it stops
+        Some((s, i)) => {
+            let stop = runtime::Stop::default();
+            let drain = crate::speaker::drain_on_signals()?;
+            crate::speaker::watch(s.ctl.clone(), i.clone(), drain, stop.clone());
+            stop
+        }
+        None => stop_on_signals()?,
+    });
     if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
         let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
         let at = crate::metrics::serve(addr, m.clone(), sec.io.metrics_public)?;
@@ -662,7 +690,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     if ifaces.is_some() {
         // scripts (and the bench) wait for this line before offering traffic
-        cfg.ready = Some(runtime::Ready(std::sync::Arc::new(|| {
+        let ctl = speaker.as_ref().map(|(s, _)| s.ctl.clone());
+        cfg.ready = Some(runtime::Ready(std::sync::Arc::new(move || {
+            // a node's routes go up once it forwards
+            if let Some(ctl) = &ctl {
+                match crate::speaker::announce(ctl, true) {
+                    Ok(()) => eprintln!("flowshift: announced by BGP"),
+                    Err(e) => eprintln!("flowshift: announcing by BGP failed: {e}"),
+                }
+            }
             eprintln!("{}", crate::forwarding::LINE)
         })));
     }

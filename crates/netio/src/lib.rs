@@ -17,8 +17,11 @@
 //!   server namespace, for integration tests and `scripts/netns.sh`.
 //! - [`poolbed::PoolBed`]: client — router — N nodes — server, the router
 //!   spreading flows with resilient nexthop groups whose buckets a pool
-//!   controller sets.
+//!   controller sets, or BGP routes its nodes announce.
+//! - [`bird`]: the BIRD 2 daemons of the pool's routing, and their control
+//!   sockets.
 
+pub mod bird;
 pub mod bpf;
 pub mod netns;
 pub mod poolbed;

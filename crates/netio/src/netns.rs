@@ -32,6 +32,23 @@ pub fn exec(ns: &str, cmd: &str, args: &[&str]) -> io::Result<()> {
     ip(&a)
 }
 
+/// `kill -9` of every process in namespace `ns` (`ip netns pids`); none
+/// there, or no such namespace: nothing.
+pub fn kill_all(ns: &str) {
+    let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() else {
+        return;
+    };
+    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        if let Ok(pid) = pid.parse::<libc::pid_t>() {
+            // SAFETY: kill(2) takes plain integers; a pid that has gone
+            // since it was listed gets ESRCH, which is ignored.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Moves the calling thread into namespace `ns` (created by `ip netns add`).
 /// Sockets it opens from then on live there.
 pub fn enter(ns: &str) -> io::Result<()> {

@@ -65,7 +65,28 @@ pub struct PoolBed {
     /// Each node's weight in the groups (1 for nodes past the end): the
     /// kernel gives a member buckets in proportion.
     pub weights: Vec<u8>,
+    /// How the router finds the nodes.
+    pub routing: Routing,
 }
+
+/// How the bed's router sends traffic to the nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// Two resilient nexthop groups a controller sets (the flows of every
+    /// address spread over all nodes).
+    Groups,
+    /// The routes the nodes announce by BGP to a speaker in the router's
+    /// namespace (`pool::bgp`; the router's BIRD writes them to table
+    /// [`BGP_TABLE`]): node `i` the primary of virtual IP [`PoolBed::vip`]`(i)`
+    /// and of its NAT pool. Traffic from the client or the server that no
+    /// announced route covers is unreachable, never routed past the nodes.
+    Bgp,
+}
+
+/// The router's kernel table for the routes BGP gives it.
+pub const BGP_TABLE: u32 = 100;
+/// The router's address on the sync network, where its BGP speaker peers.
+pub const ROUTER_SYNC: &str = "10.77.0.254";
 
 impl PoolBed {
     /// Builds the bed: names start with `prefix` (≤ 6 characters), `nodes`
@@ -90,10 +111,61 @@ impl PoolBed {
             nodes,
             buckets,
             weights: weights.to_vec(),
+            routing: Routing::Groups,
         };
         bed.remove();
         bed.build()?;
         Ok(bed)
+    }
+
+    /// Builds the bed with [`Routing::Bgp`]: `nodes` nodes (1..=16), the
+    /// server answering at every node's virtual IP. The routing daemons are
+    /// the caller's to start (`pool::bgp` writes their configuration; the
+    /// router's peers on [`sync_bridge`](Self::sync_bridge) at
+    /// [`ROUTER_SYNC`]).
+    pub fn up_bgp(prefix: &str, nodes: usize) -> io::Result<PoolBed> {
+        assert!(prefix.len() <= 6, "prefix too long for interface names");
+        assert!((1..=16).contains(&nodes), "1 to 16 nodes");
+        let bed = PoolBed {
+            prefix: prefix.to_string(),
+            nodes,
+            buckets: 0,
+            weights: Vec::new(),
+            routing: Routing::Bgp,
+        };
+        bed.remove();
+        bed.build()?;
+        Ok(bed)
+    }
+
+    /// Node `i`'s virtual IP (`Routing::Bgp`): an address of the server's
+    /// that clients reach through node `i` (or its secondary).
+    pub fn vip(i: usize) -> String {
+        format!("198.51.100.{}", 10 + i)
+    }
+
+    /// The next hop, in the router, of node `i`'s front link (traffic from
+    /// the client) and of its back link (replies to its NAT pool).
+    pub fn gateways(i: usize) -> (String, String) {
+        (format!("10.8.{i}.2"), format!("10.9.{i}.2"))
+    }
+
+    /// The bridge of the sync network in the router's namespace.
+    pub fn sync_bridge(&self) -> String {
+        format!("{}br", self.prefix)
+    }
+
+    /// Node `i`'s link to the sync network, in its namespace.
+    pub fn sync_iface(&self, i: usize) -> String {
+        format!("{}y{i}", self.prefix)
+    }
+
+    /// The router's ends of node `i`'s front and back links.
+    pub fn router_ifaces(&self, i: usize) -> (String, String) {
+        (
+            format!("{}f{i}", self.prefix),
+            format!("{}k{i}", self.prefix),
+        )
     }
 
     /// The client's namespace.
@@ -223,9 +295,27 @@ impl PoolBed {
             exec(&r, "ip", &["link", "set", &f, "address", FRONT_MAC])?;
             exec(&r, "ip", &["link", "set", &k, "address", BACK_MAC])?;
             let (fmac, kmac) = (mac(&r, &f)?, mac(&r, &k)?);
-            let (fgw, kgw) = (format!("10.8.{i}.2"), format!("10.9.{i}.2"));
+            let (fgw, kgw) = Self::gateways(i);
             neighbour(&r, &fgw, &kmac, &f)?;
             neighbour(&r, &kgw, &fmac, &k)?;
+            if self.routing == Routing::Bgp {
+                // BGP's next hops must be on a network of the router's
+                exec(
+                    &r,
+                    "ip",
+                    &["addr", "add", &format!("10.8.{i}.1/24"), "dev", &f],
+                )?;
+                exec(
+                    &r,
+                    "ip",
+                    &["addr", "add", &format!("10.9.{i}.1/24"), "dev", &k],
+                )?;
+                exec(
+                    &s,
+                    "ip",
+                    &["addr", "add", &format!("{}/32", Self::vip(i)), "dev", &s0],
+                )?;
+            }
             let (fid, kid) = (
                 (FRONT + 1 + i as u32).to_string(),
                 (BACK + 1 + i as u32).to_string(),
@@ -264,6 +354,9 @@ impl PoolBed {
                     &y,
                 ],
             )?;
+            if self.routing == Routing::Bgp {
+                continue;
+            }
             // the node's NAT pool comes back to it
             exec(
                 &r,
@@ -278,6 +371,28 @@ impl PoolBed {
                     "20",
                 ],
             )?;
+        }
+        if self.routing == Routing::Bgp {
+            let t = BGP_TABLE.to_string();
+            for iif in [&rc, &rs] {
+                exec(&r, "ip", &["rule", "add", "iif", iif, "lookup", &t])?;
+            }
+            // what no node announces goes nowhere (not past the nodes by
+            // the main table)
+            return exec(
+                &r,
+                "ip",
+                &[
+                    "route",
+                    "add",
+                    "unreachable",
+                    "default",
+                    "table",
+                    &t,
+                    "metric",
+                    "4000",
+                ],
+            );
         }
         self.groups("add", &(0..self.nodes).collect::<Vec<_>>())?;
         exec(&r, "ip", &["rule", "add", "iif", &rc, "lookup", "10"])?;
@@ -454,6 +569,7 @@ impl PoolBed {
             nodes,
             buckets: 0,
             weights: Vec::new(),
+            routing: Routing::Groups,
         }
         .remove();
     }
@@ -462,6 +578,9 @@ impl PoolBed {
         let mut names = vec![self.client(), self.router(), self.server()];
         names.extend((0..self.nodes).map(|i| self.node(i)));
         for ns in names {
+            // what still runs there (a routing daemon, a node) goes first: a
+            // namespace deleted under it would live on with it
+            crate::netns::kill_all(&ns);
             let _ = ip(&["netns", "del", &ns]);
         }
     }

@@ -15,6 +15,9 @@
 //! one before it) and its buckets; [`detect`] its failure detector over
 //! heartbeats. `flowshift pool run` drives both over real nodes.
 //!
+//! [`bgp`] is the pool's routing: what each node announces to the router
+//! (the primary a shorter AS path than its secondary), as BIRD 2 configuration.
+//!
 //! [`auth`] seals every pool message with the pool's key, a sender's number
 //! and its time, and refuses forged, changed, stale and replayed ones.
 //!
@@ -23,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod bgp;
 pub mod detect;
 pub mod pack;
 pub mod replica;

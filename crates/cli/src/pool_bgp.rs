@@ -1,0 +1,263 @@
+//! `flowshift pool run --routing bgp`: the pool as Sirius runs it (§3.2), its
+//! failover in the nodes and the router, not in a controller. The bed's
+//! router runs BIRD (started detached: it outlives this process); every node
+//! runs its own (`[pool.bgp]`, dying with the node) and announces its virtual
+//! IP and NAT pool as their primary, and its predecessor's as their backup
+//! (a longer AS path), once it forwards. The router's best routes go to its
+//! kernel. When a node dies, its BIRD dies with it and the router's session
+//! closes (or BFD times out), the backup routes are the best left, and the
+//! node's secondary — which holds the state of its flows — gets its traffic.
+//!
+//! This controller only provisions (the bed, the keys, the configs, the
+//! nodes) and watches: it reports every session's changes as the router saw
+//! them, and a `kill -9` of it stops nothing that runs.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use netio::bird::{Control, Daemon, Tie};
+use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC};
+use pool::bgp::{node_asn, Announce, Bfd, Peer, Role, Router, Side};
+use serde::Serialize;
+
+use crate::pool_run::{node_config, start_node, write_pool_key, Nodes, RunArgs};
+
+/// A change of a router's session with a node, ms since the pool was up.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionChange {
+    pub node: usize,
+    pub at_ms: f64,
+    /// `up` (established) or `down`.
+    pub to: &'static str,
+    /// BIRD's words for it (`Established`, `Active … Socket: Connection
+    /// closed`, `… BFD session down`).
+    pub info: String,
+}
+
+/// The pool's report on BGP.
+#[derive(Debug, Serialize)]
+pub struct BgpReport {
+    pub nodes: usize,
+    pub bfd: Bfd,
+    /// What the router saw, in order.
+    pub sessions: Vec<SessionChange>,
+    /// Each node's run report (`null` for a node that did not end with one:
+    /// killed).
+    pub node_reports: Vec<serde_json::Value>,
+}
+
+/// What node `i` of `n` announces: its own virtual IP and NAT pool as their
+/// primary, those of the node it backs up (node i − 1: it is that node's
+/// secondary) as their backup.
+pub(crate) fn announcements(i: usize, n: usize) -> Vec<Announce> {
+    let prev = (i + n - 1) % n;
+    let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
+    [(i, Role::Primary), (prev, Role::Backup)]
+        .into_iter()
+        .flat_map(|(j, role)| {
+            [
+                Announce {
+                    prefix: prefix(format!("{}/32", PoolBed::vip(j))),
+                    side: Side::Front,
+                    role,
+                },
+                Announce {
+                    prefix: prefix(PoolBed::nat_pool(j)),
+                    side: Side::Back,
+                    role,
+                },
+            ]
+        })
+        .collect()
+}
+
+/// The router's speaker for `bed`.
+fn router(bed: &PoolBed, bfd: Bfd) -> Router {
+    let ip = |s: String| s.parse().expect("the bed's addresses parse");
+    Router {
+        local: ip(ROUTER_SYNC.into()),
+        iface: bed.sync_bridge(),
+        bfd,
+        table: BGP_TABLE,
+        nodes: (0..bed.nodes)
+            .map(|i| {
+                let (front, back) = PoolBed::gateways(i);
+                Peer {
+                    addr: ip(PoolBed::sync_addr(i)),
+                    asn: node_asn(i),
+                    front: ip(front),
+                    back: ip(back),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Node `i`'s config: `node_config`'s, and its speaker.
+fn config(a: &RunArgs, bed: &PoolBed, i: usize, key: &Path, bfd: Bfd) -> anyhow::Result<String> {
+    let text = node_config(a.config.as_deref(), i, bed.nodes, true, Some(key))?;
+    let mut t: toml::Table = toml::from_str(&text)?;
+    let speaker = pool::bgp::Node {
+        local: PoolBed::sync_addr(i).parse()?,
+        asn: node_asn(i),
+        peer: ROUTER_SYNC.parse()?,
+        peer_asn: pool::bgp::ROUTER_ASN,
+        iface: bed.sync_iface(i),
+        bfd,
+        announce: announcements(i, bed.nodes),
+    };
+    let pool = t
+        .get_mut("pool")
+        .and_then(toml::Value::as_table_mut)
+        .expect("node_config writes [pool]");
+    pool.insert("bgp".into(), toml::Value::try_from(&speaker)?);
+    Ok(toml::to_string(&t)?)
+}
+
+pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
+    if a.spares > 0 || a.weights.is_some() {
+        bail!("--routing bgp: --spares and --weights are for --routing groups");
+    }
+    let bfd = Bfd {
+        interval_ms: a.bfd_interval_ms,
+        multiplier: a.bfd_multiplier,
+    };
+    bfd.check().map_err(|e| anyhow::anyhow!("--{e}"))?;
+    if netio::bird::program().is_none() {
+        bail!("--routing bgp runs BIRD 2 on the router and every node: install it (apt install bird2)");
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
+    let out = std::fs::canonicalize(&a.out)?;
+    let (key_file, _) = write_pool_key(&out)?;
+    let stop = crate::run::stop_on_signals()?;
+    let bed = PoolBed::up_bgp(&a.prefix, a.nodes)
+        .context("building the pool bed (needs root: network namespaces)")?;
+    for i in 0..a.nodes {
+        std::fs::write(
+            out.join(format!("node{i}.toml")),
+            config(a, &bed, i, &key_file, bfd)?,
+        )?;
+        for old in ["json", "log", "bird.log"] {
+            let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
+        }
+    }
+    // a config the nodes would refuse fails here, before they start
+    crate::run::load(Some(&out.join("node0.toml")))?;
+    let conf = out.join("router.bird.conf");
+    std::fs::write(&conf, router(&bed, bfd).bird_config())?;
+    netio::bird::check(&conf)?;
+    let ctl = out.join("router.bird.ctl");
+    // the router outlives this controller: the bed's removal ends it
+    Daemon::start(
+        &conf,
+        &ctl,
+        &out.join("router.bird.log"),
+        Some(&bed.router()),
+        Tie::Detached,
+    )
+    .context("starting the router's BIRD")?
+    .detach();
+    let mut nodes = Nodes(Vec::new());
+    for i in 0..a.nodes {
+        nodes.0.push(Some(start_node(&bed, &out, a.workers, i)?));
+    }
+    let t0 = Instant::now();
+    let ms = |t: Instant| (t - t0).as_secs_f64() * 1e3;
+    let mut c = Control::connect(&ctl)?;
+    let mut up = vec![false; a.nodes];
+    let mut sessions = Vec::new();
+    let mut up_at: Option<Instant> = None;
+    while !stop.0.load(Ordering::Relaxed) {
+        if let (Some(u), Some(d)) = (up_at, duration) {
+            if u.elapsed() >= d {
+                break;
+            }
+        }
+        if up_at.is_none() && t0.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "the nodes' BGP sessions were not all established within 30 s (see {}/*.log)",
+                out.display()
+            );
+        }
+        let now = Instant::now();
+        for p in c.protocols()? {
+            let Some(i) = p
+                .name
+                .strip_prefix("node")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&i| i < a.nodes)
+            else {
+                continue;
+            };
+            if p.established() != up[i] {
+                up[i] = !up[i];
+                let to = if up[i] { "up" } else { "down" };
+                if up_at.is_some() {
+                    println!("flowshift pool: node {i}'s session {to} ({})", p.info);
+                }
+                sessions.push(SessionChange {
+                    node: i,
+                    at_ms: ms(now),
+                    to,
+                    info: p.info,
+                });
+            }
+        }
+        if up_at.is_none() && up.iter().all(|&u| u) {
+            up_at = Some(now);
+            println!(
+                "flowshift pool: {} nodes up, every BGP session established (BFD {} ms × {}); \
+                 the server answers at {} (node i's virtual IP 198.51.100.(10 + i)) from the \
+                 client namespace `{}`; Ctrl-C to stop",
+                a.nodes,
+                bfd.interval_ms,
+                bfd.multiplier,
+                (0..a.nodes)
+                    .map(PoolBed::vip)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                bed.client()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // the nodes drain and end with their reports
+    for ch in nodes.0.iter().flatten() {
+        let _ = Command::new("kill")
+            .args(["-INT", &ch.id().to_string()])
+            .status();
+    }
+    let mut reports = Vec::new();
+    for i in 0..a.nodes {
+        let mut ch = nodes.0[i].take().expect("every node was started");
+        let st = ch.wait()?;
+        let r = std::fs::read_to_string(out.join(format!("node{i}.json")))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(serde_json::Value::Null);
+        if r.is_null() {
+            eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
+        }
+        reports.push(r);
+    }
+    let report = BgpReport {
+        nodes: a.nodes,
+        bfd,
+        sessions,
+        node_reports: reports,
+    };
+    for s in &report.sessions {
+        println!(
+            "{:>10.1} ms  node {}  session {:<4}  {}",
+            s.at_ms, s.node, s.to, s.info
+        );
+    }
+    if let Some(p) = &a.json {
+        crate::output::json(p, &report)?;
+    }
+    drop(bed);
+    Ok(())
+}

@@ -1,0 +1,493 @@
+//! The pool's routing by BGP (Sirius §3.2, App. A.1): each node announces
+//! the prefixes it serves to the router in front of the pool (the ToR) — the
+//! tenants' virtual IPs, reached by the node's front link, and its NAT pool,
+//! reached by its back link — and so does the node's secondary, with a longer
+//! AS path. The router prefers the shortest path, so a pair fails over by
+//! itself: when the primary's announcement goes (its process dies, which kills
+//! its BGP speaker; BFD times out; it drains), the secondary's is the best left.
+//!
+//! The AS-path rule also settles split brain: a node that lost its pair's
+//! heartbeats and took itself for the survivor ([`Role::Promoted`]) announces
+//! one prepend longer than an original primary, so while the primary still
+//! announces, the router keeps sending it the traffic and the two copies of a
+//! flow's state never both change.
+//!
+//! Rendered as configuration for BIRD 2 (`bird -c`): the router's speaker
+//! ([`Router`]) and a node's ([`Node`]). Pure: text in, text out.
+
+use std::fmt::{self, Write as _};
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The router's AS number; its communities name a route's side.
+pub const ROUTER_ASN: u32 = 65000;
+/// Node `i`'s AS number.
+pub fn node_asn(i: usize) -> u32 {
+    65001 + i as u32
+}
+
+/// An IPv4 prefix, `a.b.c.d/len`, its host bits clear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Prefix {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+/// Why a prefix does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadPrefix {
+    #[error("`{0}`: expected an IPv4 prefix, a.b.c.d/len")]
+    Syntax(String),
+    #[error("`{0}`: the length is more than 32")]
+    Length(String),
+    #[error("`{0}`: host bits are set (the prefix is {1})")]
+    HostBits(String, Prefix),
+}
+
+impl FromStr for Prefix {
+    type Err = BadPrefix;
+    fn from_str(s: &str) -> Result<Prefix, BadPrefix> {
+        let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+        let addr: Ipv4Addr = a.parse().map_err(|_| BadPrefix::Syntax(s.into()))?;
+        let len: u8 = l.parse().map_err(|_| BadPrefix::Syntax(s.into()))?;
+        if len > 32 {
+            return Err(BadPrefix::Length(s.into()));
+        }
+        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+        let net = Ipv4Addr::from(u32::from(addr) & mask);
+        if net != addr {
+            return Err(BadPrefix::HostBits(s.into(), Prefix { addr: net, len }));
+        }
+        Ok(Prefix { addr, len })
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl Serialize for Prefix {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Prefix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Prefix, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A node's part for a prefix, which sets its AS path's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The pair's primary: the shortest path.
+    Primary,
+    /// A secondary that lost its primary's heartbeats and took over: longer
+    /// than a primary's (under split brain the primary keeps the traffic),
+    /// shorter than a backup's.
+    Promoted,
+    /// The pair's secondary: used only once the primary's route is gone.
+    Backup,
+}
+
+impl Role {
+    /// Times the node prepends its AS number to the path.
+    pub fn prepends(self) -> u8 {
+        match self {
+            Role::Primary => 0,
+            Role::Promoted => 1,
+            Role::Backup => 2,
+        }
+    }
+}
+
+/// Which of a node's links a prefix is reached by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// Traffic from the clients (a tenant's virtual IPs).
+    Front,
+    /// Replies to the node's translated addresses (its NAT pool).
+    Back,
+}
+
+impl Side {
+    /// The community that tells the router the side: (ROUTER_ASN, 1 or 2).
+    pub fn community(self) -> (u32, u32) {
+        match self {
+            Side::Front => (ROUTER_ASN, 1),
+            Side::Back => (ROUTER_ASN, 2),
+        }
+    }
+}
+
+/// One announcement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Announce {
+    pub prefix: Prefix,
+    pub side: Side,
+    pub role: Role,
+}
+
+/// Bidirectional forwarding detection between the router and a node: a
+/// session is down after `multiplier` intervals without a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bfd {
+    pub interval_ms: u32,
+    pub multiplier: u8,
+}
+
+impl Default for Bfd {
+    /// 10 ms × 5: a silent node found in 50 ms. Measured on this 2-CPU
+    /// machine with two busy loops and the pool's downloads beside
+    /// (docs/MEASURED.md, "The pool on BGP"): no session went down falsely.
+    fn default() -> Bfd {
+        Bfd {
+            interval_ms: 10,
+            multiplier: 5,
+        }
+    }
+}
+
+impl Bfd {
+    /// What is wrong with it, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=10_000).contains(&self.interval_ms) {
+            return Err(format!("bfd interval {} ms: 1 to 10000", self.interval_ms));
+        }
+        if !(1..=255).contains(&self.multiplier) {
+            return Err(format!("bfd multiplier {}: 1 to 255", self.multiplier));
+        }
+        Ok(())
+    }
+
+    fn bird(&self, iface: &str) -> String {
+        format!(
+            "protocol bfd {{\n  interface \"{iface}\" {{ min rx interval {i} ms; \
+             min tx interval {i} ms; idle tx interval 1000 ms; multiplier {m}; }};\n}}\n",
+            i = self.interval_ms,
+            m = self.multiplier
+        )
+    }
+}
+
+/// BIRD's BGP timers: the first connection a second after the start, a
+/// failed session retried after a second.
+const TIMERS: &str = "  connect delay time 1;\n  connect retry time 1;\n  \
+                      error wait time 1, 4;\n  hold time 9;\n  bfd on;\n";
+
+/// A node's BGP speaker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// Its address on the peering network (also its router id).
+    pub local: Ipv4Addr,
+    pub asn: u32,
+    /// The router's address on the peering network.
+    pub peer: Ipv4Addr,
+    #[serde(default = "router_asn")]
+    pub peer_asn: u32,
+    /// The interface it peers by (BFD runs there).
+    pub iface: String,
+    #[serde(default)]
+    pub bfd: Bfd,
+    #[serde(default)]
+    pub announce: Vec<Announce>,
+}
+
+fn router_asn() -> u32 {
+    ROUTER_ASN
+}
+
+/// The name of a node's static protocol holding its announcements: disabled,
+/// it announces nothing (before its data path is ready; once drained).
+pub const ANNOUNCE: &str = "announce";
+/// The name of a node's BGP session to the router.
+pub const UPLINK: &str = "uplink";
+
+impl Node {
+    /// What is wrong with it, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        self.bfd.check()?;
+        if self.asn == self.peer_asn {
+            return Err(format!(
+                "asn {}: a node's AS is not the router's (eBGP)",
+                self.asn
+            ));
+        }
+        if self.iface.is_empty() || self.iface.contains(['"', '\n', ' ']) {
+            return Err(format!("iface `{}`: not an interface name", self.iface));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for a in &self.announce {
+            if !seen.insert(a.prefix) {
+                return Err(format!("{} is announced twice", a.prefix));
+            }
+        }
+        Ok(())
+    }
+
+    /// The same speaker with every announcement of `role` `from` now `to`.
+    pub fn with_role(&self, from: Role, to: Role) -> Node {
+        let mut n = self.clone();
+        for a in &mut n.announce {
+            if a.role == from {
+                a.role = to;
+            }
+        }
+        n
+    }
+
+    /// BIRD 2's configuration; its announcements start disabled when
+    /// `start_disabled`.
+    pub fn bird_config(&self, start_disabled: bool) -> String {
+        let mut c = format!(
+            "# flowshift pool node: written by flowshift, read by bird -c\n\
+             router id {};\nprotocol device {{ scan time 10; }}\n",
+            self.local
+        );
+        c += &self.bfd.bird(&self.iface);
+        let _ = writeln!(
+            c,
+            "protocol static {ANNOUNCE} {{\n  ipv4;\n  disabled {};",
+            if start_disabled { "yes" } else { "no" }
+        );
+        for a in &self.announce {
+            let _ = writeln!(c, "  route {} blackhole;", a.prefix);
+        }
+        c += "}\n";
+        let _ = writeln!(
+            c,
+            "protocol bgp {UPLINK} {{\n  local {} as {};\n  neighbor {} as {};\n{TIMERS}  \
+             ipv4 {{\n    import none;\n    export filter {{",
+            self.local, self.asn, self.peer, self.peer_asn
+        );
+        for a in &self.announce {
+            let (x, y) = a.side.community();
+            let _ = write!(c, "      if net = {} then {{", a.prefix);
+            for _ in 0..a.role.prepends() {
+                let _ = write!(c, " bgp_path.prepend({});", self.asn);
+            }
+            let _ = writeln!(c, " bgp_community.add(({x}, {y})); accept; }}");
+        }
+        c += "      reject;\n    };\n  };\n}\n";
+        c
+    }
+}
+
+/// A node as the router peers with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub addr: Ipv4Addr,
+    pub asn: u32,
+    /// The next hop of its front prefixes (an address on the router's link
+    /// to the node's front) and of its back prefixes.
+    pub front: Ipv4Addr,
+    pub back: Ipv4Addr,
+}
+
+/// The name of the router's session with node `i`.
+pub fn session(i: usize) -> String {
+    format!("node{i}")
+}
+
+/// The router's BGP speaker (the ToR of Sirius's Fig. 4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Router {
+    /// Its address on the peering network (also its router id).
+    pub local: Ipv4Addr,
+    /// The interface it peers by.
+    pub iface: String,
+    pub bfd: Bfd,
+    /// The kernel routing table its best routes go to.
+    pub table: u32,
+    /// Node `i` is `nodes[i]`.
+    pub nodes: Vec<Peer>,
+}
+
+impl Router {
+    /// BIRD 2's configuration: a session per node whose routes go by the
+    /// node's front or back link as their community says, the best of each
+    /// prefix (the shortest AS path) to the kernel table.
+    pub fn bird_config(&self) -> String {
+        let mut c = format!(
+            "# flowshift pool router: written by flowshift, read by bird -c\n\
+             router id {};\nprotocol device {{ scan time 10; }}\n",
+            self.local
+        );
+        c += &self.bfd.bird(&self.iface);
+        let _ = writeln!(
+            c,
+            "protocol kernel {{\n  ipv4 {{ import none; export all; }};\n  kernel table {};\n}}",
+            self.table
+        );
+        let (fx, fy) = Side::Front.community();
+        let (bx, by) = Side::Back.community();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let _ = writeln!(
+                c,
+                "protocol bgp {} {{\n  local {} as {ROUTER_ASN};\n  neighbor {} as {};\n{TIMERS}  \
+                 ipv4 {{\n    export none;\n    import filter {{\n      \
+                 if ({fx}, {fy}) ~ bgp_community then {{ gw = {}; accept; }}\n      \
+                 if ({bx}, {by}) ~ bgp_community then {{ gw = {}; accept; }}\n      \
+                 reject;\n    }};\n  }};\n}}",
+                session(i),
+                self.local,
+                n.addr,
+                n.asn,
+                n.front,
+                n.back
+            );
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(announce: Vec<Announce>) -> Node {
+        Node {
+            local: "10.77.0.1".parse().unwrap(),
+            asn: node_asn(0),
+            peer: "10.77.0.254".parse().unwrap(),
+            peer_asn: ROUTER_ASN,
+            iface: "fspy0".into(),
+            bfd: Bfd::default(),
+            announce,
+        }
+    }
+
+    #[test]
+    fn prefixes_parse_print_and_refuse_what_is_not_one() {
+        let p: Prefix = "203.0.113.16/28".parse().unwrap();
+        assert_eq!(p.to_string(), "203.0.113.16/28");
+        assert_eq!("198.51.100.10".parse::<Prefix>().unwrap().len, 32);
+        assert_eq!("0.0.0.0/0".parse::<Prefix>().unwrap().len, 0);
+        assert!(matches!(
+            "203.0.113.17/28".parse::<Prefix>(),
+            Err(BadPrefix::HostBits(_, q)) if q == p
+        ));
+        assert!(matches!(
+            "1.2.3.4/33".parse::<Prefix>(),
+            Err(BadPrefix::Length(_))
+        ));
+        assert!(matches!(
+            "1.2.3/8".parse::<Prefix>(),
+            Err(BadPrefix::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn a_primary_is_preferred_to_a_promoted_node_and_that_to_a_backup() {
+        assert!(Role::Primary.prepends() < Role::Promoted.prepends());
+        assert!(Role::Promoted.prepends() < Role::Backup.prepends());
+    }
+
+    #[test]
+    fn a_node_prepends_by_role_and_tags_by_side() {
+        let n = node(vec![
+            Announce {
+                prefix: "198.51.100.10/32".parse().unwrap(),
+                side: Side::Front,
+                role: Role::Primary,
+            },
+            Announce {
+                prefix: "203.0.113.32/28".parse().unwrap(),
+                side: Side::Back,
+                role: Role::Backup,
+            },
+        ]);
+        n.check().unwrap();
+        let c = n.bird_config(true);
+        assert!(c.contains("disabled yes;"), "{c}");
+        assert!(c.contains("route 198.51.100.10/32 blackhole;"), "{c}");
+        let line = |p: &str| c.lines().find(|l| l.contains(p)).unwrap().to_string();
+        let front = line("if net = 198.51.100.10/32");
+        assert_eq!(front.matches("prepend").count(), 0, "{front}");
+        assert!(front.contains("(65000, 1)"), "{front}");
+        let back = line("if net = 203.0.113.32/28");
+        assert_eq!(back.matches("bgp_path.prepend(65001)").count(), 2, "{back}");
+        assert!(back.contains("(65000, 2)"), "{back}");
+        let promoted = n.with_role(Role::Backup, Role::Promoted).bird_config(false);
+        assert!(promoted.contains("disabled no;"));
+        let back = promoted
+            .lines()
+            .find(|l| l.contains("if net = 203.0.113.32/28"))
+            .unwrap();
+        assert_eq!(back.matches("prepend").count(), 1, "{back}");
+    }
+
+    #[test]
+    fn a_node_that_cannot_peer_is_refused() {
+        let a = Announce {
+            prefix: "198.51.100.10/32".parse().unwrap(),
+            side: Side::Front,
+            role: Role::Primary,
+        };
+        assert!(node(vec![a, a]).check().unwrap_err().contains("twice"));
+        let mut n = node(vec![a]);
+        n.asn = ROUTER_ASN;
+        assert!(n.check().unwrap_err().contains("eBGP"));
+        let mut n = node(vec![a]);
+        n.bfd.interval_ms = 0;
+        assert!(n.check().unwrap_err().contains("bfd interval"));
+        let mut n = node(vec![a]);
+        n.iface = "a\"b".into();
+        assert!(n.check().is_err());
+    }
+
+    #[test]
+    fn the_router_sets_each_nodes_next_hops_by_side() {
+        let r = Router {
+            local: "10.77.0.254".parse().unwrap(),
+            iface: "fspbr".into(),
+            bfd: Bfd::default(),
+            table: 100,
+            nodes: (0..2)
+                .map(|i| Peer {
+                    addr: Ipv4Addr::new(10, 77, 0, i as u8 + 1),
+                    asn: node_asn(i),
+                    front: Ipv4Addr::new(10, 8, i as u8, 2),
+                    back: Ipv4Addr::new(10, 9, i as u8, 2),
+                })
+                .collect(),
+        };
+        let c = r.bird_config();
+        assert!(c.contains("kernel table 100;"));
+        assert!(c.contains("protocol bgp node1 {"));
+        assert!(c.contains("neighbor 10.77.0.2 as 65002;"));
+        assert!(c.contains("gw = 10.8.1.2;"));
+        assert!(c.contains("gw = 10.9.1.2;"));
+        assert!(c.contains("min rx interval 10 ms"));
+    }
+
+    #[test]
+    fn a_node_reads_from_toml() {
+        let n: Node = toml::from_str(
+            "local = \"10.77.0.1\"\nasn = 65001\npeer = \"10.77.0.254\"\niface = \"y0\"\n\
+             bfd = { interval_ms = 20, multiplier = 3 }\n\
+             [[announce]]\nprefix = \"198.51.100.10/32\"\nside = \"front\"\nrole = \"backup\"\n",
+        )
+        .unwrap();
+        assert_eq!(n.peer_asn, ROUTER_ASN);
+        assert_eq!(n.announce[0].role, Role::Backup);
+        assert_eq!(n.bfd.multiplier, 3);
+        let e = toml::from_str::<Node>(
+            "local = \"10.77.0.1\"\nasn = 65001\npeer = \"10.77.0.254\"\niface = \"y0\"\n\
+             [[announce]]\nprefix = \"198.51.100.11/24\"\nside = \"front\"\nrole = \"primary\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("host bits"), "{e}");
+    }
+}
