@@ -10,6 +10,7 @@
 #   nftables, procps  the kernel peer of `flowshift bench-kernel` (NAT + conntrack)
 #   python3           seeds the fuzz corpora (scripts/fuzz_seeds.py)
 #   iperf3            the real TCP load of the interface order test
+#   bird2             BGP and BFD of the pool's router and nodes (pool run --routing bgp)
 set -euo pipefail
 
 need=()
@@ -25,6 +26,7 @@ command -v sysctl >/dev/null 2>&1 || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v bird >/dev/null 2>&1 || [ -x /usr/sbin/bird ] || need+=(bird2)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

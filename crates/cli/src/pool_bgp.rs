@@ -25,6 +25,13 @@ use serde::Serialize;
 
 use crate::pool_run::{node_config, start_node, write_pool_key, Nodes, RunArgs};
 
+/// Pair heartbeats' timeout: a node whose secondary is silent this long
+/// sends its packets out unprotected. Live nodes were silent for up to 91 ms
+/// on this loaded 2-CPU machine (`pool run`'s longest silence, with
+/// downloads and two busy loops beside); a false loss costs protection, not
+/// packets.
+const PAIR_TIMEOUT_MS: i64 = 150;
+
 /// A change of a router's session with a node, ms since the pool was up.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionChange {
@@ -114,6 +121,8 @@ fn config(a: &RunArgs, bed: &PoolBed, i: usize, key: &Path, bfd: Bfd) -> anyhow:
         .and_then(toml::Value::as_table_mut)
         .expect("node_config writes [pool]");
     pool.insert("bgp".into(), toml::Value::try_from(&speaker)?);
+    // with no controller to re-ring it, a node finds a lost secondary itself
+    pool.insert("pair_timeout_ms".into(), PAIR_TIMEOUT_MS.into());
     Ok(toml::to_string(&t)?)
 }
 
@@ -206,7 +215,12 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
                 });
             }
         }
-        if up_at.is_none() && up.iter().all(|&u| u) {
+        // up: every session established and every node's four routes (its
+        // own and its predecessor's, each front and back) in the table
+        if up_at.is_none()
+            && up.iter().all(|&u| u)
+            && (0..a.nodes).all(|i| c.routes_from(&pool::bgp::session(i)).is_ok_and(|n| n >= 4))
+        {
             up_at = Some(now);
             println!(
                 "flowshift pool: {} nodes up, every BGP session established (BFD {} ms × {}); \

@@ -215,6 +215,10 @@ pub(crate) struct PoolSection {
     /// announces to the pool's router, started with the node and dying with
     /// it. Needs `--iface`.
     pub bgp: Option<pool::bgp::Node>,
+    /// Pair heartbeats: ms without an answer from the secondary before this
+    /// node takes it for lost and sends its packets out unprotected
+    /// (`runspec::Replica::pair_timeout_ms`) [default: off].
+    pub pair_timeout_ms: Option<u32>,
 }
 
 /// The pool's key from `[pool] key_file` (relative to `base`), refused if
@@ -487,6 +491,7 @@ pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<S
             listen: p.listen,
             secondary: p.secondary,
             key: pool_key(p, &base)?,
+            pair_timeout_ms: p.pair_timeout_ms.unwrap_or(0),
         }),
         None => None,
     };

@@ -253,6 +253,18 @@ impl Control {
         self.request(&format!("disable {name}")).map(drop)
     }
 
+    /// Routes protocol `name` gave its table (`show route protocol NAME
+    /// count`), whether best or not.
+    pub fn routes_from(&mut self, name: &str) -> io::Result<usize> {
+        let text = self.request(&format!("show route protocol {name} count"))?;
+        // `4 of 4 routes for 4 networks in table master4`
+        text.lines()
+            .find(|l| l.contains("routes for"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("bird: no route count in `{}`", text.trim())))
+    }
+
     /// `show protocols`.
     pub fn protocols(&mut self) -> io::Result<Vec<Protocol>> {
         let text = self.request("show protocols")?;

@@ -200,7 +200,16 @@ pub struct Replica {
     /// without a good seal refused (`pool::auth`); none on a fabric that is
     /// trusted (`insecure`).
     pub key: Option<[u8; 32]>,
+    /// Pair heartbeats (Sirius §3.2): this node beats its secondary every
+    /// [`PAIR_BEAT_MS`] and takes it for lost after this many milliseconds
+    /// without an answer — its packets then leave from here, unprotected,
+    /// rather than wait for copies nobody acknowledges — and for back at its
+    /// next answer. 0: off (a controller re-rings the node instead).
+    pub pair_timeout_ms: u32,
 }
+
+/// The period of pair heartbeats, ms.
+pub const PAIR_BEAT_MS: u32 = 5;
 
 /// A flag that ends a run when set.
 #[derive(Clone, Debug, Default)]

@@ -46,6 +46,8 @@ pub(crate) struct FeederStats {
     pub sync_refused: u64,
     /// Datagrams at the replication port that were not replica messages.
     pub replica_bad: u64,
+    /// Times the pair heartbeats found this node's secondary lost.
+    pub secondary_lost: u64,
     /// Replica messages the kernel dropped at the replication port (its
     /// buffer full): lost packets, counted in `offered` and `rx_overflow`.
     pub replicas_dropped: u64,
@@ -561,6 +563,7 @@ pub(crate) fn feed_ports(
             }
         }
         if let Some(r) = replica.as_deref_mut() {
+            r.pair_tick(shared.now_ns());
             got += replicas(
                 r,
                 &mut dgram,
@@ -596,6 +599,7 @@ pub(crate) fn feed_ports(
     if let Some(r) = replica {
         st.replica_refused = r.refused();
         st.replicas_dropped = r.dropped();
+        st.secondary_lost = r.pair_lost();
         st.offered += st.replicas_dropped;
         st.rx_overflow += st.replicas_dropped;
     }
@@ -630,7 +634,7 @@ fn replicas(
             }
         };
         got += 1;
-        if r.control(d, from) {
+        if r.pair_answer(d, from, shared.now_ns()) || r.control(d, from) {
             continue;
         }
         let (port, seq, entry, frame) = match crate::protocol::copy(d) {

@@ -118,7 +118,7 @@ impl Ports {
                     let secondary = crate::replica::Secondary::new(r.secondary);
                     let bulk = crate::bulk::BulkOrder::new(owner.len(), workers);
                     let key = r.key.map(pool::auth::Key::new);
-                    let rx = crate::replica::ReplicaRx::bind(
+                    let mut rx = crate::replica::ReplicaRx::bind(
                         r.listen,
                         secondary.clone(),
                         bulk.clone(),
@@ -127,6 +127,7 @@ impl Ports {
                     .map_err(|e| {
                         cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
                     })?;
+                    rx.watch_pair(r.pair_timeout_ms);
                     let tx = (0..workers)
                         .map(|w| {
                             crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref()).map(

@@ -22,7 +22,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Set in a packet's port: the packet is a replica message (its entry after
@@ -108,6 +108,9 @@ pub(crate) struct Secondary {
     addr: Mutex<SocketAddr>,
     /// Bumped by every change.
     gen: AtomicU64,
+    /// Found silent by the pair heartbeats ([`PairWatch`]): copies are not
+    /// sent, packets leave from this node.
+    lost: AtomicBool,
 }
 
 impl Secondary {
@@ -115,7 +118,15 @@ impl Secondary {
         Arc::new(Secondary {
             addr: Mutex::new(addr),
             gen: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
         })
+    }
+
+    /// The pair heartbeats found it silent (`true`) or heard it again.
+    pub fn set_lost(&self, lost: bool) {
+        // `Relaxed`: a flag read on its own by each core's `ReplicaTx::send`;
+        // nothing else is published through it
+        self.lost.store(lost, Ordering::Relaxed);
     }
 
     /// Replicate to `addr` from now on.
@@ -186,6 +197,11 @@ impl ReplicaTx {
     /// Sends a packet that came in by `port` with its flow's `entry`: the
     /// copy's number, or none when the socket refused it.
     pub fn send(&mut self, port: u8, entry: &[u8], frame: &[u8]) -> Option<u32> {
+        // (see `Secondary::set_lost`)
+        if self.to.lost.load(Ordering::Relaxed) {
+            self.failed += 1;
+            return None;
+        }
         // (a relaxed peek first: the secondary changes once per failure)
         if self.to.gen.load(Ordering::Relaxed) != self.gen {
             let (gen, addr) = self.to.get();
@@ -324,6 +340,23 @@ pub(crate) struct ReplicaRx {
     pub secondary: Arc<Secondary>,
     /// The controller's bulk-sync order.
     pub bulk: Arc<crate::bulk::BulkOrder>,
+    /// Pair heartbeats to the secondary, if on.
+    pair: Option<PairWatch>,
+}
+
+/// A node's watch over its secondary (Sirius §3.2: each pair exchanges
+/// heartbeats and fails over independently): a heartbeat every period from
+/// the replication port to the secondary's, whose answer ([`ALIVE`]) comes
+/// back there; silent for the timeout (`pool::detect`: as many rounds sent
+/// and as much time), the secondary is lost — [`Secondary::set_lost`] —
+/// until it answers again.
+struct PairWatch {
+    det: pool::detect::Detector,
+    period_ns: u64,
+    /// When the next heartbeat goes.
+    next: u64,
+    /// Times the secondary was found lost.
+    pub lost: u64,
 }
 
 impl ReplicaRx {
@@ -343,7 +376,65 @@ impl ReplicaRx {
             sealed: crate::sealed::Sealed::new(key),
             secondary,
             bulk,
+            pair: None,
         })
+    }
+
+    /// Turns pair heartbeats on: the secondary is lost after `timeout_ms`
+    /// without an answer (0: off).
+    pub fn watch_pair(&mut self, timeout_ms: u32) {
+        if timeout_ms == 0 {
+            return;
+        }
+        let period = u64::from(runspec::PAIR_BEAT_MS) * 1_000_000;
+        let missed = timeout_ms.div_ceil(runspec::PAIR_BEAT_MS).max(1);
+        self.pair = Some(PairWatch {
+            det: pool::detect::Detector::new(1, period, missed),
+            period_ns: period,
+            next: 0,
+            lost: 0,
+        });
+    }
+
+    /// Pair heartbeats at `now`: beats the secondary when one is due, and
+    /// finds it lost when it has been silent too long.
+    pub fn pair_tick(&mut self, now: u64) {
+        let Some(p) = self.pair.as_mut() else {
+            return;
+        };
+        if now >= p.next {
+            p.next = now + p.period_ns;
+            p.det.beat(now);
+            let (_, to) = self.secondary.get();
+            let _ = self.sealed.send_to(&self.sock, HEARTBEAT, to);
+        }
+        if !p.det.check(now).is_empty() {
+            p.lost += 1;
+            self.secondary.set_lost(true);
+        }
+    }
+
+    /// Takes `d` from `from` if it is the secondary's answer to a pair
+    /// heartbeat at `now` (a lost secondary that answers is back).
+    pub fn pair_answer(&mut self, d: &[u8], from: SocketAddr, now: u64) -> bool {
+        let Some(p) = self.pair.as_mut() else {
+            return false;
+        };
+        if d != ALIVE || from != self.secondary.get().1 {
+            return false;
+        }
+        if p.det.is_down(0) {
+            p.det.revive(0, now);
+            self.secondary.set_lost(false);
+        } else {
+            p.det.alive(0, now);
+        }
+        true
+    }
+
+    /// Times the pair heartbeats found the secondary lost.
+    pub fn pair_lost(&self) -> u64 {
+        self.pair.as_ref().map_or(0, |p| p.lost)
     }
 
     /// Copies the kernel dropped because the socket's buffer was full (the

@@ -642,6 +642,7 @@ fn merge(
             ("poisoned_at_end", sum(5)),
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
+            ("secondary_lost", feeder.secondary_lost),
             ("refused_malformed", feeder.replica_refused[0]),
             ("refused_bad_tag", feeder.replica_refused[1]),
             ("refused_stale", feeder.replica_refused[2]),

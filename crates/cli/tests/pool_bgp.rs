@@ -1,0 +1,462 @@
+//! `flowshift pool run --routing bgp`: pairs that fail over by themselves,
+//! through BGP routes the nodes announce to the router's BIRD, with no
+//! controller. Node i announces its virtual IP 198.51.100.(10 + i) and its
+//! NAT pool as their primary and node i − 1's as their backup (a longer AS
+//! path); it replicates its flows' state to node i + 1.
+//!
+//! The first test runs 200 long downloads, spread over the virtual IPs of
+//! four FW → NAT nodes, then: kills the controller (`kill -9`), kills node 0's
+//! flowshift (`kill -9`; its BIRD dies with it), and drains node 2 (Ctrl-C: it
+//! withdraws its routes, forwards a moment longer and stops). Every download
+//! must go on byte-exact; the router's route changes are timed from the kill
+//! with `ip monitor`. The second takes a node's front link down: the node
+//! withdraws, its secondary takes the traffic.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use netio::netns;
+use netio::poolbed::PoolBed;
+
+mod common;
+
+const PORT: u16 = 7200;
+/// Each download runs until its test says stop, CHUNK bytes every PACE.
+const CHUNK: usize = 4_000;
+const PACE: Duration = Duration::from_millis(16);
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn pattern(seed: u16, i: usize) -> u8 {
+    (i as u32 * 13 + u32::from(seed)) as u8
+}
+
+/// The bed's namespaces and everything in them: removed on drop.
+struct Pool {
+    prefix: &'static str,
+    nodes: usize,
+    controller: Option<Child>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.controller {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        PoolBed::down(self.prefix, self.nodes);
+    }
+}
+
+/// The pid of node `i`'s flowshift (not its BIRD).
+fn node_pid(prefix: &str, i: usize) -> u32 {
+    let out = Command::new("ip")
+        .args(["netns", "pids", &format!("{prefix}-n{i}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "flowshift")
+        })
+        .unwrap_or_else(|| panic!("no flowshift in node {i}"))
+}
+
+fn signal(pid: u32, sig: &str) {
+    assert!(Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Starts the pool of `nodes` FW → NAT nodes; returns once it says every
+/// session is up.
+fn start(prefix: &'static str, nodes: usize, out: &str) -> Pool {
+    let chain = tmp(&format!("{out}-chain.toml"));
+    std::fs::write(
+        &chain,
+        format!(
+            "[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp 10.0.0.0/8 -> any:{PORT}\"\n\
+             [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"192.0.2.1\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["pool", "run", "--routing", "bgp", "--prefix", prefix])
+        .args(["--nodes", &nodes.to_string()])
+        .arg("--config")
+        .arg(&chain)
+        .arg("--out")
+        .arg(tmp(out))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let pool = Pool {
+        prefix,
+        nodes,
+        controller: Some(child),
+    };
+    let t = Instant::now();
+    loop {
+        let l = lines.next().expect("the pool came up").unwrap();
+        if l.contains("every BGP session established") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the pool never came up"
+        );
+    }
+    // the rest of its output, unread
+    std::thread::spawn(move || for _ in lines {});
+    pool
+}
+
+/// The router's route changes, each with its wall-clock time (`ip -ts
+/// monitor route`), as they come.
+type Changes = Arc<Mutex<Vec<(SystemTime, String)>>>;
+
+fn monitor(prefix: &str) -> (Child, Changes) {
+    let mut m = Command::new("ip")
+        .args(["-n", &format!("{prefix}-r"), "-ts", "monitor", "route"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(m.stdout.take().unwrap()).lines();
+    let changes: Changes = Arc::default();
+    let c = changes.clone();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            // `[2026-11-27T13:20:21.983246] Deleted …`
+            let at = l
+                .strip_prefix('[')
+                .and_then(|l| l.split_once(']'))
+                .and_then(|(t, rest)| Some((wall(t)?, rest.trim().to_string())));
+            if let Some(a) = at {
+                c.lock().unwrap().push(a);
+            }
+        }
+    });
+    (m, changes)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffff` (local time: UTC here) as a `SystemTime`.
+fn wall(t: &str) -> Option<SystemTime> {
+    let (date, time) = t.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let (hms, frac) = time.split_once('.')?;
+    let h: Vec<i64> = hms
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // days from the civil date (Howard Hinnant's algorithm)
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h[0] * 3600 + h[1] * 60 + h[2];
+    let micros: u64 = format!("{frac:0<6}")[..6].parse().ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_micros(micros))
+}
+
+/// When `prefix`'s route first went by node `to`'s link at or after `from`,
+/// ms after it.
+fn rerouted(changes: &Changes, from: SystemTime, prefix: &str, via: &str) -> Option<f64> {
+    changes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, l)| {
+            *t >= from && l.starts_with(prefix) && l.contains(via) && !l.starts_with("Deleted")
+        })
+        .map(|(t, _)| t.duration_since(from).unwrap().as_secs_f64() * 1e3)
+        .next()
+}
+
+/// A paced server at every address of namespace `ns`, until `stop`: each
+/// connection's first two bytes seed its pattern.
+fn server(ns: &str, stop: &'static AtomicBool) {
+    let ns = ns.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let l = std::net::TcpListener::bind(("0.0.0.0", PORT)).unwrap();
+        tx.send(()).unwrap();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut seed = [0u8; 2];
+                if s.read_exact(&mut seed).is_err() {
+                    return;
+                }
+                let seed = u16::from_be_bytes(seed);
+                let t = Instant::now();
+                let mut at = 0;
+                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
+                    let c: Vec<u8> = (at..at + CHUNK).map(|i| pattern(seed, i)).collect();
+                    if s.write_all(&c).is_err() {
+                        return;
+                    }
+                    at += CHUNK;
+                    std::thread::sleep(PACE);
+                }
+            });
+        }
+    });
+    rx.recv().unwrap();
+}
+
+/// `n` downloads from the client namespace, download c to node (c % nodes)'s
+/// virtual IP; each thread's result once `stop` is set: true if it ran to
+/// the server's close with every byte right.
+fn downloads(
+    prefix: &str,
+    n: usize,
+    nodes: usize,
+    stop: &'static AtomicBool,
+) -> (Arc<Barrier>, Vec<std::thread::JoinHandle<bool>>) {
+    let start = Arc::new(Barrier::new(n + 1));
+    let hs = (0..n)
+        .map(|c| {
+            let start = start.clone();
+            let ns = format!("{prefix}-c");
+            std::thread::spawn(move || {
+                netns::enter(&ns).unwrap();
+                let to = SocketAddr::new(PoolBed::vip(c % nodes).parse().unwrap(), PORT);
+                let s = TcpStream::connect_timeout(&to, Duration::from_secs(5));
+                // (every thread meets the others, connected or not)
+                start.wait();
+                let mut s = match s {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("download {c} did not connect: {e}");
+                        return false;
+                    }
+                };
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let seed = c as u16;
+                s.write_all(&seed.to_be_bytes()).unwrap();
+                let (mut got, mut right) = (0, true);
+                let mut buf = [0u8; 16_384];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(k) => {
+                            right &= buf[..k]
+                                .iter()
+                                .enumerate()
+                                .all(|(j, b)| *b == pattern(seed, got + j));
+                            got += k;
+                        }
+                        Err(e) => {
+                            eprintln!("download {c} broke after {got} bytes: {e}");
+                            return false;
+                        }
+                    }
+                }
+                let whole = stop.load(Ordering::Relaxed);
+                if !right || !whole {
+                    eprintln!("download {c}: {got} bytes, right {right}, to the end {whole}");
+                }
+                right && whole
+            })
+        })
+        .collect();
+    (start, hs)
+}
+
+/// One pool at a time: the machine has two CPUs.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Probes the bed and BIRD; false (a skip, counted) where either is missing.
+fn privileged(prefix: &str) -> bool {
+    let Some(probe) = common::bed(prefix) else {
+        return false;
+    };
+    drop(probe);
+    netio::testbed::privileged(
+        "BIRD, the pool's BGP speaker",
+        netio::bird::program().ok_or("no `bird` program (apt install bird2)"),
+    )
+    .is_some()
+}
+
+/// Node `i`'s run report, once it ended.
+fn report(out: &str, i: usize) -> serde_json::Value {
+    let t = std::fs::read_to_string(tmp(out).join(format!("node{i}.json")))
+        .unwrap_or_else(|e| panic!("node {i}'s report: {e}"));
+    serde_json::from_str(&t).unwrap()
+}
+
+#[test]
+fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() {
+    const PREFIX: &str = "fspg";
+    const NODES: usize = 4;
+    const CONNECTIONS: usize = 200;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    let mut pool = start(PREFIX, NODES, "pool-bgp");
+    let (mut mon, changes) = monitor(PREFIX);
+    server(&format!("{PREFIX}-s"), &STOP);
+    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
+    start.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    // the controller goes first: nothing it does is needed from here on
+    let mut c = pool.controller.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let n0 = node_pid(PREFIX, 0);
+    let killed = SystemTime::now();
+    signal(n0, "-9");
+    std::thread::sleep(Duration::from_millis(500));
+    let n2 = node_pid(PREFIX, 2);
+    let drained = SystemTime::now();
+    signal(n2, "-INT");
+    std::thread::sleep(Duration::from_secs(2));
+    STOP.store(true, Ordering::Relaxed);
+    let broken = hs
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|ok| !ok)
+        .count();
+    let _ = mon.kill();
+    let _ = mon.wait();
+    let (g0, _) = PoolBed::gateways(1);
+    let (g2, _) = PoolBed::gateways(3);
+    let failover = rerouted(&changes, killed, &PoolBed::vip(0), &g0);
+    let drain = rerouted(&changes, drained, &PoolBed::vip(2), &g2);
+    println!(
+        "{CONNECTIONS} downloads, {broken} broken; node 0's virtual IP by node 1 {failover:?} ms \
+         after its kill -9, node 2's by node 3 {drain:?} ms after its drain began"
+    );
+    let nat1 = rerouted(
+        &changes,
+        killed,
+        &PoolBed::nat_pool(0),
+        &PoolBed::gateways(1).1,
+    );
+    assert_eq!(broken, 0, "downloads broken");
+    assert!(failover.is_some_and(|t| t < 1_000.0), "{failover:?}");
+    assert!(
+        nat1.is_some_and(|t| t < 1_000.0),
+        "node 0's NAT pool: {nat1:?}"
+    );
+    assert!(drain.is_some_and(|t| t < 1_000.0), "{drain:?}");
+    // the drained node ended on its own, with its report
+    for _ in 0..100 {
+        if std::fs::metadata(tmp("pool-bgp").join("node2.json")).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r2 = report("pool-bgp", 2);
+    assert!(r2["packets_out"].as_u64().unwrap() > 100, "{r2}");
+    // the others are stopped here (no controller is left to do it)
+    for i in [1, 3] {
+        signal(node_pid(PREFIX, i), "-INT");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..100 {
+        if [1, 3]
+            .iter()
+            .all(|i| std::fs::metadata(tmp("pool-bgp").join(format!("node{i}.json"))).is_ok())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (i, heir_of) in [(1, 0), (3, 2)] {
+        let r = report("pool-bgp", i);
+        let p = &r["pool"];
+        // it installed the copies of its predecessor's flows, and then
+        // carried them
+        assert!(
+            p["installed"].as_u64().unwrap() >= 3 * 10,
+            "node {i} (heir of {heir_of}): {p}"
+        );
+        let drops: u64 = r["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            r["packets_in"].as_u64().unwrap(),
+            r["packets_out"].as_u64().unwrap() + drops,
+            "node {i}: {}",
+            r["drops"]
+        );
+        assert_eq!(p["replica_bad"], 0, "node {i}");
+    }
+    drop(pool);
+}
+
+#[test]
+fn a_node_whose_link_goes_down_hands_its_traffic_to_its_secondary() {
+    const PREFIX: &str = "fspl";
+    const NODES: usize = 3;
+    const CONNECTIONS: usize = 60;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    let pool = start(PREFIX, NODES, "pool-bgp-link");
+    let (mut mon, changes) = monitor(PREFIX);
+    server(&format!("{PREFIX}-s"), &STOP);
+    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
+    start.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    // node 1's front link loses its carrier: its router end goes down
+    let down = SystemTime::now();
+    netns::exec(
+        &format!("{PREFIX}-r"),
+        "ip",
+        &["link", "set", &format!("{PREFIX}f1"), "down"],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    STOP.store(true, Ordering::Relaxed);
+    let broken = hs
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|ok| !ok)
+        .count();
+    let _ = mon.kill();
+    let _ = mon.wait();
+    let moved = rerouted(&changes, down, &PoolBed::vip(1), &PoolBed::gateways(2).0);
+    println!("{CONNECTIONS} downloads, {broken} broken; node 1's virtual IP by node 2 {moved:?} ms after its link went down");
+    assert_eq!(broken, 0, "downloads broken");
+    assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
+    let log = std::fs::read_to_string(tmp("pool-bgp-link").join("node1.log")).unwrap();
+    assert!(
+        log.contains(&format!("link {PREFIX}a1 down: announcements withdrawn")),
+        "{log}"
+    );
+    drop(pool);
+}
