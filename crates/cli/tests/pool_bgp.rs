@@ -9,8 +9,10 @@
 //! flowshift (`kill -9`; its BIRD dies with it), and drains node 2 (Ctrl-C: it
 //! withdraws its routes, forwards a moment longer and stops). Every download
 //! must go on byte-exact; the router's route changes are timed from the kill
-//! with `ip monitor`. The second takes a node's front link down: the node
-//! withdraws, its secondary takes the traffic.
+//! with `ip monitor`, and the routes of the nodes that live never move (no
+//! false failover). The second takes a node's front link down (the node
+//! withdraws) and freezes another, its BIRD too (only BFD finds it): their
+//! secondaries take the traffic.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -71,12 +73,12 @@ fn node_pid(prefix: &str, i: usize) -> u32 {
         .unwrap_or_else(|| panic!("no flowshift in node {i}"))
 }
 
-fn signal(pid: u32, sig: &str) {
-    assert!(Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+/// Sends `sig` to `pid` (at once: no `kill` process to start first, so the
+/// time taken before is the time it was sent).
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers.
+    let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    assert_eq!(r, 0, "kill {pid}: {}", std::io::Error::last_os_error());
 }
 
 /// Starts the pool of `nodes` FW → NAT nodes; returns once it says every
@@ -192,6 +194,22 @@ fn rerouted(changes: &Changes, from: SystemTime, prefix: &str, via: &str) -> Opt
         })
         .map(|(t, _)| t.duration_since(from).unwrap().as_secs_f64() * 1e3)
         .next()
+}
+
+/// Route changes of `prefix` at or after `from`: a node that neither died
+/// nor drained has none (a false failover would be one).
+fn changed(changes: &Changes, from: SystemTime, prefix: &str) -> Vec<String> {
+    changes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, l)| {
+            *t >= from
+                && (l.starts_with(&format!("{prefix} "))
+                    || l.starts_with(&format!("Deleted {prefix} ")))
+        })
+        .map(|(_, l)| l.clone())
+        .collect()
 }
 
 /// A paced server at every address of namespace `ns`, until `stop`: each
@@ -324,6 +342,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     server(&format!("{PREFIX}-s"), &STOP);
     let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
     start.wait();
+    let began = SystemTime::now();
     std::thread::sleep(Duration::from_millis(300));
     // the controller goes first: nothing it does is needed from here on
     let mut c = pool.controller.take().unwrap();
@@ -332,11 +351,11 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     std::thread::sleep(Duration::from_millis(200));
     let n0 = node_pid(PREFIX, 0);
     let killed = SystemTime::now();
-    signal(n0, "-9");
+    signal(n0, libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(500));
     let n2 = node_pid(PREFIX, 2);
     let drained = SystemTime::now();
-    signal(n2, "-INT");
+    signal(n2, libc::SIGINT);
     std::thread::sleep(Duration::from_secs(2));
     STOP.store(true, Ordering::Relaxed);
     let broken = hs
@@ -361,6 +380,13 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
         &PoolBed::gateways(1).1,
     );
     assert_eq!(broken, 0, "downloads broken");
+    // nodes 1 and 3 lived: their own routes never moved
+    for i in [1, 3] {
+        for p in [format!("{}", PoolBed::vip(i)), PoolBed::nat_pool(i)] {
+            let c = changed(&changes, began, &p);
+            assert!(c.is_empty(), "a false failover of node {i}: {c:?}");
+        }
+    }
     assert!(failover.is_some_and(|t| t < 1_000.0), "{failover:?}");
     assert!(
         nat1.is_some_and(|t| t < 1_000.0),
@@ -378,7 +404,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     assert!(r2["packets_out"].as_u64().unwrap() > 100, "{r2}");
     // the others are stopped here (no controller is left to do it)
     for i in [1, 3] {
-        signal(node_pid(PREFIX, i), "-INT");
+        signal(node_pid(PREFIX, i), libc::SIGINT);
     }
     std::thread::sleep(Duration::from_millis(200));
     for _ in 0..100 {
@@ -417,10 +443,10 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
 }
 
 #[test]
-fn a_node_whose_link_goes_down_hands_its_traffic_to_its_secondary() {
+fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
     const PREFIX: &str = "fspl";
-    const NODES: usize = 3;
-    const CONNECTIONS: usize = 60;
+    const NODES: usize = 4;
+    const CONNECTIONS: usize = 100;
     static STOP: AtomicBool = AtomicBool::new(false);
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !privileged(PREFIX) {
@@ -431,6 +457,7 @@ fn a_node_whose_link_goes_down_hands_its_traffic_to_its_secondary() {
     server(&format!("{PREFIX}-s"), &STOP);
     let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
     start.wait();
+    let began = SystemTime::now();
     std::thread::sleep(Duration::from_millis(300));
     // node 1's front link loses its carrier: its router end goes down
     let down = SystemTime::now();
@@ -440,6 +467,23 @@ fn a_node_whose_link_goes_down_hands_its_traffic_to_its_secondary() {
         &["link", "set", &format!("{PREFIX}f1"), "down"],
     )
     .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // node 3 hangs, its BIRD too (a machine that stops): no session closes,
+    // only BFD finds it silent
+    let frozen: Vec<u32> = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "pids", &format!("{PREFIX}-n3")])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .split_whitespace()
+    .map(|p| p.parse().unwrap())
+    .collect();
+    let froze = SystemTime::now();
+    for &p in &frozen {
+        signal(p, libc::SIGSTOP);
+    }
     std::thread::sleep(Duration::from_millis(1500));
     STOP.store(true, Ordering::Relaxed);
     let broken = hs
@@ -450,9 +494,27 @@ fn a_node_whose_link_goes_down_hands_its_traffic_to_its_secondary() {
     let _ = mon.kill();
     let _ = mon.wait();
     let moved = rerouted(&changes, down, &PoolBed::vip(1), &PoolBed::gateways(2).0);
-    println!("{CONNECTIONS} downloads, {broken} broken; node 1's virtual IP by node 2 {moved:?} ms after its link went down");
+    let silent = rerouted(&changes, froze, &PoolBed::vip(3), &PoolBed::gateways(0).0);
+    println!(
+        "{CONNECTIONS} downloads, {broken} broken; node 1's virtual IP by node 2 {moved:?} ms \
+         after its link went down; node 3's by node 0 {silent:?} ms after it froze"
+    );
+    for &p in &frozen {
+        signal(p, libc::SIGKILL);
+    }
     assert_eq!(broken, 0, "downloads broken");
     assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
+    // BFD's 5 × 10 ms, and the router's reaction
+    assert!(
+        silent.is_some_and(|t| (40.0..1_000.0).contains(&t)),
+        "{silent:?}"
+    );
+    for i in [0, 2] {
+        for p in [PoolBed::vip(i), PoolBed::nat_pool(i)] {
+            let c = changed(&changes, began, &p);
+            assert!(c.is_empty(), "a false failover of node {i}: {c:?}");
+        }
+    }
     let log = std::fs::read_to_string(tmp("pool-bgp-link").join("node1.log")).unwrap();
     assert!(
         log.contains(&format!("link {PREFIX}a1 down: announcements withdrawn")),
