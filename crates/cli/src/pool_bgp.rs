@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use netio::bird::{Control, Daemon, Tie};
-use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC};
+use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC, SYNC_PORT};
 use pool::bgp::{node_asn, Announce, Bfd, Peer, Role, Router, Side};
 use serde::Serialize;
 
@@ -121,8 +121,12 @@ fn config(a: &RunArgs, bed: &PoolBed, i: usize, key: &Path, bfd: Bfd) -> anyhow:
         .and_then(toml::Value::as_table_mut)
         .expect("node_config writes [pool]");
     pool.insert("bgp".into(), toml::Value::try_from(&speaker)?);
-    // with no controller to re-ring it, a node finds a lost secondary itself
+    // with no controller to re-ring it, a node finds a lost secondary itself,
+    // and a lost primary
     pool.insert("pair_timeout_ms".into(), PAIR_TIMEOUT_MS.into());
+    let prev = (i + bed.nodes - 1) % bed.nodes;
+    let primary = std::net::SocketAddr::new(PoolBed::sync_addr(prev).parse()?, SYNC_PORT);
+    pool.insert("primary".into(), primary.to_string().into());
     Ok(toml::to_string(&t)?)
 }
 

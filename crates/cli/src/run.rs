@@ -219,6 +219,10 @@ pub(crate) struct PoolSection {
     /// node takes it for lost and sends its packets out unprotected
     /// (`runspec::Replica::pair_timeout_ms`) [default: off].
     pub pair_timeout_ms: Option<u32>,
+    /// The `listen` of the node this one is the secondary of: with pair
+    /// heartbeats on, a primary silent as long is lost, and the node's BGP
+    /// speaker announces itself promoted.
+    pub primary: Option<std::net::SocketAddr>,
 }
 
 /// The pool's key from `[pool] key_file` (relative to `base`), refused if
@@ -492,6 +496,8 @@ pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<S
             secondary: p.secondary,
             key: pool_key(p, &base)?,
             pair_timeout_ms: p.pair_timeout_ms.unwrap_or(0),
+            primary: p.primary,
+            primary_lost: runspec::Flag::default(),
         }),
         None => None,
     };
@@ -666,12 +672,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
         (None, _) => None,
     };
-    cfg.stop = Some(match &speaker {
+    let ctl = speaker.as_ref().map(|(s, _)| s.ctl.clone());
+    cfg.stop = Some(match speaker {
         // the first signal drains the node: its routes go, then it stops
         Some((s, i)) => {
             let stop = runtime::Stop::default();
             let drain = crate::speaker::drain_on_signals()?;
-            crate::speaker::watch(s.ctl.clone(), i.clone(), drain, stop.clone());
+            let lost = cfg.replica.as_ref().map(|r| r.primary_lost.clone());
+            crate::speaker::watch(s, i, drain, lost, stop.clone());
             stop
         }
         None => stop_on_signals()?,
@@ -695,7 +703,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     if ifaces.is_some() {
         // scripts (and the bench) wait for this line before offering traffic
-        let ctl = speaker.as_ref().map(|(s, _)| s.ctl.clone());
         cfg.ready = Some(runtime::Ready(std::sync::Arc::new(move || {
             // a node's routes go up once it forwards
             if let Some(ctl) = &ctl {

@@ -14,13 +14,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use netio::bird::{Control, Daemon, Tie};
-use pool::bgp::{Node, ANNOUNCE};
+use pool::bgp::{Node, Role, ANNOUNCE};
 
 /// A node's running speaker.
 pub(crate) struct Speaker {
     _daemon: Daemon,
     /// Its control socket.
     pub ctl: PathBuf,
+    /// Its configuration file, and what it says.
+    pub conf: PathBuf,
+    pub spec: Node,
 }
 
 impl Speaker {
@@ -44,6 +47,8 @@ impl Speaker {
         Ok(Speaker {
             _daemon: daemon,
             ctl,
+            conf,
+            spec: spec.clone(),
         })
     }
 }
@@ -76,20 +81,38 @@ const DRAIN: Duration = Duration::from_millis(300);
 /// How often the watch looks.
 const TICK: Duration = Duration::from_millis(2);
 
+/// Rewrites the speaker's configuration with its backup announcements
+/// promoted (or back), its announcements disabled if `withdrawn`, and has
+/// BIRD read it again.
+fn promote(s: &Speaker, promoted: bool, withdrawn: bool) -> std::io::Result<()> {
+    let spec = if promoted {
+        s.spec.with_role(Role::Backup, Role::Promoted)
+    } else {
+        s.spec.clone()
+    };
+    std::fs::write(&s.conf, spec.bird_config(withdrawn))?;
+    Control::connect(&s.ctl)?.configure()
+}
+
 /// Watches the node until the run stops: on `drain`, withdraws, waits
 /// [`DRAIN`] and stops the run; when a link of `ifaces` loses its carrier,
-/// withdraws (once; the run goes on). What it does goes to stderr.
+/// withdraws (once; the run goes on); while `primary_lost` is set (the
+/// primary this node backs up is silent), announces that primary's prefixes
+/// promoted (`Role::Promoted`: preferred to a backup, not to a primary that
+/// still announces). What it does goes to stderr.
 pub(crate) fn watch(
-    ctl: PathBuf,
+    s: Speaker,
     ifaces: Vec<String>,
     drain: Arc<AtomicBool>,
+    primary_lost: Option<runspec::Flag>,
     stop: runspec::Stop,
 ) {
     std::thread::Builder::new()
         .name("bgp-watch".into())
         .spawn(move || {
             let mut withdrawn = false;
-            let withdraw = |why: &str| match announce(&ctl, false) {
+            let mut promoted = false;
+            let withdraw = |why: &str| match announce(&s.ctl, false) {
                 Ok(()) => eprintln!("flowshift: {why}: announcements withdrawn"),
                 Err(e) => eprintln!("flowshift: {why}: withdrawing failed: {e}"),
             };
@@ -98,6 +121,7 @@ pub(crate) fn watch(
                 if drain.load(Ordering::Relaxed) {
                     withdraw("draining");
                     std::thread::sleep(DRAIN);
+                    // (`Relaxed`: see `Stop::is_set`)
                     stop.0.store(true, Ordering::Relaxed);
                     return;
                 }
@@ -108,6 +132,19 @@ pub(crate) fn watch(
                     {
                         withdraw(&format!("link {i} down"));
                         withdrawn = true;
+                    }
+                }
+                let lost = primary_lost.as_ref().is_some_and(runspec::Flag::is_set);
+                if lost != promoted {
+                    promoted = lost;
+                    match promote(&s, promoted, withdrawn) {
+                        Ok(()) if promoted => eprintln!(
+                            "flowshift: the primary is silent: its prefixes announced promoted"
+                        ),
+                        Ok(()) => eprintln!(
+                            "flowshift: the primary beats again: its prefixes announced as backup"
+                        ),
+                        Err(e) => eprintln!("flowshift: re-announcing failed: {e}"),
                     }
                 }
                 std::thread::sleep(TICK);

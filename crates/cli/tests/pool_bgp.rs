@@ -382,7 +382,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     assert_eq!(broken, 0, "downloads broken");
     // nodes 1 and 3 lived: their own routes never moved
     for i in [1, 3] {
-        for p in [format!("{}", PoolBed::vip(i)), PoolBed::nat_pool(i)] {
+        for p in [PoolBed::vip(i), PoolBed::nat_pool(i)] {
             let c = changed(&changes, began, &p);
             assert!(c.is_empty(), "a false failover of node {i}: {c:?}");
         }
@@ -519,6 +519,100 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
     assert!(
         log.contains(&format!("link {PREFIX}a1 down: announcements withdrawn")),
         "{log}"
+    );
+    drop(pool);
+}
+
+#[test]
+fn under_split_brain_the_primary_keeps_the_traffic() {
+    const PREFIX: &str = "fsps";
+    const NODES: usize = 3;
+    const CONNECTIONS: usize = 60;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    let pool = start(PREFIX, NODES, "pool-bgp-split");
+    let (mut mon, changes) = monitor(PREFIX);
+    server(&format!("{PREFIX}-s"), &STOP);
+    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
+    start.wait();
+    let began = SystemTime::now();
+    std::thread::sleep(Duration::from_millis(300));
+    // nodes 0 and 1 no longer hear each other; both still reach the router
+    let n1 = format!("{PREFIX}-n1");
+    let cut = tmp("pool-bgp-split-cut.nft");
+    std::fs::write(
+        &cut,
+        format!(
+            "table inet split {{\n chain i {{ type filter hook input priority 0; ip saddr {a} udp dport {p} drop; }}\n \
+             chain o {{ type filter hook output priority 0; ip daddr {a} udp dport {p} drop; }}\n}}\n",
+            a = PoolBed::sync_addr(0),
+            p = netio::poolbed::SYNC_PORT
+        ),
+    )
+    .unwrap();
+    netns::exec(&n1, "nft", &["-f", cut.to_str().unwrap()]).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    // the router has node 1's promoted route for node 0's virtual IP, and
+    // still prefers node 0's
+    let ctl = tmp("pool-bgp-split").join("router.bird.ctl");
+    let routes = netio::bird::Control::connect(&ctl)
+        .unwrap()
+        .request(&format!("show route for {} all", PoolBed::vip(0)))
+        .unwrap();
+    netns::exec(&n1, "nft", &["delete", "table", "inet", "split"]).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    STOP.store(true, Ordering::Relaxed);
+    let broken = hs
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|ok| !ok)
+        .count();
+    let _ = mon.kill();
+    let _ = mon.wait();
+    println!("{CONNECTIONS} downloads, {broken} broken; the router's routes for node 0's virtual IP under split brain:\n{routes}");
+    assert_eq!(broken, 0, "downloads broken");
+    let (a0, a1) = (pool::bgp::node_asn(0), pool::bgp::node_asn(1));
+    assert!(
+        routes.contains(&format!("BGP.as_path: {a1} {a1}\n")),
+        "node 1 promoted: {routes}"
+    );
+    assert!(
+        !routes.contains(&format!("BGP.as_path: {a1} {a1} {a1}\n")),
+        "{routes}"
+    );
+    assert!(routes.contains(&format!("BGP.as_path: {a0}\n")), "{routes}");
+    // node 0 kept its traffic throughout: its routes never moved, so its
+    // flows' state changed on node 0 alone
+    for p in [PoolBed::vip(0), PoolBed::nat_pool(0)] {
+        let c = changed(&changes, began, &p);
+        assert!(c.is_empty(), "node 0's traffic moved: {c:?}");
+    }
+    let log1 = std::fs::read_to_string(tmp("pool-bgp-split").join("node1.log")).unwrap();
+    assert!(log1.contains("its prefixes announced promoted"), "{log1}");
+    assert!(log1.contains("its prefixes announced as backup"), "{log1}");
+    // node 0 found its secondary lost, sent its packets unprotected, then
+    // replicated again
+    for i in 0..NODES {
+        signal(node_pid(PREFIX, i), libc::SIGINT);
+    }
+    for _ in 0..100 {
+        if std::fs::metadata(tmp("pool-bgp-split").join("node0.json")).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let r0 = report("pool-bgp-split", 0);
+    let p = &r0["pool"];
+    assert!(p["secondary_lost"].as_u64().unwrap() >= 1, "{p}");
+    let r1 = report("pool-bgp-split", 1);
+    assert!(
+        r1["pool"]["primary_lost"].as_u64().unwrap() >= 1,
+        "{}",
+        r1["pool"]
     );
     drop(pool);
 }

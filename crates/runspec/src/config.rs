@@ -190,7 +190,7 @@ pub struct RunConfig {
 /// state is not sent out here but to the flow's secondary (`secondary`) with
 /// the flow's entry; the secondary installs the entry and sends the packet
 /// out. Copies from the nodes this one is the secondary of arrive at `listen`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replica {
     /// Where this node receives its primaries' copies (UDP).
     pub listen: std::net::SocketAddr,
@@ -206,7 +206,39 @@ pub struct Replica {
     /// rather than wait for copies nobody acknowledges — and for back at its
     /// next answer. 0: off (a controller re-rings the node instead).
     pub pair_timeout_ms: u32,
+    /// The replication port of the node this one is the secondary of: with
+    /// pair heartbeats on, its heartbeats are watched too, and a primary
+    /// silent for `pair_timeout_ms` sets `primary_lost` (the node's BGP
+    /// speaker then announces itself promoted, `pool::bgp::Role::Promoted`),
+    /// cleared when it beats again.
+    pub primary: Option<std::net::SocketAddr>,
+    pub primary_lost: Flag,
 }
+
+/// A flag one thread sets and others poll; equal to its clones.
+#[derive(Clone, Debug, Default)]
+pub struct Flag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Flag {
+    /// `Relaxed`: a flag polled on its own; nothing else is published
+    /// through it.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// (see [`is_set`](Self::is_set))
+    pub fn set(&self, on: bool) {
+        self.0.store(on, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for Flag {
+    fn eq(&self, o: &Flag) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+impl Eq for Flag {}
 
 /// The period of pair heartbeats, ms.
 pub const PAIR_BEAT_MS: u32 = 5;

@@ -46,8 +46,10 @@ pub(crate) struct FeederStats {
     pub sync_refused: u64,
     /// Datagrams at the replication port that were not replica messages.
     pub replica_bad: u64,
-    /// Times the pair heartbeats found this node's secondary lost.
+    /// Times the pair heartbeats found this node's secondary lost, and the
+    /// primary it backs up.
     pub secondary_lost: u64,
+    pub primary_lost: u64,
     /// Replica messages the kernel dropped at the replication port (its
     /// buffer full): lost packets, counted in `offered` and `rx_overflow`.
     pub replicas_dropped: u64,
@@ -600,6 +602,7 @@ pub(crate) fn feed_ports(
         st.replica_refused = r.refused();
         st.replicas_dropped = r.dropped();
         st.secondary_lost = r.pair_lost();
+        st.primary_lost = r.primary_lost();
         st.offered += st.replicas_dropped;
         st.rx_overflow += st.replicas_dropped;
     }

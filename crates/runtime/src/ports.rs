@@ -127,7 +127,7 @@ impl Ports {
                     .map_err(|e| {
                         cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
                     })?;
-                    rx.watch_pair(r.pair_timeout_ms);
+                    rx.watch_pair(r.pair_timeout_ms, r.primary, &r.primary_lost);
                     let tx = (0..workers)
                         .map(|w| {
                             crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref()).map(

@@ -342,6 +342,20 @@ pub(crate) struct ReplicaRx {
     pub bulk: Arc<crate::bulk::BulkOrder>,
     /// Pair heartbeats to the secondary, if on.
     pair: Option<PairWatch>,
+    /// The primary's heartbeats, watched (with pair heartbeats on and a
+    /// primary named).
+    primary: Option<PrimaryWatch>,
+}
+
+/// A node's watch over the primary it backs up: its pair heartbeats arrive
+/// at this node's port; silent for the timeout, the primary is lost (the
+/// flag is set) until it beats again.
+struct PrimaryWatch {
+    from: SocketAddr,
+    det: pool::detect::Detector,
+    lost: runspec::Flag,
+    /// Times it was found lost.
+    found: u64,
 }
 
 /// A node's watch over its secondary (Sirius §3.2: each pair exchanges
@@ -377,12 +391,19 @@ impl ReplicaRx {
             secondary,
             bulk,
             pair: None,
+            primary: None,
         })
     }
 
     /// Turns pair heartbeats on: the secondary is lost after `timeout_ms`
-    /// without an answer (0: off).
-    pub fn watch_pair(&mut self, timeout_ms: u32) {
+    /// without an answer (0: off), and so is `primary`, if any, after as
+    /// long without a heartbeat (`lost` says so).
+    pub fn watch_pair(
+        &mut self,
+        timeout_ms: u32,
+        primary: Option<SocketAddr>,
+        lost: &runspec::Flag,
+    ) {
         if timeout_ms == 0 {
             return;
         }
@@ -394,6 +415,12 @@ impl ReplicaRx {
             next: 0,
             lost: 0,
         });
+        self.primary = primary.map(|from| PrimaryWatch {
+            from,
+            det: pool::detect::Detector::new(1, period, missed),
+            lost: lost.clone(),
+            found: 0,
+        });
     }
 
     /// Pair heartbeats at `now`: beats the secondary when one is due, and
@@ -402,7 +429,8 @@ impl ReplicaRx {
         let Some(p) = self.pair.as_mut() else {
             return;
         };
-        if now >= p.next {
+        let due = now >= p.next;
+        if due {
             p.next = now + p.period_ns;
             p.det.beat(now);
             let (_, to) = self.secondary.get();
@@ -412,11 +440,45 @@ impl ReplicaRx {
             p.lost += 1;
             self.secondary.set_lost(true);
         }
+        if let Some(w) = self.primary.as_mut() {
+            // the primary's rounds pass with this node's own beats
+            if due {
+                w.det.beat(now);
+            }
+            if !w.det.check(now).is_empty() {
+                w.found += 1;
+                w.lost.set(true);
+            }
+        }
+    }
+
+    /// Notes a heartbeat from `from` at `now`, if it is the primary's.
+    fn primary_beat(&mut self, from: SocketAddr, now: u64) {
+        let Some(w) = self.primary.as_mut().filter(|w| w.from == from) else {
+            return;
+        };
+        if w.det.is_down(0) {
+            w.det.revive(0, now);
+            w.lost.set(false);
+        } else {
+            w.det.alive(0, now);
+        }
+    }
+
+    /// Times this node found its primary lost.
+    pub fn primary_lost(&self) -> u64 {
+        self.primary.as_ref().map_or(0, |w| w.found)
     }
 
     /// Takes `d` from `from` if it is the secondary's answer to a pair
     /// heartbeat at `now` (a lost secondary that answers is back).
+    /// A heartbeat from the primary is noted and left for [`control`]
+    /// (Self::control) to answer.
     pub fn pair_answer(&mut self, d: &[u8], from: SocketAddr, now: u64) -> bool {
+        if d == HEARTBEAT {
+            self.primary_beat(from, now);
+            return false;
+        }
         let Some(p) = self.pair.as_mut() else {
             return false;
         };

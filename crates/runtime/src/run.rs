@@ -131,7 +131,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
                 &top.owner,
                 cfg.workers,
                 cfg.workers + cfg.offloaders,
-                cfg.replica,
+                cfg.replica.clone(),
                 cfg.rps,
             )?)
         }
@@ -643,6 +643,7 @@ fn merge(
             ("replicas_in", feeder.replicas_in),
             ("replica_bad", feeder.replica_bad),
             ("secondary_lost", feeder.secondary_lost),
+            ("primary_lost", feeder.primary_lost),
             ("refused_malformed", feeder.replica_refused[0]),
             ("refused_bad_tag", feeder.replica_refused[1]),
             ("refused_stale", feeder.replica_refused[2]),
