@@ -7,13 +7,15 @@
 #                    sessions the router took down while every node lived
 #                    (false failovers) — the fastest setting with none is the
 #                    one to ship.
-#   failover [ROUNDS] the failover tests (crates/cli/tests/pool_bgp.rs: 200
-#                    downloads through a controller kill -9, a node kill -9, a
-#                    drain, a link down, a frozen node, split brain) ROUNDS
-#                    times (default 20) with two busy loops beside; prints
-#                    each round's re-route times and the rounds that failed
-#                    (a broken download, or a route of a living node that
-#                    moved: a false failover).
+#   failover [ROUNDS [FILTER]] the failover test (crates/cli/tests/pool_bgp.rs:
+#                    200 downloads through a controller kill -9, a node kill
+#                    -9 and a drain; FILTER picks others: `link`, `split`,
+#                    `plan`, or `_` for all) ROUNDS times (default 20) with
+#                    two busy loops beside; prints each round's re-route
+#                    times and the rounds that failed (a broken download, or
+#                    a route of a living node that moved: a false failover);
+#                    a failed round's nodes' logs are kept in
+#                    out/pool_bgp.N/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-failover}
@@ -67,19 +69,22 @@ PY
   ;;
 failover)
   rounds=${2:-20}
+  filter=${3:-pairs_fail_over}
   cargo test --quiet -p flowshift-cli --test pool_bgp --no-run
   start_busy
   failed=0
   for r in $(seq 1 "$rounds"); do
-    if cargo test --quiet -p flowshift-cli --test pool_bgp -- --nocapture \
+    if cargo test --quiet -p flowshift-cli --test pool_bgp -- --nocapture "$filter" \
       >"out/pool_bgp.$r.log" 2>&1; then
       ok=ok
     else
       ok=FAILED
       failed=$((failed + 1))
+      mkdir -p "out/pool_bgp.$r"
+      cp -r target/tmp/pool-bgp* "out/pool_bgp.$r/" 2>/dev/null || true
     fi
     echo "round $r: $ok"
-    grep -E "^[0-9]+ downloads" "out/pool_bgp.$r.log" | sed 's/^/  /'
+    grep -oE "[0-9]+ (tenants|downloads).*" "out/pool_bgp.$r.log" | sed 's/^/  /'
   done
   echo "$failed of $rounds rounds failed (logs: out/pool_bgp.N.log)"
   [ "$failed" -eq 0 ]

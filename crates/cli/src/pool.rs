@@ -135,7 +135,7 @@ fn parse_split(s: &str) -> anyhow::Result<Split> {
 }
 
 /// The tenants (names, demands) and the node.
-fn load(a: &PlanArgs) -> anyhow::Result<(Vec<String>, Vec<Demand>, Demand)> {
+pub(crate) fn load(a: &PlanArgs) -> anyhow::Result<(Vec<String>, Vec<Demand>, Demand)> {
     match &a.tenants {
         None => {
             if a.count == 0 {

@@ -51,34 +51,88 @@ pub struct BgpReport {
     pub bfd: Bfd,
     /// What the router saw, in order.
     pub sessions: Vec<SessionChange>,
+    /// The tenants (`--plan`) and where they were placed.
+    pub tenants: Vec<Placed>,
     /// Each node's run report (`null` for a node that did not end with one:
     /// killed).
     pub node_reports: Vec<serde_json::Value>,
 }
 
-/// What node `i` of `n` announces: its own virtual IP and NAT pool as their
-/// primary, those of the node it backs up (node i − 1: it is that node's
-/// secondary) as their backup.
-pub(crate) fn announcements(i: usize, n: usize) -> Vec<Announce> {
+/// Which virtual IPs each node serves as their primary: `vips[i]` node
+/// `i`'s (tenants' indices; without a plan, node i serves virtual IP i).
+pub(crate) type Placement = Vec<Vec<usize>>;
+
+/// A tenant placed, for the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Placed {
+    pub tenant: String,
+    pub vip: String,
+    /// Its primary, and its secondary (the next node).
+    pub node: usize,
+    pub backup: usize,
+}
+
+/// What node `i` announces: the virtual IPs it serves and its NAT pool as
+/// their primary, those of the node it backs up (node i − 1: it is that
+/// node's secondary) as their backup.
+pub(crate) fn announcements(i: usize, vips: &Placement) -> Vec<Announce> {
+    let n = vips.len();
     let prev = (i + n - 1) % n;
     let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
     [(i, Role::Primary), (prev, Role::Backup)]
         .into_iter()
         .flat_map(|(j, role)| {
-            [
-                Announce {
-                    prefix: prefix(format!("{}/32", PoolBed::vip(j))),
-                    side: Side::Front,
-                    role,
-                },
-                Announce {
-                    prefix: prefix(PoolBed::nat_pool(j)),
-                    side: Side::Back,
-                    role,
-                },
-            ]
+            let front = vips[j].iter().map(move |&t| Announce {
+                prefix: prefix(format!("{}/32", PoolBed::vip(t))),
+                side: Side::Front,
+                role,
+            });
+            front.chain([Announce {
+                prefix: prefix(PoolBed::nat_pool(j)),
+                side: Side::Back,
+                role,
+            }])
         })
         .collect()
+}
+
+/// Places `--plan`'s tenants on `nodes` nodes (`pool::pack`, first fit by
+/// the largest share, no tenant split: the router sends a virtual IP to one
+/// node): each node's tenants, and their names.
+fn place(plan: &str, nodes: usize) -> anyhow::Result<(Placement, Vec<String>)> {
+    let args = crate::pool::PlanArgs {
+        tenants: plan.parse::<usize>().is_err().then(|| plan.into()),
+        mix: crate::pool::MixArg::Equal,
+        count: plan.parse().unwrap_or(0),
+        seed: 1,
+        split: "never".into(),
+        show: false,
+        json: false,
+    };
+    let (names, demands, node) = crate::pool::load(&args)?;
+    if names.len() > netio::poolbed::MAX_VIPS {
+        bail!(
+            "--plan: {} tenants; the bed has virtual IPs for {}",
+            names.len(),
+            netio::poolbed::MAX_VIPS
+        );
+    }
+    let p = pool::pack(&demands, &node, pool::Heuristic::FfdMax, pool::Split::Never)
+        .map_err(|e| anyhow::anyhow!("--plan: {e}"))?;
+    if p.nodes.len() > nodes {
+        bail!(
+            "--plan: the tenants need {} nodes (first fit, none split); the pool has {nodes} \
+             (--nodes)",
+            p.nodes.len()
+        );
+    }
+    let mut placed: Placement = p
+        .nodes
+        .iter()
+        .map(|parts| parts.iter().map(|part| part.tenant).collect())
+        .collect();
+    placed.resize(nodes, Vec::new());
+    Ok((placed, names))
 }
 
 /// The router's speaker for `bed`.
@@ -104,7 +158,14 @@ fn router(bed: &PoolBed, bfd: Bfd) -> Router {
 }
 
 /// Node `i`'s config: `node_config`'s, and its speaker.
-fn config(a: &RunArgs, bed: &PoolBed, i: usize, key: &Path, bfd: Bfd) -> anyhow::Result<String> {
+fn config(
+    a: &RunArgs,
+    bed: &PoolBed,
+    i: usize,
+    key: &Path,
+    bfd: Bfd,
+    vips: &Placement,
+) -> anyhow::Result<String> {
     let text = node_config(a.config.as_deref(), i, bed.nodes, true, Some(key))?;
     let mut t: toml::Table = toml::from_str(&text)?;
     let speaker = pool::bgp::Node {
@@ -114,7 +175,7 @@ fn config(a: &RunArgs, bed: &PoolBed, i: usize, key: &Path, bfd: Bfd) -> anyhow:
         peer_asn: pool::bgp::ROUTER_ASN,
         iface: bed.sync_iface(i),
         bfd,
-        announce: announcements(i, bed.nodes),
+        announce: announcements(i, vips),
     };
     let pool = t
         .get_mut("pool")
@@ -145,13 +206,32 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     let out = std::fs::canonicalize(&a.out)?;
     let (key_file, _) = write_pool_key(&out)?;
+    let (vips, names) = match &a.plan {
+        Some(p) => place(p, a.nodes)?,
+        None => (
+            (0..a.nodes).map(|i| vec![i]).collect(),
+            (0..a.nodes).map(|i| format!("node{i}")).collect(),
+        ),
+    };
+    let mut tenants: Vec<Placed> = vips
+        .iter()
+        .enumerate()
+        .flat_map(|(i, ts)| ts.iter().map(move |&t| (i, t)))
+        .map(|(i, t)| Placed {
+            tenant: names[t].clone(),
+            vip: PoolBed::vip(t),
+            node: i,
+            backup: (i + 1) % a.nodes,
+        })
+        .collect();
+    tenants.sort_by_key(|p| p.vip.rsplit('.').next().and_then(|x| x.parse::<u8>().ok()));
     let stop = crate::run::stop_on_signals()?;
-    let bed = PoolBed::up_bgp(&a.prefix, a.nodes)
+    let bed = PoolBed::up_bgp(&a.prefix, a.nodes, names.len())
         .context("building the pool bed (needs root: network namespaces)")?;
     for i in 0..a.nodes {
         std::fs::write(
             out.join(format!("node{i}.toml")),
-            config(a, &bed, i, &key_file, bfd)?,
+            config(a, &bed, i, &key_file, bfd, &vips)?,
         )?;
         for old in ["json", "log", "bird.log"] {
             let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
@@ -219,24 +299,30 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
                 });
             }
         }
-        // up: every session established and every node's four routes (its
-        // own and its predecessor's, each front and back) in the table
+        // up: every session established and every node's routes (its own
+        // virtual IPs and NAT pool, and its predecessor's) in the table
         if up_at.is_none()
             && up.iter().all(|&u| u)
-            && (0..a.nodes).all(|i| c.routes_from(&pool::bgp::session(i)).is_ok_and(|n| n >= 4))
+            && (0..a.nodes).all(|i| {
+                let want = vips[i].len() + vips[(i + a.nodes - 1) % a.nodes].len() + 2;
+                c.routes_from(&pool::bgp::session(i))
+                    .is_ok_and(|n| n >= want)
+            })
         {
             up_at = Some(now);
+            for t in &tenants {
+                println!(
+                    "flowshift pool: {} at {}: node {}, backed up by node {}",
+                    t.tenant, t.vip, t.node, t.backup
+                );
+            }
             println!(
                 "flowshift pool: {} nodes up, every BGP session established (BFD {} ms × {}); \
-                 the server answers at {} (node i's virtual IP 198.51.100.(10 + i)) from the \
-                 client namespace `{}`; Ctrl-C to stop",
+                 the server answers at the virtual IPs above from the client namespace `{}`; \
+                 Ctrl-C to stop",
                 a.nodes,
                 bfd.interval_ms,
                 bfd.multiplier,
-                (0..a.nodes)
-                    .map(PoolBed::vip)
-                    .collect::<Vec<_>>()
-                    .join(", "),
                 bed.client()
             );
         }
@@ -265,6 +351,7 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         nodes: a.nodes,
         bfd,
         sessions,
+        tenants,
         node_reports: reports,
     };
     for s in &report.sessions {

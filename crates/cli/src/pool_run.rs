@@ -100,6 +100,13 @@ pub struct RunArgs {
     /// node, ms; a node silent for `--bfd-multiplier` intervals is down.
     #[arg(long, default_value_t = pool::bgp::Bfd::default().interval_ms)]
     pub bfd_interval_ms: u32,
+    /// With `--routing bgp`: place tenants on the nodes, each with a virtual
+    /// IP 198.51.100.(10 + t) that its node announces (its secondary as
+    /// backup): a tenants file as `pool plan --tenants` reads, or a number of
+    /// fNICs drawn as `pool plan --count N` draws them; packed first fit, no
+    /// tenant split [default: node i serves virtual IP i].
+    #[arg(long)]
+    pub plan: Option<String>,
     /// With `--routing bgp`: intervals of silence before a BFD session is down.
     #[arg(long, default_value_t = pool::bgp::Bfd::default().multiplier)]
     pub bfd_multiplier: u8,
@@ -1010,6 +1017,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .transpose()?;
     if a.routing == Routing::Bgp {
         return crate::pool_bgp::run(&a, duration);
+    }
+    if a.plan.is_some() {
+        bail!("--plan places tenants by the routes nodes announce: it needs --routing bgp");
     }
     let join_after = humantime::parse_duration(&a.join_after)
         .with_context(|| format!("--join-after {}", a.join_after))?;

@@ -84,6 +84,12 @@ fn signal(pid: u32, sig: libc::c_int) {
 /// Starts the pool of `nodes` FW → NAT nodes; returns once it says every
 /// session is up.
 fn start(prefix: &'static str, nodes: usize, out: &str) -> Pool {
+    start_with(prefix, nodes, out, &[]).0
+}
+
+/// [`start`] with more arguments; also returns the lines it printed up to
+/// then.
+fn start_with(prefix: &'static str, nodes: usize, out: &str, more: &[&str]) -> (Pool, Vec<String>) {
     let chain = tmp(&format!("{out}-chain.toml"));
     std::fs::write(
         &chain,
@@ -100,6 +106,7 @@ fn start(prefix: &'static str, nodes: usize, out: &str) -> Pool {
         .arg(&chain)
         .arg("--out")
         .arg(tmp(out))
+        .args(more)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -111,11 +118,13 @@ fn start(prefix: &'static str, nodes: usize, out: &str) -> Pool {
         controller: Some(child),
     };
     let t = Instant::now();
+    let mut said = Vec::new();
     loop {
         let l = lines.next().expect("the pool came up").unwrap();
         if l.contains("every BGP session established") {
             break;
         }
+        said.push(l);
         assert!(
             t.elapsed() < Duration::from_secs(60),
             "the pool never came up"
@@ -123,7 +132,7 @@ fn start(prefix: &'static str, nodes: usize, out: &str) -> Pool {
     }
     // the rest of its output, unread
     std::thread::spawn(move || for _ in lines {});
-    pool
+    (pool, said)
 }
 
 /// The router's route changes, each with its wall-clock time (`ip -ts
@@ -245,13 +254,13 @@ fn server(ns: &str, stop: &'static AtomicBool) {
     rx.recv().unwrap();
 }
 
-/// `n` downloads from the client namespace, download c to node (c % nodes)'s
-/// virtual IP; each thread's result once `stop` is set: true if it ran to
-/// the server's close with every byte right.
+/// `n` downloads from the client namespace, download c to virtual IP
+/// c % vips; each thread's result once `stop` is set: true if it ran to the
+/// server's close with every byte right.
 fn downloads(
     prefix: &str,
     n: usize,
-    nodes: usize,
+    vips: usize,
     stop: &'static AtomicBool,
 ) -> (Arc<Barrier>, Vec<std::thread::JoinHandle<bool>>) {
     let start = Arc::new(Barrier::new(n + 1));
@@ -261,7 +270,7 @@ fn downloads(
             let ns = format!("{prefix}-c");
             std::thread::spawn(move || {
                 netns::enter(&ns).unwrap();
-                let to = SocketAddr::new(PoolBed::vip(c % nodes).parse().unwrap(), PORT);
+                let to = SocketAddr::new(PoolBed::vip(c % vips).parse().unwrap(), PORT);
                 let s = TcpStream::connect_timeout(&to, Duration::from_secs(5));
                 // (every thread meets the others, connected or not)
                 start.wait();
@@ -320,6 +329,28 @@ fn privileged(prefix: &str) -> bool {
     .is_some()
 }
 
+/// Prints the end of every node's log, and its BIRD's, and the router's: what
+/// a failed run leaves to read.
+fn dump(out: &str, nodes: usize, changes: &Changes) {
+    let dir = tmp(out);
+    let mut files: Vec<String> = (0..nodes)
+        .flat_map(|i| [format!("node{i}.log"), format!("node{i}.bird.log")])
+        .collect();
+    files.push("router.bird.log".into());
+    for f in files {
+        let t = std::fs::read_to_string(dir.join(&f)).unwrap_or_default();
+        let lines: Vec<&str> = t.lines().collect();
+        eprintln!("--- {f} (last lines)");
+        for l in &lines[lines.len().saturating_sub(12)..] {
+            eprintln!("{l}");
+        }
+    }
+    eprintln!("--- the router's route changes");
+    for (t, l) in changes.lock().unwrap().iter() {
+        eprintln!("{t:?} {l}");
+    }
+}
+
 /// Node `i`'s run report, once it ended.
 fn report(out: &str, i: usize) -> serde_json::Value {
     let t = std::fs::read_to_string(tmp(out).join(format!("node{i}.json")))
@@ -373,6 +404,9 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
         "{CONNECTIONS} downloads, {broken} broken; node 0's virtual IP by node 1 {failover:?} ms \
          after its kill -9, node 2's by node 3 {drain:?} ms after its drain began"
     );
+    if broken > 0 || failover.is_none() || drain.is_none() {
+        dump("pool-bgp", NODES, &changes);
+    }
     let nat1 = rerouted(
         &changes,
         killed,
@@ -502,6 +536,9 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
     for &p in &frozen {
         signal(p, libc::SIGKILL);
     }
+    if broken > 0 || moved.is_none() || silent.is_none() {
+        dump("pool-bgp-link", NODES, &changes);
+    }
     assert_eq!(broken, 0, "downloads broken");
     assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
     // BFD's 3 × 5 ms (the default) and the router's reaction: found by
@@ -574,6 +611,9 @@ fn under_split_brain_the_primary_keeps_the_traffic() {
     let _ = mon.kill();
     let _ = mon.wait();
     println!("{CONNECTIONS} downloads, {broken} broken; the router's routes for node 0's virtual IP under split brain:\n{routes}");
+    if broken > 0 {
+        dump("pool-bgp-split", NODES, &changes);
+    }
     assert_eq!(broken, 0, "downloads broken");
     let (a0, a1) = (pool::bgp::node_asn(0), pool::bgp::node_asn(1));
     assert!(
@@ -615,5 +655,107 @@ fn under_split_brain_the_primary_keeps_the_traffic() {
         "{}",
         r1["pool"]
     );
+    drop(pool);
+}
+
+#[test]
+fn a_plans_tenants_are_announced_by_their_pairs_and_fail_over_with_them() {
+    const PREFIX: &str = "fspt";
+    const NODES: usize = 4;
+    const TENANTS: usize = 8;
+    const CONNECTIONS: usize = 40;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    // two tenants fill a node: eight need all four
+    let plan = tmp("pool-bgp-plan.toml");
+    std::fs::write(
+        &plan,
+        "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
+         [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 8\n",
+    )
+    .unwrap();
+    let (pool, said) = start_with(
+        PREFIX,
+        NODES,
+        "pool-bgp-plan",
+        &["--plan", plan.to_str().unwrap()],
+    );
+    // `t#k at 198.51.100.x: node i, backed up by node j`
+    let mut placed = vec![usize::MAX; TENANTS];
+    for l in &said {
+        let Some((vip, rest)) = l
+            .split_once(" at ")
+            .and_then(|(_, r)| r.split_once(": node "))
+        else {
+            continue;
+        };
+        let t: usize = vip.rsplit('.').next().unwrap().parse::<usize>().unwrap() - 10;
+        placed[t] = rest.split(',').next().unwrap().parse().unwrap();
+    }
+    let mut per_node = [0; NODES];
+    for &n in &placed {
+        assert!(n < NODES, "every tenant placed: {said:?}");
+        per_node[n] += 1;
+    }
+    assert_eq!(per_node, [2; NODES], "{said:?}");
+    // each virtual IP goes by its node's front link
+    let table = Command::new("ip")
+        .args([
+            "-n",
+            &format!("{PREFIX}-r"),
+            "route",
+            "show",
+            "table",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    for (t, &n) in placed.iter().enumerate() {
+        let want = format!("{} via {} ", PoolBed::vip(t), PoolBed::gateways(n).0);
+        assert!(table.contains(&want), "{want}: {table}");
+    }
+    let (mut mon, changes) = monitor(PREFIX);
+    server(&format!("{PREFIX}-s"), &STOP);
+    let (start, hs) = downloads(PREFIX, CONNECTIONS, TENANTS, &STOP);
+    start.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    // node 1's tenants go to node 2 with it
+    let killed = SystemTime::now();
+    signal(node_pid(PREFIX, 1), libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(1000));
+    STOP.store(true, Ordering::Relaxed);
+    let broken = hs
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|ok| !ok)
+        .count();
+    let _ = mon.kill();
+    let _ = mon.wait();
+    let moved: Vec<Option<f64>> = (0..TENANTS)
+        .filter(|&t| placed[t] == 1)
+        .map(|t| rerouted(&changes, killed, &PoolBed::vip(t), &PoolBed::gateways(2).0))
+        .collect();
+    println!(
+        "{TENANTS} tenants on {NODES} nodes, {CONNECTIONS} downloads, {broken} broken; node 1's \
+         tenants by node 2 {moved:?} ms after its kill -9"
+    );
+    if broken > 0 {
+        dump("pool-bgp-plan", NODES, &changes);
+    }
+    assert_eq!(broken, 0, "downloads broken");
+    assert!(
+        moved.iter().all(|m| m.is_some_and(|t| t < 1_000.0)),
+        "{moved:?}"
+    );
+    for (t, &n) in placed.iter().enumerate() {
+        if n != 1 {
+            let c = changed(&changes, killed, &PoolBed::vip(t));
+            assert!(c.is_empty(), "tenant {t} of node {n} moved: {c:?}");
+        }
+    }
     drop(pool);
 }

@@ -67,6 +67,8 @@ pub struct PoolBed {
     pub weights: Vec<u8>,
     /// How the router finds the nodes.
     pub routing: Routing,
+    /// Virtual IPs the server answers at ([`Routing::Bgp`]).
+    pub vips: usize,
 }
 
 /// How the bed's router sends traffic to the nodes.
@@ -82,6 +84,9 @@ pub enum Routing {
     /// announced route covers is unreachable, never routed past the nodes.
     Bgp,
 }
+
+/// Virtual IPs a bed on BGP can have (198.51.100.10 to .254).
+pub const MAX_VIPS: usize = 245;
 
 /// The router's kernel table for the routes BGP gives it.
 pub const BGP_TABLE: u32 = 100;
@@ -112,6 +117,7 @@ impl PoolBed {
             buckets,
             weights: weights.to_vec(),
             routing: Routing::Groups,
+            vips: 0,
         };
         bed.remove();
         bed.build()?;
@@ -119,29 +125,35 @@ impl PoolBed {
     }
 
     /// Builds the bed with [`Routing::Bgp`]: `nodes` nodes (1..=16), the
-    /// server answering at every node's virtual IP. The routing daemons are
-    /// the caller's to start (`pool::bgp` writes their configuration; the
-    /// router's peers on [`sync_bridge`](Self::sync_bridge) at
-    /// [`ROUTER_SYNC`]).
-    pub fn up_bgp(prefix: &str, nodes: usize) -> io::Result<PoolBed> {
+    /// server answering at `vips` virtual IPs (1..=[`MAX_VIPS`]). The routing
+    /// daemons are the caller's to start (`pool::bgp` writes their
+    /// configuration; the router's peers on [`sync_bridge`](Self::sync_bridge)
+    /// at [`ROUTER_SYNC`]).
+    pub fn up_bgp(prefix: &str, nodes: usize, vips: usize) -> io::Result<PoolBed> {
         assert!(prefix.len() <= 6, "prefix too long for interface names");
         assert!((1..=16).contains(&nodes), "1 to 16 nodes");
+        assert!(
+            (1..=MAX_VIPS).contains(&vips),
+            "1 to {MAX_VIPS} virtual IPs"
+        );
         let bed = PoolBed {
             prefix: prefix.to_string(),
             nodes,
             buckets: 0,
             weights: Vec::new(),
             routing: Routing::Bgp,
+            vips,
         };
         bed.remove();
         bed.build()?;
         Ok(bed)
     }
 
-    /// Node `i`'s virtual IP (`Routing::Bgp`): an address of the server's
-    /// that clients reach through node `i` (or its secondary).
-    pub fn vip(i: usize) -> String {
-        format!("198.51.100.{}", 10 + i)
+    /// Virtual IP `t` (`Routing::Bgp`): an address of the server's that
+    /// clients reach through the node that serves it (a tenant's, or node
+    /// `t`'s when there are no tenants).
+    pub fn vip(t: usize) -> String {
+        format!("198.51.100.{}", 10 + t)
     }
 
     /// The next hop, in the router, of node `i`'s front link (traffic from
@@ -310,11 +322,6 @@ impl PoolBed {
                     "ip",
                     &["addr", "add", &format!("10.9.{i}.1/24"), "dev", &k],
                 )?;
-                exec(
-                    &s,
-                    "ip",
-                    &["addr", "add", &format!("{}/32", Self::vip(i)), "dev", &s0],
-                )?;
             }
             let (fid, kid) = (
                 (FRONT + 1 + i as u32).to_string(),
@@ -373,6 +380,11 @@ impl PoolBed {
             )?;
         }
         if self.routing == Routing::Bgp {
+            // the server answers at every virtual IP
+            let vips: String = (0..self.vips)
+                .map(|t| format!("addr add {}/32 dev {s0}\n", Self::vip(t)))
+                .collect();
+            batch(&s, &vips)?;
             let t = BGP_TABLE.to_string();
             for iif in [&rc, &rs] {
                 exec(&r, "ip", &["rule", "add", "iif", iif, "lookup", &t])?;
@@ -460,23 +472,7 @@ impl PoolBed {
 
     /// Runs `commands` by one `ip -batch` in the router's namespace.
     fn batch(&self, commands: &str) -> io::Result<()> {
-        let mut child = std::process::Command::new("ip")
-            .args(["-n", &self.router(), "-batch", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().expect("piped");
-            stdin.write_all(commands.as_bytes())?;
-        }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            return Err(io::Error::other(
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
-        Ok(())
+        batch(&self.router(), commands)
     }
 
     /// Sends node `from`'s traffic to node `to` instead, bucket for bucket:
@@ -570,6 +566,7 @@ impl PoolBed {
             buckets: 0,
             weights: Vec::new(),
             routing: Routing::Groups,
+            vips: 0,
         }
         .remove();
     }
@@ -590,4 +587,25 @@ impl Drop for PoolBed {
     fn drop(&mut self) {
         self.remove();
     }
+}
+
+/// Runs `commands` by one `ip -batch` in namespace `ns`.
+fn batch(ns: &str, commands: &str) -> io::Result<()> {
+    let mut child = std::process::Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(commands.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
+    }
+    Ok(())
 }

@@ -36,7 +36,10 @@ pub fn network(s: &str) -> Result<Ipv4Net, String> {
         .parse()
         .map_err(|_| format!("`{s}`: expected an IPv4 prefix, a.b.c.d/len"))?;
     if n.trunc() != n {
-        return Err(format!("`{s}`: host bits are set (the prefix is {})", n.trunc()));
+        return Err(format!(
+            "`{s}`: host bits are set (the prefix is {})",
+            n.trunc()
+        ));
     }
     Ok(n)
 }
@@ -334,9 +337,15 @@ mod tests {
 
     #[test]
     fn prefixes_with_host_bits_or_without_a_length_are_refused() {
-        assert_eq!(network("203.0.113.16/28").unwrap().to_string(), "203.0.113.16/28");
+        assert_eq!(
+            network("203.0.113.16/28").unwrap().to_string(),
+            "203.0.113.16/28"
+        );
         let e = network("203.0.113.17/28").unwrap_err();
-        assert!(e.contains("host bits") && e.contains("203.0.113.16/28"), "{e}");
+        assert!(
+            e.contains("host bits") && e.contains("203.0.113.16/28"),
+            "{e}"
+        );
         assert!(network("1.2.3.4/33").is_err());
         assert!(network("1.2.3/8").is_err());
     }
