@@ -3,8 +3,11 @@
 //! router's session closes), announcing nothing until the node forwards, and
 //! withdrawing everything when the node drains (its first Ctrl-C or SIGTERM:
 //! the router moves its traffic to the secondaries, which hold its flows'
-//! state, and the node stops a moment later) or loses a link (the node stays
-//! up for the flows it backs up, but takes no traffic it cannot deliver).
+//! state, and the node stops a moment later), loses a link (the node stays
+//! up for the flows it backs up, but takes no traffic it cannot deliver) or
+//! loses its session to the router (the router gave its flows to its
+//! secondary, which has changed them since: this node's copies are stale, so
+//! it must not take them back when the session returns).
 //! What to announce and with which AS path is `pool::bgp`'s.
 
 use std::path::{Path, PathBuf};
@@ -14,16 +17,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use netio::bird::{Control, Daemon, Tie};
-use pool::bgp::{Node, Role, ANNOUNCE};
+use pool::bgp::{Node, ANNOUNCE, PROMOTE};
 
 /// A node's running speaker.
 pub(crate) struct Speaker {
     _daemon: Daemon,
     /// Its control socket.
     pub ctl: PathBuf,
-    /// Its configuration file, and what it says.
-    pub conf: PathBuf,
-    pub spec: Node,
 }
 
 impl Speaker {
@@ -47,19 +47,19 @@ impl Speaker {
         Ok(Speaker {
             _daemon: daemon,
             ctl,
-            conf,
-            spec: spec.clone(),
         })
     }
 }
 
-/// Announces (`on`) or withdraws everything through the speaker at `ctl`.
+/// Announces (`on`) or withdraws everything through the speaker at `ctl`
+/// (promoted prefixes too).
 pub(crate) fn announce(ctl: &Path, on: bool) -> std::io::Result<()> {
     let mut c = Control::connect(ctl)?;
     if on {
         c.enable(ANNOUNCE)
     } else {
-        c.disable(ANNOUNCE)
+        c.disable(ANNOUNCE)?;
+        c.disable(PROMOTE)
     }
 }
 
@@ -80,18 +80,19 @@ pub(crate) fn drain_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
 const DRAIN: Duration = Duration::from_millis(300);
 /// How often the watch looks.
 const TICK: Duration = Duration::from_millis(2);
+/// How often it asks BIRD about the session (a lost session is back no
+/// sooner than BIRD's error wait, a second).
+const SESSION_LOOK: Duration = Duration::from_millis(20);
 
-/// Rewrites the speaker's configuration with its backup announcements
-/// promoted (or back), its announcements disabled if `withdrawn`, and has
-/// BIRD read it again.
-fn promote(s: &Speaker, promoted: bool, withdrawn: bool) -> std::io::Result<()> {
-    let spec = if promoted {
-        s.spec.with_role(Role::Backup, Role::Promoted)
+/// Promotes the node (its backup prefixes announced from [`PROMOTE`], one
+/// prepend) or demotes it, through the speaker at `ctl`.
+fn promote(ctl: &Path, on: bool) -> std::io::Result<()> {
+    let mut c = Control::connect(ctl)?;
+    if on {
+        c.enable(PROMOTE)
     } else {
-        s.spec.clone()
-    };
-    std::fs::write(&s.conf, spec.bird_config(withdrawn))?;
-    Control::connect(&s.ctl)?.configure()
+        c.disable(PROMOTE)
+    }
 }
 
 /// Watches the node until the run stops: on `drain`, withdraws, waits
@@ -110,8 +111,15 @@ pub(crate) fn watch(
     std::thread::Builder::new()
         .name("bgp-watch".into())
         .spawn(move || {
+            // the whole speaker lives in this thread (its BIRD with it), not
+            // only the fields the loop reads
+            let s = s;
             let mut withdrawn = false;
             let mut promoted = false;
+            // the session to the router: once up, its loss is for good
+            let mut session = Control::connect(&s.ctl).ok();
+            let mut session_was_up = false;
+            let mut next_look = std::time::Instant::now();
             let withdraw = |why: &str| match announce(&s.ctl, false) {
                 Ok(()) => eprintln!("flowshift: {why}: announcements withdrawn"),
                 Err(e) => eprintln!("flowshift: {why}: withdrawing failed: {e}"),
@@ -134,10 +142,35 @@ pub(crate) fn watch(
                         withdrawn = true;
                     }
                 }
+                if !withdrawn && std::time::Instant::now() >= next_look {
+                    next_look = std::time::Instant::now() + SESSION_LOOK;
+                    let up = session.as_mut().and_then(|c| c.protocols().ok()).map(|ps| {
+                        ps.iter()
+                            .any(|p| p.name == pool::bgp::UPLINK && p.established())
+                    });
+                    match up {
+                        Some(true) => session_was_up = true,
+                        Some(false) if session_was_up => {
+                            // the router took this node for gone and its
+                            // secondary took its flows; they changed there
+                            // since, so its own copies are stale: taking
+                            // them back when the session returns would
+                            // break them
+                            withdraw("the session to the router went down");
+                            eprintln!(
+                                "flowshift: its flows are its secondary's now: this node \
+                                 announces nothing until it is synced and restarted"
+                            );
+                            withdrawn = true;
+                        }
+                        Some(false) => {}
+                        None => session = Control::connect(&s.ctl).ok(),
+                    }
+                }
                 let lost = primary_lost.as_ref().is_some_and(runspec::Flag::is_set);
-                if lost != promoted {
+                if lost != promoted && !withdrawn {
                     promoted = lost;
-                    match promote(&s, promoted, withdrawn) {
+                    match promote(&s.ctl, promoted) {
                         Ok(()) if promoted => eprintln!(
                             "flowshift: the primary is silent: its prefixes announced promoted"
                         ),

@@ -147,6 +147,10 @@ impl Bfd {
     }
 }
 
+/// BIRD's messages (sessions and BFD going up and down, with their reasons)
+/// to its standard error, which its starter sends to a log file.
+const LOG: &str = "log stderr all;\ndebug protocols { states };\n";
+
 /// BIRD's BGP timers: the first connection a second after the start, a
 /// failed session retried after a second.
 const TIMERS: &str = "  connect delay time 1;\n  connect retry time 1;\n  \
@@ -178,6 +182,9 @@ fn router_asn() -> u32 {
 /// The name of a node's static protocol holding its announcements: disabled,
 /// it announces nothing (before its data path is ready; once drained).
 pub const ANNOUNCE: &str = "announce";
+/// The name of a node's static protocol holding its backup prefixes again,
+/// announced promoted while it is enabled.
+pub const PROMOTE: &str = "promote";
 /// The name of a node's BGP session to the router.
 pub const UPLINK: &str = "uplink";
 
@@ -196,6 +203,13 @@ impl Node {
         }
         let mut seen = std::collections::BTreeSet::new();
         for a in &self.announce {
+            if a.role == Role::Promoted {
+                return Err(format!(
+                    "{}: a node is promoted while it runs (its primary silent), not by its \
+                     config: announce it as `backup`",
+                    a.prefix
+                ));
+            }
             if !seen.insert(a.prefix) {
                 return Err(format!("{} is announced twice", a.prefix));
             }
@@ -203,23 +217,16 @@ impl Node {
         Ok(())
     }
 
-    /// The same speaker with every announcement of `role` `from` now `to`.
-    pub fn with_role(&self, from: Role, to: Role) -> Node {
-        let mut n = self.clone();
-        for a in &mut n.announce {
-            if a.role == from {
-                a.role = to;
-            }
-        }
-        n
-    }
-
     /// BIRD 2's configuration; its announcements start disabled when
-    /// `start_disabled`.
+    /// `start_disabled`. Its backup prefixes are also in a second static
+    /// protocol, [`PROMOTE`], disabled, preferred when enabled, whose routes
+    /// go out promoted: enabling and disabling it promotes and demotes the
+    /// node without reading the configuration again (which would restart
+    /// its BFD session, and the router would close the BGP session).
     pub fn bird_config(&self, start_disabled: bool) -> String {
         let mut c = format!(
             "# flowshift pool node: written by flowshift, read by bird -c\n\
-             router id {};\nprotocol device {{ scan time 10; }}\n",
+             router id {};\n{LOG}protocol device {{ scan time 10; }}\n",
             self.local
         );
         c += &self.bfd.bird(&self.iface);
@@ -234,15 +241,34 @@ impl Node {
         c += "}\n";
         let _ = writeln!(
             c,
+            "protocol static {PROMOTE} {{\n  ipv4 {{ preference 250; }};\n  disabled yes;"
+        );
+        for a in self.announce.iter().filter(|a| a.role == Role::Backup) {
+            let _ = writeln!(c, "  route {} blackhole;", a.prefix);
+        }
+        c += "}\n";
+        let _ = writeln!(
+            c,
             "protocol bgp {UPLINK} {{\n  local {} as {};\n  neighbor {} as {};\n{TIMERS}  \
              ipv4 {{\n    import none;\n    export filter {{",
             self.local, self.asn, self.peer, self.peer_asn
         );
+        let prepends = |c: &mut String, role: Role| {
+            for _ in 0..role.prepends() {
+                let _ = write!(c, " bgp_path.prepend({});", self.asn);
+            }
+        };
         for a in &self.announce {
             let (x, y) = a.side.community();
             let _ = write!(c, "      if net = {} then {{", a.prefix);
-            for _ in 0..a.role.prepends() {
-                let _ = write!(c, " bgp_path.prepend({});", self.asn);
+            if a.role == Role::Backup {
+                let _ = write!(c, " if proto = \"{PROMOTE}\" then {{");
+                prepends(&mut c, Role::Promoted);
+                let _ = write!(c, " }} else {{");
+                prepends(&mut c, Role::Backup);
+                let _ = write!(c, " }}");
+            } else {
+                prepends(&mut c, a.role);
             }
             let _ = writeln!(c, " bgp_community.add(({x}, {y})); accept; }}");
         }
@@ -288,7 +314,7 @@ impl Router {
     pub fn bird_config(&self) -> String {
         let mut c = format!(
             "# flowshift pool router: written by flowshift, read by bird -c\n\
-             router id {};\nprotocol device {{ scan time 10; }}\n",
+             router id {};\n{LOG}protocol device {{ scan time 10; }}\n",
             self.local
         );
         c += &self.bfd.bird(&self.iface);
@@ -379,15 +405,22 @@ mod tests {
         assert_eq!(front.matches("prepend").count(), 0, "{front}");
         assert!(front.contains("(65000, 1)"), "{front}");
         let back = line("if net = 203.0.113.32/28");
-        assert_eq!(back.matches("bgp_path.prepend(65001)").count(), 2, "{back}");
+        assert_eq!(back.matches("bgp_path.prepend(65001)").count(), 3, "{back}");
         assert!(back.contains("(65000, 2)"), "{back}");
-        let promoted = n.with_role(Role::Backup, Role::Promoted).bird_config(false);
-        assert!(promoted.contains("disabled no;"));
-        let back = promoted
-            .lines()
-            .find(|l| l.contains("if net = 203.0.113.32/28"))
-            .unwrap();
-        assert_eq!(back.matches("prepend").count(), 1, "{back}");
+        // a backup prefix is also in the promote protocol, and goes out with
+        // one prepend from there
+        assert!(c.contains("protocol static promote {"), "{c}");
+        let promote = &c[c.find("protocol static promote {").unwrap()..];
+        let promote = &promote[..promote.find("\n}").unwrap()];
+        assert!(
+            promote.contains("route 203.0.113.32/28 blackhole;"),
+            "{promote}"
+        );
+        assert!(!promote.contains("198.51.100.10"), "{promote}");
+        assert!(
+            back.contains("if proto = \"promote\" then { bgp_path.prepend(65001); } else {"),
+            "{back}"
+        );
     }
 
     #[test]
