@@ -84,6 +84,22 @@ const TICK: Duration = Duration::from_millis(2);
 /// sooner than BIRD's error wait, a second).
 const SESSION_LOOK: Duration = Duration::from_millis(20);
 
+/// The time of day (UTC, ms), for the node's log: what the speaker did
+/// lines up with BIRD's log and the router's.
+fn now() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let ms = t.as_millis() % 86_400_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
 /// Promotes the node (its backup prefixes announced from [`PROMOTE`], one
 /// prepend) or demotes it, through the speaker at `ctl`.
 fn promote(ctl: &Path, on: bool) -> std::io::Result<()> {
@@ -117,12 +133,14 @@ pub(crate) fn watch(
             let mut withdrawn = false;
             let mut promoted = false;
             // the session to the router: once up, its loss is for good
-            let mut session = Control::connect(&s.ctl).ok();
+            // (a slow answer must not hold the link and drain checks up)
+            let look = || Control::connect_waiting(&s.ctl, SESSION_LOOK * 5).ok();
+            let mut session = look();
             let mut session_was_up = false;
             let mut next_look = std::time::Instant::now();
             let withdraw = |why: &str| match announce(&s.ctl, false) {
-                Ok(()) => eprintln!("flowshift: {why}: announcements withdrawn"),
-                Err(e) => eprintln!("flowshift: {why}: withdrawing failed: {e}"),
+                Ok(()) => eprintln!("flowshift: {} {why}: announcements withdrawn", now()),
+                Err(e) => eprintln!("flowshift: {} {why}: withdrawing failed: {e}", now()),
             };
             while !stop.is_set() {
                 // `Relaxed`: a flag set by a signal handler and polled
@@ -164,7 +182,7 @@ pub(crate) fn watch(
                             withdrawn = true;
                         }
                         Some(false) => {}
-                        None => session = Control::connect(&s.ctl).ok(),
+                        None => session = look(),
                     }
                 }
                 let lost = primary_lost.as_ref().is_some_and(runspec::Flag::is_set);
@@ -172,10 +190,13 @@ pub(crate) fn watch(
                     promoted = lost;
                     match promote(&s.ctl, promoted) {
                         Ok(()) if promoted => eprintln!(
-                            "flowshift: the primary is silent: its prefixes announced promoted"
+                            "flowshift: {} the primary is silent: its prefixes announced promoted",
+                            now()
                         ),
                         Ok(()) => eprintln!(
-                            "flowshift: the primary beats again: its prefixes announced as backup"
+                            "flowshift: {} the primary beats again: its prefixes announced as \
+                             backup",
+                            now()
                         ),
                         Err(e) => eprintln!("flowshift: re-announcing failed: {e}"),
                     }

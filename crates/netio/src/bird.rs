@@ -176,10 +176,16 @@ pub struct Control {
 }
 
 impl Control {
-    /// Connects and reads the greeting.
+    /// Connects and reads the greeting; a reply that takes more than 5 s is
+    /// an error.
     pub fn connect(socket: &Path) -> io::Result<Control> {
+        Self::connect_waiting(socket, Duration::from_secs(5))
+    }
+
+    /// [`connect`](Self::connect), a reply waited for at most `wait`.
+    pub fn connect_waiting(socket: &Path, wait: Duration) -> io::Result<Control> {
         let s = UnixStream::connect(socket)?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.set_read_timeout(Some(wait))?;
         let mut c = Control {
             r: BufReader::new(s),
         };
