@@ -234,34 +234,8 @@ fn changed(changes: &Changes, from: SystemTime, prefix: &str) -> Vec<String> {
 /// A paced server at every address of namespace `ns`, until `stop`: each
 /// connection's first two bytes seed its pattern.
 fn server(ns: &str, stop: &'static AtomicBool) {
-    let ns = ns.to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = std::net::TcpListener::bind(("0.0.0.0", PORT)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 2];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                let seed = u16::from_be_bytes(seed);
-                let t = Instant::now();
-                let mut at = 0;
-                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
-                    let c: Vec<u8> = (at..at + CHUNK).map(|i| pattern(seed, i)).collect();
-                    if s.write_all(&c).is_err() {
-                        return;
-                    }
-                    at += CHUNK;
-                    std::thread::sleep(PACE);
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    let any = SocketAddr::new([0, 0, 0, 0].into(), PORT);
+    common::server_until(ns, any, stop, (CHUNK, PACE), pattern);
 }
 
 /// `n` downloads from the client namespace, download c to virtual IP
@@ -323,6 +297,52 @@ fn downloads(
     (start, hs)
 }
 
+/// The traffic of a test: the router's route changes watched, the server,
+/// and the downloads, running.
+struct Traffic {
+    mon: Child,
+    changes: Changes,
+    stop: &'static AtomicBool,
+    downloads: Vec<std::thread::JoinHandle<bool>>,
+    /// When every download had connected.
+    began: SystemTime,
+}
+
+impl Traffic {
+    /// Watches the routes, starts the server and `n` downloads over `vips`
+    /// virtual IPs, and returns 300 ms after every one connected.
+    fn begin(prefix: &str, n: usize, vips: usize, stop: &'static AtomicBool) -> Traffic {
+        let (mon, changes) = monitor(prefix);
+        server(&format!("{prefix}-s"), stop);
+        let (start, downloads) = downloads(prefix, n, vips, stop);
+        start.wait();
+        let began = SystemTime::now();
+        std::thread::sleep(Duration::from_millis(300));
+        Traffic {
+            mon,
+            changes,
+            stop,
+            downloads,
+            began,
+        }
+    }
+
+    /// Stops the downloads (the server closes each) and the watch: how many
+    /// broke.
+    fn end(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let broken = self
+            .downloads
+            .drain(..)
+            .map(|h| h.join().unwrap())
+            .filter(|ok| !ok)
+            .count();
+        let _ = self.mon.kill();
+        let _ = self.mon.wait();
+        broken
+    }
+}
+
 /// One pool at a time: the machine has two CPUs.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -379,12 +399,8 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
         return;
     }
     let mut pool = start(PREFIX, NODES, "pool-bgp");
-    let (mut mon, changes) = monitor(PREFIX);
-    server(&format!("{PREFIX}-s"), &STOP);
-    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
-    start.wait();
-    let began = SystemTime::now();
-    std::thread::sleep(Duration::from_millis(300));
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, NODES, &STOP);
+    let (changes, began) = (traffic.changes.clone(), traffic.began);
     // the controller goes first: nothing it does is needed from here on
     let mut c = pool.controller.take().unwrap();
     c.kill().unwrap();
@@ -398,14 +414,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     let drained = SystemTime::now();
     signal(n2, libc::SIGINT);
     std::thread::sleep(Duration::from_secs(2));
-    STOP.store(true, Ordering::Relaxed);
-    let broken = hs
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|ok| !ok)
-        .count();
-    let _ = mon.kill();
-    let _ = mon.wait();
+    let broken = traffic.end();
     let (g0, _) = PoolBed::gateways(1);
     let (g2, _) = PoolBed::gateways(3);
     let failover = rerouted(&changes, killed, &PoolBed::vip(0), &g0);
@@ -497,12 +506,8 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
         return;
     }
     let pool = start(PREFIX, NODES, "pool-bgp-link");
-    let (mut mon, changes) = monitor(PREFIX);
-    server(&format!("{PREFIX}-s"), &STOP);
-    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
-    start.wait();
-    let began = SystemTime::now();
-    std::thread::sleep(Duration::from_millis(300));
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, NODES, &STOP);
+    let (changes, began) = (traffic.changes.clone(), traffic.began);
     // node 1's front link loses its carrier: its router end goes down
     let down = SystemTime::now();
     netns::exec(
@@ -529,14 +534,7 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
         signal(p, libc::SIGSTOP);
     }
     std::thread::sleep(Duration::from_millis(1500));
-    STOP.store(true, Ordering::Relaxed);
-    let broken = hs
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|ok| !ok)
-        .count();
-    let _ = mon.kill();
-    let _ = mon.wait();
+    let broken = traffic.end();
     let moved = rerouted(&changes, down, &PoolBed::vip(1), &PoolBed::gateways(2).0);
     let silent = rerouted(&changes, froze, &PoolBed::vip(3), &PoolBed::gateways(0).0);
     println!(
@@ -589,12 +587,8 @@ fn under_split_brain_the_primary_keeps_the_traffic() {
         return;
     }
     let pool = start(PREFIX, NODES, "pool-bgp-split");
-    let (mut mon, changes) = monitor(PREFIX);
-    server(&format!("{PREFIX}-s"), &STOP);
-    let (start, hs) = downloads(PREFIX, CONNECTIONS, NODES, &STOP);
-    start.wait();
-    let began = SystemTime::now();
-    std::thread::sleep(Duration::from_millis(300));
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, NODES, &STOP);
+    let (changes, began) = (traffic.changes.clone(), traffic.began);
     // nodes 0 and 1 no longer hear each other; both still reach the router
     let n1 = format!("{PREFIX}-n1");
     let cut = tmp("pool-bgp-split-cut.nft");
@@ -619,14 +613,7 @@ fn under_split_brain_the_primary_keeps_the_traffic() {
         .unwrap();
     netns::exec(&n1, "nft", &["delete", "table", "inet", "split"]).unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    STOP.store(true, Ordering::Relaxed);
-    let broken = hs
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|ok| !ok)
-        .count();
-    let _ = mon.kill();
-    let _ = mon.wait();
+    let broken = traffic.end();
     println!("{CONNECTIONS} downloads, {broken} broken; the router's routes for node 0's virtual IP under split brain:\n{routes}");
     if broken > 0 {
         dump("pool-bgp-split", NODES, &changes);
@@ -735,23 +722,13 @@ fn a_plans_tenants_are_announced_by_their_pairs_and_fail_over_with_them() {
         let want = format!("{} via {} ", PoolBed::vip(t), PoolBed::gateways(n).0);
         assert!(table.contains(&want), "{want}: {table}");
     }
-    let (mut mon, changes) = monitor(PREFIX);
-    server(&format!("{PREFIX}-s"), &STOP);
-    let (start, hs) = downloads(PREFIX, CONNECTIONS, TENANTS, &STOP);
-    start.wait();
-    std::thread::sleep(Duration::from_millis(300));
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, TENANTS, &STOP);
+    let changes = traffic.changes.clone();
     // node 1's tenants go to node 2 with it
     let killed = SystemTime::now();
     signal(node_pid(PREFIX, 1), libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(1000));
-    STOP.store(true, Ordering::Relaxed);
-    let broken = hs
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|ok| !ok)
-        .count();
-    let _ = mon.kill();
-    let _ = mon.wait();
+    let broken = traffic.end();
     let moved: Vec<Option<f64>> = (0..TENANTS)
         .filter(|&t| placed[t] == 1)
         .map(|t| rerouted(&changes, killed, &PoolBed::vip(t), &PoolBed::gateways(2).0))

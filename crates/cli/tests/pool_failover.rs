@@ -24,7 +24,7 @@
 //! longest stalls are printed.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,34 +86,8 @@ fn kill_node(i: usize) {
 /// The server: each connection gets a pattern seeded by the client's first
 /// two bytes, paced, until [`STOP`] (or a minute).
 fn server() {
-    let ns = format!("{PREFIX}-s");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, PORT)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 2];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                let seed = u16::from_be_bytes(seed);
-                let t = Instant::now();
-                let mut at = 0;
-                while !STOP.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
-                    let c: Vec<u8> = (at..at + CHUNK).map(|i| pattern(seed, i)).collect();
-                    if s.write_all(&c).is_err() {
-                        return;
-                    }
-                    at += CHUNK;
-                    std::thread::sleep(PACE);
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    let at = SocketAddr::new(SERVER.parse().unwrap(), PORT);
+    common::server_until(&format!("{PREFIX}-s"), at, &STOP, (CHUNK, PACE), pattern);
 }
 
 /// When node 0 was killed, when the pool said it had its buckets back, and

@@ -152,6 +152,16 @@ impl Bfd {
 /// to its standard error, which its starter sends to a log file.
 const LOG: &str = "log stderr all;\ndebug protocols { states };\n";
 
+/// What both speakers' configurations start with: who wrote it, the router
+/// id, the log, the interfaces, BFD on `iface`.
+fn preamble(what: &str, id: Ipv4Addr, bfd: &Bfd, iface: &str) -> String {
+    format!(
+        "# flowshift pool {what}: written by flowshift, read by bird -c\n\
+         router id {id};\n{LOG}protocol device {{ scan time 10; }}\n{}",
+        bfd.bird(iface)
+    )
+}
+
 /// BIRD's BGP timers: the first connection a second after the start, a
 /// failed session retried after a second.
 const TIMERS: &str = "  connect delay time 1;\n  connect retry time 1;\n  \
@@ -225,12 +235,7 @@ impl Node {
     /// node without reading the configuration again (which would restart
     /// its BFD session, and the router would close the BGP session).
     pub fn bird_config(&self, start_disabled: bool) -> String {
-        let mut c = format!(
-            "# flowshift pool node: written by flowshift, read by bird -c\n\
-             router id {};\n{LOG}protocol device {{ scan time 10; }}\n",
-            self.local
-        );
-        c += &self.bfd.bird(&self.iface);
+        let mut c = preamble("node", self.local, &self.bfd, &self.iface);
         let _ = writeln!(
             c,
             "protocol static {ANNOUNCE} {{\n  ipv4;\n  disabled {};",
@@ -313,12 +318,7 @@ impl Router {
     /// node's front or back link as their community says, the best of each
     /// prefix (the shortest AS path) to the kernel table.
     pub fn bird_config(&self) -> String {
-        let mut c = format!(
-            "# flowshift pool router: written by flowshift, read by bird -c\n\
-             router id {};\n{LOG}protocol device {{ scan time 10; }}\n",
-            self.local
-        );
-        c += &self.bfd.bird(&self.iface);
+        let mut c = preamble("router", self.local, &self.bfd, &self.iface);
         let _ = writeln!(
             c,
             "protocol kernel {{\n  ipv4 {{ import none; export all; }};\n  kernel table {};\n}}",

@@ -196,3 +196,45 @@ pub fn paced_server(
     });
     rx.recv().unwrap();
 }
+
+/// A paced TCP server in namespace `ns` at `at` until `stop` (or a minute):
+/// each connection's first two bytes seed it, then `chunk` bytes every
+/// `pace`, byte `i` being `pattern(seed, i)`, and the connection closes.
+/// Returns once it listens.
+pub fn server_until(
+    ns: &str,
+    at: SocketAddr,
+    stop: &'static std::sync::atomic::AtomicBool,
+    (chunk, pace): (usize, Duration),
+    pattern: fn(u16, usize) -> u8,
+) {
+    use std::sync::atomic::Ordering;
+    let ns = ns.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        netio::netns::enter(&ns).unwrap();
+        let l = std::net::TcpListener::bind(at).unwrap();
+        tx.send(()).unwrap();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut seed = [0u8; 2];
+                if s.read_exact(&mut seed).is_err() {
+                    return;
+                }
+                let seed = u16::from_be_bytes(seed);
+                let t = std::time::Instant::now();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
+                    let c: Vec<u8> = (i..i + chunk).map(|k| pattern(seed, k)).collect();
+                    if s.write_all(&c).is_err() {
+                        return;
+                    }
+                    i += chunk;
+                    std::thread::sleep(pace);
+                }
+            });
+        }
+    });
+    rx.recv().unwrap();
+}
