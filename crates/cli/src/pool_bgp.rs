@@ -100,6 +100,9 @@ pub(crate) fn announcements(i: usize, vips: &Placement) -> Vec<Announce> {
 /// the largest share, no tenant split: the router sends a virtual IP to one
 /// node): each node's tenants, and their names.
 fn place(plan: &str, nodes: usize) -> anyhow::Result<(Placement, Vec<String>)> {
+    if plan == "0" {
+        bail!("--plan 0: place at least one tenant (a number of fNICs, or a tenants file)");
+    }
     let args = crate::pool::PlanArgs {
         tenants: plan.parse::<usize>().is_err().then(|| plan.into()),
         mix: crate::pool::MixArg::Equal,
