@@ -32,7 +32,7 @@ use crate::pool_run::{node_config, start_node, write_pool_key, Nodes, RunArgs};
 /// packets.
 const PAIR_TIMEOUT_MS: i64 = 150;
 
-/// A change of a router's session with a node, ms since the pool was up.
+/// A change of a router's session with a node, ms since the nodes were started.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionChange {
     pub node: usize,
@@ -357,6 +357,22 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         tenants,
         node_reports: reports,
     };
+    crate::pool_run::print_nodes(&report.node_reports);
+    let lost = |k: &str| {
+        report
+            .node_reports
+            .iter()
+            .map(|n| n["pool"][k].as_u64().unwrap_or(0))
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "pair heartbeats: secondary found silent per node: {}; primary found silent: {}",
+        lost("secondary_lost"),
+        lost("primary_lost")
+    );
+    println!("the router's sessions (ms since the nodes were started):");
     for s in &report.sessions {
         println!(
             "{:>10.1} ms  node {}  session {:<4}  {}",

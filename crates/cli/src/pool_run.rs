@@ -1262,37 +1262,7 @@ fn weights(text: Option<&str>, nodes: usize) -> anyhow::Result<Vec<u8>> {
 }
 
 fn print_report(r: &PoolReport) {
-    println!(
-        "node  packets in  out        replicated  lag p50/p99 µs  installed  unprotected  \
-         synced  drops"
-    );
-    for (i, n) in r.node_reports.iter().enumerate() {
-        if n.is_null() {
-            println!("{i:<5} (down: no report)");
-            continue;
-        }
-        let drops: u64 = n["drops"]
-            .as_object()
-            .map(|d| d.values().filter_map(|v| v.as_u64()).sum())
-            .unwrap_or(0);
-        let p = &n["pool"];
-        // (a JSON value ignores the width: as text first)
-        let v = |x: &serde_json::Value| match x {
-            serde_json::Value::Null => "-".to_string(),
-            x => x.to_string(),
-        };
-        println!(
-            "{i:<5} {:<11} {:<10} {:<11} {:<15} {:<10} {:<12} {:<7} {}",
-            v(&n["packets_in"]),
-            v(&n["packets_out"]),
-            v(&p["replicated"]),
-            format!("{}/{}", v(&p["lag_p50_us"]), v(&p["lag_p99_us"])),
-            v(&p["installed"]),
-            v(&p["unprotected"]),
-            v(&p["synced"]),
-            drops
-        );
-    }
+    print_nodes(&r.node_reports);
     if r.refused_answers > 0 {
         println!(
             "answers refused by the controller (bad seal, stale, replayed): {}",
@@ -1352,6 +1322,41 @@ fn print_report(r: &PoolReport) {
             j.from,
             j.synced_ms - j.answered_ms,
             j.handed_back_ms - j.synced_ms
+        );
+    }
+}
+
+/// Each node's line of the pool's report: packets, replication, drops.
+pub(crate) fn print_nodes(reports: &[serde_json::Value]) {
+    println!(
+        "node  packets in  out        replicated  lag p50/p99 µs  installed  unprotected  \
+         synced  drops"
+    );
+    for (i, n) in reports.iter().enumerate() {
+        if n.is_null() {
+            println!("{i:<5} (down: no report)");
+            continue;
+        }
+        let drops: u64 = n["drops"]
+            .as_object()
+            .map(|d| d.values().filter_map(|v| v.as_u64()).sum())
+            .unwrap_or(0);
+        let p = &n["pool"];
+        // (a JSON value ignores the width: as text first)
+        let v = |x: &serde_json::Value| match x {
+            serde_json::Value::Null => "-".to_string(),
+            x => x.to_string(),
+        };
+        println!(
+            "{i:<5} {:<11} {:<10} {:<11} {:<15} {:<10} {:<12} {:<7} {}",
+            v(&n["packets_in"]),
+            v(&n["packets_out"]),
+            v(&p["replicated"]),
+            format!("{}/{}", v(&p["lag_p50_us"]), v(&p["lag_p99_us"])),
+            v(&p["installed"]),
+            v(&p["unprotected"]),
+            v(&p["synced"]),
+            drops
         );
     }
 }
