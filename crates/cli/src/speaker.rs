@@ -8,7 +8,8 @@
 //! loses its session to the router (the router gave its flows to its
 //! secondary, which has changed them since: this node's copies are stale, so
 //! it must not take them back when the session returns).
-//! What to announce and with which AS path is `pool::bgp`'s.
+//! What to announce and with which AS path is `pool::bgp`'s, and so are the
+//! decisions (`pool::bgp::Watch`, pure): this thread only looks and acts.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use netio::bird::{Control, Daemon, Tie};
-use pool::bgp::{Node, ANNOUNCE, PROMOTE};
+use pool::bgp::{Act, Node, Seen, Watch, Withdraw, ANNOUNCE, PROMOTE};
 
 /// A node's running speaker.
 pub(crate) struct Speaker {
@@ -130,66 +131,70 @@ pub(crate) fn watch(
             // the whole speaker lives in this thread (its BIRD with it), not
             // only the fields the loop reads
             let s = s;
-            let mut withdrawn = false;
-            let mut promoted = false;
-            // the session to the router: once up, its loss is for good
+            let mut w = Watch::default();
             // (a slow answer must not hold the link and drain checks up)
             let look = || Control::connect_waiting(&s.ctl, SESSION_LOOK * 5).ok();
             let mut session = look();
-            let mut session_was_up = false;
             let mut next_look = std::time::Instant::now();
-            let withdraw = |why: &str| match announce(&s.ctl, false) {
-                Ok(()) => eprintln!("flowshift: {} {why}: announcements withdrawn", now()),
-                Err(e) => eprintln!("flowshift: {} {why}: withdrawing failed: {e}", now()),
-            };
             while !stop.is_set() {
-                // `Relaxed`: a flag set by a signal handler and polled
-                if drain.load(Ordering::Relaxed) {
-                    withdraw("draining");
-                    std::thread::sleep(DRAIN);
-                    // (`Relaxed`: see `Stop::is_set`)
-                    stop.0.store(true, Ordering::Relaxed);
-                    return;
-                }
-                if !withdrawn {
-                    if let Some(i) = ifaces
+                let session_up =
+                    if std::time::Instant::now() >= next_look && w.withdrawn().is_none() {
+                        next_look = std::time::Instant::now() + SESSION_LOOK;
+                        let up = session.as_mut().and_then(|c| c.protocols().ok()).map(|ps| {
+                            ps.iter()
+                                .any(|p| p.name == pool::bgp::UPLINK && p.established())
+                        });
+                        if up.is_none() {
+                            session = look();
+                        }
+                        up
+                    } else {
+                        None
+                    };
+                let seen = Seen {
+                    // `Relaxed`: a flag set by a signal handler and polled
+                    drain: drain.load(Ordering::Relaxed),
+                    link_down: ifaces
                         .iter()
-                        .find(|i| matches!(netio::bird::carrier(i), Ok(false)))
-                    {
-                        withdraw(&format!("link {i} down"));
-                        withdrawn = true;
-                    }
-                }
-                if !withdrawn && std::time::Instant::now() >= next_look {
-                    next_look = std::time::Instant::now() + SESSION_LOOK;
-                    let up = session.as_mut().and_then(|c| c.protocols().ok()).map(|ps| {
-                        ps.iter()
-                            .any(|p| p.name == pool::bgp::UPLINK && p.established())
-                    });
-                    match up {
-                        Some(true) => session_was_up = true,
-                        Some(false) if session_was_up => {
-                            // the router took this node for gone and its
-                            // secondary took its flows; they changed there
-                            // since, so its own copies are stale: taking
-                            // them back when the session returns would
-                            // break them
-                            withdraw("the session to the router went down");
+                        .any(|i| matches!(netio::bird::carrier(i), Ok(false))),
+                    session_up,
+                    primary_lost: primary_lost.as_ref().is_some_and(runspec::Flag::is_set),
+                };
+                match w.look(seen) {
+                    Some(Act::Withdraw(why)) => {
+                        let why = match why {
+                            Withdraw::Drain => "draining".to_string(),
+                            Withdraw::LinkDown => {
+                                let i = ifaces
+                                    .iter()
+                                    .find(|i| matches!(netio::bird::carrier(i), Ok(false)));
+                                format!("link {} down", i.map_or("?", |i| i.as_str()))
+                            }
+                            Withdraw::SessionLost => "the session to the router went down".into(),
+                        };
+                        match announce(&s.ctl, false) {
+                            Ok(()) => {
+                                eprintln!("flowshift: {} {why}: announcements withdrawn", now())
+                            }
+                            Err(e) => {
+                                eprintln!("flowshift: {} {why}: withdrawing failed: {e}", now())
+                            }
+                        }
+                        if w.withdrawn() == Some(Withdraw::SessionLost) {
                             eprintln!(
                                 "flowshift: its flows are its secondary's now: this node \
                                  announces nothing until it is synced and restarted"
                             );
-                            withdrawn = true;
                         }
-                        Some(false) => {}
-                        None => session = look(),
+                        if w.withdrawn() == Some(Withdraw::Drain) {
+                            std::thread::sleep(DRAIN);
+                            // (`Relaxed`: see `Stop::is_set`)
+                            stop.0.store(true, Ordering::Relaxed);
+                            return;
+                        }
                     }
-                }
-                let lost = primary_lost.as_ref().is_some_and(runspec::Flag::is_set);
-                if lost != promoted && !withdrawn {
-                    promoted = lost;
-                    match promote(&s.ctl, promoted) {
-                        Ok(()) if promoted => eprintln!(
+                    Some(Act::Promote(on)) => match promote(&s.ctl, on) {
+                        Ok(()) if on => eprintln!(
                             "flowshift: {} the primary is silent: its prefixes announced promoted",
                             now()
                         ),
@@ -199,7 +204,8 @@ pub(crate) fn watch(
                             now()
                         ),
                         Err(e) => eprintln!("flowshift: re-announcing failed: {e}"),
-                    }
+                    },
+                    None => {}
                 }
                 std::thread::sleep(TICK);
             }

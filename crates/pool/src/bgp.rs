@@ -283,6 +283,87 @@ impl Node {
     }
 }
 
+/// What a node's speaker sees at one look (its watch's inputs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The node was told to drain (its first Ctrl-C or SIGTERM).
+    pub drain: bool,
+    /// A link of the node's has no carrier.
+    pub link_down: bool,
+    /// Its BGP session to the router: established, not, or not known (no
+    /// answer from its BIRD this time).
+    pub session_up: Option<bool>,
+    /// The primary it backs up is silent (its pair heartbeats).
+    pub primary_lost: bool,
+}
+
+/// Why a node withdraws every announcement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withdraw {
+    /// A planned drain: then the node stops.
+    Drain,
+    /// A link of its lost its carrier: it cannot deliver what it would get.
+    LinkDown,
+    /// Its session to the router went down after it had been up: the router
+    /// gave its flows to its secondary, which has changed them since, so its
+    /// own copies are stale and it must not take them back.
+    SessionLost,
+}
+
+/// What the speaker does about what it saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    Withdraw(Withdraw),
+    /// Announce the backed-up prefixes promoted (true) or as backup again.
+    Promote(bool),
+}
+
+/// A node speaker's decisions (pure: inputs in, actions out): it withdraws
+/// once, for good, on a drain, a link down or a lost session; it promotes
+/// and demotes itself with its primary's silence while it announces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Watch {
+    withdrawn: Option<Withdraw>,
+    promoted: bool,
+    session_was_up: bool,
+}
+
+impl Watch {
+    /// What to do about `seen`, at most one action a look (a drain first).
+    pub fn look(&mut self, seen: Seen) -> Option<Act> {
+        if seen.drain && self.withdrawn != Some(Withdraw::Drain) {
+            // (a drain after another withdrawal still ends the node)
+            self.withdrawn = Some(Withdraw::Drain);
+            return Some(Act::Withdraw(Withdraw::Drain));
+        }
+        if self.withdrawn.is_some() {
+            return None;
+        }
+        if seen.link_down {
+            self.withdrawn = Some(Withdraw::LinkDown);
+            return Some(Act::Withdraw(Withdraw::LinkDown));
+        }
+        match seen.session_up {
+            Some(true) => self.session_was_up = true,
+            Some(false) if self.session_was_up => {
+                self.withdrawn = Some(Withdraw::SessionLost);
+                return Some(Act::Withdraw(Withdraw::SessionLost));
+            }
+            _ => {}
+        }
+        if seen.primary_lost != self.promoted {
+            self.promoted = seen.primary_lost;
+            return Some(Act::Promote(self.promoted));
+        }
+        None
+    }
+
+    /// Why it withdrew, if it did.
+    pub fn withdrawn(&self) -> Option<Withdraw> {
+        self.withdrawn
+    }
+}
+
 /// A node as the router peers with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -466,6 +547,109 @@ mod tests {
         assert!(c.contains("gw = 10.8.1.2;"));
         assert!(c.contains("gw = 10.9.1.2;"));
         assert!(c.contains("min rx interval 10 ms"));
+    }
+
+    #[test]
+    fn a_speaker_withdraws_once_for_good_and_promotes_only_while_it_announces() {
+        let seen = Seen::default();
+        let mut w = Watch::default();
+        // a session that never came up is starting, not lost
+        assert_eq!(
+            w.look(Seen {
+                session_up: Some(false),
+                ..seen
+            }),
+            None
+        );
+        assert_eq!(
+            w.look(Seen {
+                session_up: Some(true),
+                ..seen
+            }),
+            None
+        );
+        // the primary silent, then beating again
+        let lost = Seen {
+            primary_lost: true,
+            session_up: Some(true),
+            ..seen
+        };
+        assert_eq!(w.look(lost), Some(Act::Promote(true)));
+        assert_eq!(w.look(lost), None);
+        assert_eq!(
+            w.look(Seen {
+                session_up: None,
+                ..seen
+            }),
+            Some(Act::Promote(false))
+        );
+        // an unknown session state is no loss
+        assert_eq!(
+            w.look(Seen {
+                session_up: None,
+                ..seen
+            }),
+            None
+        );
+        // the session lost after it was up: withdrawn for good
+        let gone = Seen {
+            session_up: Some(false),
+            ..seen
+        };
+        assert_eq!(w.look(gone), Some(Act::Withdraw(Withdraw::SessionLost)));
+        assert_eq!(w.withdrawn(), Some(Withdraw::SessionLost));
+        assert_eq!(
+            w.look(Seen {
+                session_up: Some(true),
+                ..seen
+            }),
+            None,
+            "not back"
+        );
+        assert_eq!(w.look(lost), None, "no promotion once withdrawn");
+        assert_eq!(
+            w.look(Seen {
+                link_down: true,
+                ..seen
+            }),
+            None,
+            "once"
+        );
+        // a drain still ends it
+        let drain = Seen {
+            drain: true,
+            ..seen
+        };
+        assert_eq!(w.look(drain), Some(Act::Withdraw(Withdraw::Drain)));
+        assert_eq!(w.look(drain), None);
+
+        let mut w = Watch::default();
+        assert_eq!(
+            w.look(Seen {
+                link_down: true,
+                primary_lost: true,
+                ..seen
+            }),
+            Some(Act::Withdraw(Withdraw::LinkDown)),
+            "a link down before a promotion"
+        );
+        assert_eq!(
+            w.look(Seen {
+                primary_lost: true,
+                ..seen
+            }),
+            None
+        );
+        let mut w = Watch::default();
+        assert_eq!(
+            w.look(Seen {
+                drain: true,
+                link_down: true,
+                ..seen
+            }),
+            Some(Act::Withdraw(Withdraw::Drain)),
+            "a drain first"
+        );
     }
 
     #[test]
