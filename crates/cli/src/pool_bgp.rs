@@ -12,7 +12,7 @@
 //! nodes) and watches: it reports every session's changes as the router saw
 //! them, and a `kill -9` of it stops nothing that runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -208,63 +208,11 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     let out = std::fs::canonicalize(&a.out)?;
-    let (key_file, _) = write_pool_key(&out)?;
-    let (vips, names) = match &a.plan {
-        Some(p) => place(p, a.nodes)?,
-        None => (
-            (0..a.nodes).map(|i| vec![i]).collect(),
-            (0..a.nodes).map(|i| format!("node{i}")).collect(),
-        ),
-    };
-    let mut tenants: Vec<Placed> = vips
-        .iter()
-        .enumerate()
-        .flat_map(|(i, ts)| ts.iter().map(move |&t| (i, t)))
-        .map(|(i, t)| Placed {
-            tenant: names[t].clone(),
-            vip: PoolBed::vip(t),
-            node: i,
-            backup: (i + 1) % a.nodes,
-        })
-        .collect();
-    tenants.sort_by_key(|p| p.vip.rsplit('.').next().and_then(|x| x.parse::<u8>().ok()));
+    let (vips, tenants) = tenants(a)?;
     let stop = crate::run::stop_on_signals()?;
-    let bed = PoolBed::up_bgp(&a.prefix, a.nodes, names.len())
-        .context("building the pool bed (needs root: network namespaces)")?;
-    for i in 0..a.nodes {
-        std::fs::write(
-            out.join(format!("node{i}.toml")),
-            config(a, &bed, i, &key_file, bfd, &vips)?,
-        )?;
-        for old in ["json", "log", "bird.log"] {
-            let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
-        }
-    }
-    // a config the nodes would refuse fails here, before they start
-    crate::run::load(Some(&out.join("node0.toml")))?;
-    let conf = out.join("router.bird.conf");
-    std::fs::write(&conf, router(&bed, bfd).bird_config())?;
-    netio::bird::check(&conf)?;
-    let ctl = out.join("router.bird.ctl");
-    // the router outlives this controller: the bed's removal ends it
-    Daemon::start(
-        &conf,
-        &ctl,
-        &out.join("router.bird.log"),
-        Some(&bed.router()),
-        Tie::Detached,
-    )
-    .context("starting the router's BIRD")?
-    .detach();
-    let mut nodes = Nodes(Vec::new());
-    for i in 0..a.nodes {
-        nodes.0.push(Some(start_node(&bed, &out, a.workers, i)?));
-    }
+    let (bed, mut nodes, ctl) = provision(a, &out, bfd, &vips, tenants.len())?;
     let t0 = Instant::now();
-    let ms = |t: Instant| (t - t0).as_secs_f64() * 1e3;
-    let mut c = Control::connect(&ctl)?;
-    let mut up = vec![false; a.nodes];
-    let mut sessions = Vec::new();
+    let mut seen = Sessions::new(&ctl, a.nodes, t0)?;
     let mut up_at: Option<Instant> = None;
     while !stop.0.load(Ordering::Relaxed) {
         if let (Some(u), Some(d)) = (up_at, duration) {
@@ -278,41 +226,9 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
                 out.display()
             );
         }
-        let now = Instant::now();
-        for p in c.protocols()? {
-            let Some(i) = p
-                .name
-                .strip_prefix("node")
-                .and_then(|n| n.parse::<usize>().ok())
-                .filter(|&i| i < a.nodes)
-            else {
-                continue;
-            };
-            if p.established() != up[i] {
-                up[i] = !up[i];
-                let to = if up[i] { "up" } else { "down" };
-                if up_at.is_some() {
-                    println!("flowshift pool: node {i}'s session {to} ({})", p.info);
-                }
-                sessions.push(SessionChange {
-                    node: i,
-                    at_ms: ms(now),
-                    to,
-                    info: p.info,
-                });
-            }
-        }
-        // up: every session established and every node's routes (its own
-        // virtual IPs and NAT pool, and its predecessor's) in the table
-        if up_at.is_none()
-            && up.iter().all(|&u| u)
-            && (0..a.nodes).all(|i| {
-                let want = vips[i].len() + vips[(i + a.nodes - 1) % a.nodes].len() + 2;
-                c.routes_from(&pool::bgp::session(i))
-                    .is_ok_and(|n| n >= want)
-            })
-        {
-            up_at = Some(now);
+        seen.look(up_at.is_some())?;
+        if up_at.is_none() && seen.all_up(&vips) {
+            up_at = Some(Instant::now());
             for t in &tenants {
                 println!(
                     "flowshift pool: {} at {}: node {}, backed up by node {}",
@@ -331,15 +247,171 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    // the nodes drain and end with their reports
+    let report = BgpReport {
+        nodes: a.nodes,
+        bfd,
+        sessions: seen.changes,
+        tenants,
+        node_reports: stop_nodes(&mut nodes, &out)?,
+    };
+    print_report(&report);
+    if let Some(p) = &a.json {
+        crate::output::json(p, &report)?;
+    }
+    drop(bed);
+    Ok(())
+}
+
+/// The virtual IPs each node serves, and the tenants (`--plan`, or one per
+/// node) in the order of their virtual IPs.
+fn tenants(a: &RunArgs) -> anyhow::Result<(Placement, Vec<Placed>)> {
+    let (vips, names) = match &a.plan {
+        Some(p) => place(p, a.nodes)?,
+        None => (
+            (0..a.nodes).map(|i| vec![i]).collect(),
+            (0..a.nodes).map(|i| format!("node{i}")).collect(),
+        ),
+    };
+    let mut tenants: Vec<(usize, Placed)> = vips
+        .iter()
+        .enumerate()
+        .flat_map(|(i, ts)| ts.iter().map(move |&t| (i, t)))
+        .map(|(i, t)| {
+            let p = Placed {
+                tenant: names[t].clone(),
+                vip: PoolBed::vip(t),
+                node: i,
+                backup: (i + 1) % a.nodes,
+            };
+            (t, p)
+        })
+        .collect();
+    tenants.sort_by_key(|(t, _)| *t);
+    Ok((vips, tenants.into_iter().map(|(_, p)| p).collect()))
+}
+
+/// Builds the bed, writes the nodes' configs, starts the router's BIRD
+/// (detached: it outlives this controller; the bed's removal ends it) and
+/// the nodes: the bed, the nodes, the router's control socket.
+fn provision(
+    a: &RunArgs,
+    out: &Path,
+    bfd: Bfd,
+    vips: &Placement,
+    n_vips: usize,
+) -> anyhow::Result<(PoolBed, Nodes, PathBuf)> {
+    let (key_file, _) = write_pool_key(out)?;
+    let bed = PoolBed::up_bgp(&a.prefix, a.nodes, n_vips)
+        .context("building the pool bed (needs root: network namespaces)")?;
+    for i in 0..a.nodes {
+        std::fs::write(
+            out.join(format!("node{i}.toml")),
+            config(a, &bed, i, &key_file, bfd, vips)?,
+        )?;
+        for old in ["json", "log", "bird.log"] {
+            let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
+        }
+    }
+    // a config the nodes would refuse fails here, before they start
+    crate::run::load(Some(&out.join("node0.toml")))?;
+    let conf = out.join("router.bird.conf");
+    std::fs::write(&conf, router(&bed, bfd).bird_config())?;
+    netio::bird::check(&conf)?;
+    let ctl = out.join("router.bird.ctl");
+    Daemon::start(
+        &conf,
+        &ctl,
+        &out.join("router.bird.log"),
+        Some(&bed.router()),
+        Tie::Detached,
+    )
+    .context("starting the router's BIRD")?
+    .detach();
+    let mut nodes = Nodes(Vec::new());
+    for i in 0..a.nodes {
+        nodes.0.push(Some(start_node(&bed, out, a.workers, i)?));
+    }
+    Ok((bed, nodes, ctl))
+}
+
+/// The router's sessions as this controller sees them.
+struct Sessions {
+    c: Control,
+    up: Vec<bool>,
+    t0: Instant,
+    changes: Vec<SessionChange>,
+}
+
+impl Sessions {
+    fn new(ctl: &Path, nodes: usize, t0: Instant) -> anyhow::Result<Sessions> {
+        Ok(Sessions {
+            c: Control::connect(ctl)?,
+            up: vec![false; nodes],
+            t0,
+            changes: Vec::new(),
+        })
+    }
+
+    /// Notes every session that came up or went down since the last look
+    /// (and says so, `loud`).
+    fn look(&mut self, loud: bool) -> anyhow::Result<()> {
+        let now = Instant::now();
+        for p in self.c.protocols()? {
+            let Some(i) = p
+                .name
+                .strip_prefix("node")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&i| i < self.up.len())
+            else {
+                continue;
+            };
+            if p.established() != self.up[i] {
+                self.up[i] = !self.up[i];
+                let to = if self.up[i] { "up" } else { "down" };
+                if loud {
+                    println!("flowshift pool: node {i}'s session {to} ({})", p.info);
+                }
+                self.changes.push(SessionChange {
+                    node: i,
+                    at_ms: (now - self.t0).as_secs_f64() * 1e3,
+                    to,
+                    info: p.info,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// True once every session is established and every node's routes —
+    /// its own virtual IPs and NAT pool, and its predecessor's — are in the
+    /// router's table.
+    fn all_up(&mut self, vips: &Placement) -> bool {
+        let n = self.up.len();
+        if !self.up.iter().all(|&u| u) {
+            return false;
+        }
+        for i in 0..n {
+            let want = vips[i].len() + vips[(i + n - 1) % n].len() + 2;
+            // (an answer BIRD cannot give yet: not up yet)
+            if self.c.routes_from(&pool::bgp::session(i)).unwrap_or(0) < want {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Drains every node (Ctrl-C) and waits for it: their reports (`null` for
+/// one that ended without: killed).
+fn stop_nodes(nodes: &mut Nodes, out: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
     for ch in nodes.0.iter().flatten() {
         let _ = Command::new("kill")
             .args(["-INT", &ch.id().to_string()])
             .status();
     }
     let mut reports = Vec::new();
-    for i in 0..a.nodes {
-        let mut ch = nodes.0[i].take().expect("every node was started");
+    for (i, ch) in nodes.0.iter_mut().enumerate() {
+        let mut ch = ch.take().expect("every node was started");
         let st = ch.wait()?;
         let r = std::fs::read_to_string(out.join(format!("node{i}.json")))
             .ok()
@@ -350,20 +422,16 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         }
         reports.push(r);
     }
-    let report = BgpReport {
-        nodes: a.nodes,
-        bfd,
-        sessions,
-        tenants,
-        node_reports: reports,
-    };
+    Ok(reports)
+}
+
+fn print_report(report: &BgpReport) {
     crate::pool_run::print_nodes(&report.node_reports);
     let lost = |k: &str| {
         report
             .node_reports
             .iter()
-            .map(|n| n["pool"][k].as_u64().unwrap_or(0))
-            .map(|x| x.to_string())
+            .map(|n| n["pool"][k].as_u64().unwrap_or(0).to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -379,9 +447,4 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
             s.at_ms, s.node, s.to, s.info
         );
     }
-    if let Some(p) = &a.json {
-        crate::output::json(p, &report)?;
-    }
-    drop(bed);
-    Ok(())
 }
