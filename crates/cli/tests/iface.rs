@@ -313,12 +313,7 @@ fn sigint_and_report(running: Running, json: &Path) -> (String, serde_json::Valu
 }
 
 fn check_report(r: &serde_json::Value) {
-    let drops: u64 = r["drops"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let drops = common::drops(r);
     let (pin, pout) = (
         r["packets_in"].as_u64().unwrap(),
         r["packets_out"].as_u64().unwrap(),

@@ -478,18 +478,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
             p["installed"].as_u64().unwrap() >= 3 * 10,
             "node {i} (heir of {heir_of}): {p}"
         );
-        let drops: u64 = r["drops"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum();
-        assert_eq!(
-            r["packets_in"].as_u64().unwrap(),
-            r["packets_out"].as_u64().unwrap() + drops,
-            "node {i}: {}",
-            r["drops"]
-        );
+        common::assert_accounted(&r, &format!("node {i}"));
         assert_eq!(p["replica_bad"], 0, "node {i}");
     }
     drop(pool);

@@ -366,18 +366,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     assert!(n0["packets_out"].as_u64().unwrap() > 1_000, "{n0}");
     for i in 0..=NODES {
         let n = &r["node_reports"][i];
-        let drops: u64 = n["drops"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum();
-        assert_eq!(
-            n["packets_in"].as_u64().unwrap(),
-            n["packets_out"].as_u64().unwrap() + drops,
-            "node {i}: {}",
-            n["drops"]
-        );
+        common::assert_accounted(n, &format!("node {i}"));
         assert_eq!(n["pool"]["replica_bad"], 0, "node {i}");
         assert_eq!(n["pool"]["sync_bad"], 0, "node {i}");
         // replication lag: a copy acknowledged within a second (p50)

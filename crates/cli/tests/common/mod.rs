@@ -238,3 +238,24 @@ pub fn server_until(
     });
     rx.recv().unwrap();
 }
+
+/// The sum of a run report's `drops` (every cause).
+pub fn drops(r: &serde_json::Value) -> u64 {
+    r["drops"]
+        .as_object()
+        .expect("a report's drops")
+        .values()
+        .map(|v| v.as_u64().expect("a count"))
+        .sum()
+}
+
+/// A run report accounts for every packet: `packets_in` = `packets_out` +
+/// the drops; `what` names the run in the failure.
+pub fn assert_accounted(r: &serde_json::Value, what: &str) {
+    assert_eq!(
+        r["packets_in"].as_u64().unwrap(),
+        r["packets_out"].as_u64().unwrap() + drops(r),
+        "{what}: {}",
+        r["drops"]
+    );
+}
