@@ -498,13 +498,17 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
     let traffic = Traffic::begin(PREFIX, CONNECTIONS, NODES, &STOP);
     let (changes, began) = (traffic.changes.clone(), traffic.began);
     // node 1's front link loses its carrier: its router end goes down
-    let down = SystemTime::now();
+    let asked = SystemTime::now();
     netns::exec(
         &format!("{PREFIX}-r"),
         "ip",
         &["link", "set", &format!("{PREFIX}f1"), "down"],
     )
     .unwrap();
+    // (timed from the command's end: on a loaded machine `ip` itself can
+    // wait for the kernel's routing lock for seconds, the link still up)
+    let down = SystemTime::now();
+    let took = down.duration_since(asked).unwrap().as_secs_f64() * 1e3;
     std::thread::sleep(Duration::from_millis(300));
     // node 3 hangs, its BIRD too (a machine that stops): no session closes,
     // only BFD finds it silent
@@ -524,16 +528,13 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
     }
     std::thread::sleep(Duration::from_millis(1500));
     let broken = traffic.end();
-    let moved = rerouted(&changes, down, &PoolBed::vip(1), &PoolBed::gateways(2).0);
+    let moved = rerouted(&changes, asked, &PoolBed::vip(1), &PoolBed::gateways(2).0)
+        .map(|t| (t - took).max(0.0));
     let silent = rerouted(&changes, froze, &PoolBed::vip(3), &PoolBed::gateways(0).0);
     println!(
         "{CONNECTIONS} downloads, {broken} broken; node 1's virtual IP by node 2 {moved:?} ms \
-         after its link went down (at {:.3} s past the minute); node 3's by node 0 {silent:?} ms \
-         after it froze",
-        down.duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            % 60.0
+         after its link went down (`ip link set down` took {took:.1} ms); node 3's by node 0 \
+         {silent:?} ms after it froze"
     );
     for &p in &frozen {
         signal(p, libc::SIGKILL);
@@ -542,9 +543,7 @@ fn a_node_that_loses_a_link_or_freezes_hands_its_traffic_to_its_secondary() {
         dump("pool-bgp-link", NODES, &changes);
     }
     assert_eq!(broken, 0, "downloads broken");
-    // (typically 10–70 ms; under two busy loops a few rounds in 20 took up
-    // to 2.5 s, docs/MEASURED.md)
-    assert!(moved.is_some_and(|t| t < 3_000.0), "{moved:?}");
+    assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
     // BFD's 5 × 10 ms (the default) and the router's reaction: found by
     // silence, not by a closed session
     assert!(
