@@ -63,16 +63,20 @@ def main():
                            b"aaaaabbbbc attack", b"xxyyzz GET /adm user=zz9;"]):
         put(corpus, "ids_stream", f"payload{i}", bytes([3, 40, 120, 200]) + p)
 
-    # pool messages' bodies: heartbeat, bulk orders, a re-ring order, replica
-    # messages (`FS`, port, copy number, entry length, entry, frame) carrying
-    # generated frames, a bulk copy (INSTALL port, a 4-byte hash)
-    for name, body in [("heartbeat", b"FSHB"), ("query", b"FSBQ"), ("stop", b"FSBE"),
-                       ("start", b"FSBK 10.77.0.2:7700"), ("rering", b"FSSE 10.77.0.3:7700"),
-                       ("ack", b"FSAK\x00\x00\x00\x07"),
-                       ("install", b"FS\x40\x00\x00\x00\x01\x00\x02\x00\x00\x12\x34\x56\x78")]:
+    # pool messages' bodies (pool::protocol: `FS`, a kind byte, its fields):
+    # heartbeat, alive, bulk orders and status, a re-ring order, an
+    # acknowledgement, a bulk copy (seq, hash, entry), and copies (port, seq,
+    # entry length, entry, frame) carrying generated frames
+    v4 = b"\x04\x0a\x4d\x00\x02\x1e\x14"  # 10.77.0.2:7700
+    for name, body in [("heartbeat", b"FS\x04"), ("alive", b"FS\x05"),
+                       ("rering", b"FS\x06" + v4), ("start", b"FS\x07" + v4),
+                       ("stop", b"FS\x08"), ("query", b"FS\x09"),
+                       ("status", b"FS\x0a" + bytes(8) + b"\x01" + bytes(7) + b"\x05" + v4),
+                       ("ack", b"FS\x03\x00\x00\x00\x07"),
+                       ("install", b"FS\x02\x00\x00\x00\x01\x12\x34\x56\x78\x00\x02\x00\x00")]:
         put(corpus, "pool", name, body)
     for i, f in enumerate(frames(pcap)[:20]):
-        put(corpus, "pool", f"replica{i}", b"FS\x00\x00\x00\x00\x05\x00\x00" + f)
+        put(corpus, "pool", f"replica{i}", b"FS\x01\x00\x00\x00\x00\x05\x00\x00" + f)
 
 
 if __name__ == "__main__":

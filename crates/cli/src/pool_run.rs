@@ -27,6 +27,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use netio::poolbed::{PoolBed, SYNC_PORT};
 use pool::detect::{Detector, Down};
+use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
 
@@ -372,20 +373,11 @@ enum Answer {
 
 fn answer(d: &[u8], from: SocketAddr, nodes: usize) -> Option<Answer> {
     let i = (0..nodes).find(|i| sync(*i) == from)?;
-    if d == runtime::ALIVE {
-        return Some(Answer::Alive(i));
+    match pool::protocol::parse(d).ok()? {
+        Repr::Alive => Some(Answer::Alive(i)),
+        Repr::BulkStatus { done, sent, to, .. } => Some(Answer::Bulk(i, done, sent, to)),
+        _ => None,
     }
-    let rest = std::str::from_utf8(d.strip_prefix(runtime::BULK_STATUS)?).ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    if f.len() != 4 {
-        return None;
-    }
-    Some(Answer::Bulk(
-        i,
-        f[1] == "1",
-        f[2].parse().ok()?,
-        f[3].parse().ok(),
-    ))
 }
 
 /// What follows a bulk sync.
@@ -492,10 +484,11 @@ impl Controller<'_> {
     }
 
     /// Sends `what` to node `i` until it answers (or `tries` are spent).
-    fn order(&mut self, i: usize, what: &[u8], tries: u32) -> bool {
+    fn order(&mut self, i: usize, what: Repr, tries: u32) -> bool {
         let mut buf = [0u8; 256];
+        let what = what.to_vec();
         for _ in 0..tries {
-            let sealed = self.seal.sealed(now_us(), what);
+            let sealed = self.seal.sealed(now_us(), &what);
             let _ = self.sock.send_to(&sealed, sync(i));
             let until = Instant::now() + Duration::from_millis(5);
             while Instant::now() < until {
@@ -524,12 +517,6 @@ impl Controller<'_> {
         }
     }
 
-    fn order_with_addr(&mut self, i: usize, what: &[u8], to: usize) -> bool {
-        let mut o = what.to_vec();
-        o.extend_from_slice(sync(to).to_string().as_bytes());
-        self.order(i, &o, 20)
-    }
-
     /// Heartbeats every node, then takes answers in for one period.
     fn beat(&mut self, period: Duration) -> anyhow::Result<()> {
         self.det.beat(self.now().as_nanos() as u64);
@@ -553,7 +540,7 @@ impl Controller<'_> {
                 // which the refusals that find it gone later need
                 continue;
             }
-            let beat = self.seal.sealed(now_us(), runtime::HEARTBEAT);
+            let beat = self.seal.sealed(now_us(), &Repr::Heartbeat.to_vec());
             if let Err(e) = self.hb[i].send(&beat) {
                 // (the refusal of an earlier heartbeat, reported now)
                 self.refusal(i, &e);
@@ -566,7 +553,7 @@ impl Controller<'_> {
             .map(|j| j.from)
             .collect();
         for from in running {
-            let q = self.seal.sealed(now_us(), runtime::BULK_QUERY);
+            let q = self.seal.sealed(now_us(), &Repr::BulkQuery.to_vec());
             let _ = self.sock.send_to(&q, sync(from));
         }
         let until = Instant::now() + period;
@@ -584,7 +571,9 @@ impl Controller<'_> {
                     Ok(n) => {
                         got = true;
                         match self.open.open(now_us(), &buf[..n]) {
-                            Ok(b) if b == runtime::ALIVE => self.take(Answer::Alive(i)),
+                            Ok(b) if pool::protocol::parse(b) == Ok(Repr::Alive) => {
+                                self.take(Answer::Alive(i))
+                            }
                             Ok(_) => {}
                             Err(_) => self.refused += 1,
                         }
@@ -629,7 +618,7 @@ impl Controller<'_> {
                     match self.jobs[k].then {
                         Then::Stop => {
                             let j = self.jobs.remove(k);
-                            self.order(j.from, runtime::BULK_STOP, 20);
+                            self.order(j.from, Repr::BulkStop, 20);
                             self.start_jobs();
                         }
                         Then::HandBack(n) => {
@@ -696,7 +685,7 @@ impl Controller<'_> {
             if let Some(j) = self.jobs.iter_mut().find(|j| j.report == report) {
                 j.state = JobState::Running;
             }
-            if !self.order_with_addr(from, runtime::BULK_START, to) {
+            if !self.order(from, Repr::BulkStart { to: sync(to) }, 20) {
                 eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
                 self.jobs.retain(|j| j.report != report);
             }
@@ -714,7 +703,7 @@ impl Controller<'_> {
             .collect();
         self.jobs.retain(|j| j.then != then);
         for from in held {
-            self.order(from, runtime::BULK_STOP, 20);
+            self.order(from, Repr::BulkStop, 20);
         }
         self.start_jobs();
     }
@@ -725,7 +714,7 @@ impl Controller<'_> {
         for p in pairings.iter().filter(|p| usize::from(p.node) != skip) {
             if let Some(s) = p.secondary {
                 let (n, s) = (usize::from(p.node), usize::from(s));
-                if !self.order_with_addr(n, runtime::NEW_SECONDARY, s) {
+                if !self.order(n, Repr::NewSecondary { to: sync(s) }, 20) {
                     eprintln!("flowshift pool: node {n} did not take its new secondary");
                 } else if s == fresh {
                     self.bulk(n, s, Then::Stop);
@@ -753,7 +742,7 @@ impl Controller<'_> {
             self.joining = None;
         }
         for from in to_it {
-            self.order(from, runtime::BULK_STOP, 20);
+            self.order(from, Repr::BulkStop, 20);
         }
         self.start_jobs();
         if !self.ring.nodes().contains(&dead) {

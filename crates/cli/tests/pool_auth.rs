@@ -1,7 +1,7 @@
 //! Nobody but the pool speaks on its sync network: in a running `flowshift
 //! pool run` (its messages sealed with the key it made), datagrams sent to a
 //! node's replication port from the router's namespace — a re-ring order
-//! (`FSSE`) and a replica message carrying a frame to the server, bare and
+//! (`Repr::NewSecondary`) and a replica message carrying a frame to the server, bare and
 //! sealed with a wrong key, and a genuine heartbeat sent twice — change
 //! nothing: no copy reaches the forged address, no frame reaches the server,
 //! the genuine heartbeat is answered once and its replay not, every refusal
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use netio::netns;
 use netio::poolbed::{PoolBed, SERVER, SYNC_PORT};
 use pool::auth::{Key, Open, Seal};
+use pool::protocol::Repr;
 
 mod common;
 
@@ -111,15 +112,16 @@ fn forged_frame() -> Vec<u8> {
     .to_bytes()
 }
 
-/// A replica message as a node's core writes it: `FS`, the port, the copy's
-/// number, an entry of its length, the frame.
+/// A replica message as a node's core writes it: the port, the copy's
+/// number, an (empty) entry, the frame.
 fn replica_message(frame: &[u8]) -> Vec<u8> {
-    let mut m = b"FS".to_vec();
-    m.push(0);
-    m.extend_from_slice(&7u32.to_be_bytes());
-    m.extend_from_slice(&0u16.to_be_bytes());
-    m.extend_from_slice(frame);
-    m
+    Repr::Copy {
+        port: 0,
+        seq: 7,
+        entry: b"",
+        frame,
+    }
+    .to_vec()
 }
 
 /// What the attacker in the router's namespace sees: answers to the
@@ -142,21 +144,23 @@ fn attack(router: &str, key: &Key) -> Attack {
             .parse()
             .unwrap();
         let mut wrong = Seal::new(Key::new([0x5a; 32]), 77);
-        let order = format!("FSSE {TRAP}");
+        let order = Repr::NewSecondary {
+            to: TRAP.parse().unwrap(),
+        }
+        .to_vec();
         let replica = replica_message(&forged_frame());
         for _ in 0..TIMES {
             // bare, as before the pool had keys
-            s.send_to(order.as_bytes(), node0).unwrap();
+            s.send_to(&order, node0).unwrap();
             s.send_to(&replica, node0).unwrap();
             // sealed, with a key that is not the pool's
-            s.send_to(&wrong.sealed(now_us(), order.as_bytes()), node0)
-                .unwrap();
+            s.send_to(&wrong.sealed(now_us(), &order), node0).unwrap();
             s.send_to(&wrong.sealed(now_us(), &replica), node0).unwrap();
             std::thread::sleep(Duration::from_millis(20));
         }
         // a genuine heartbeat: answered; the same datagram again: not
         let mut genuine = Seal::new(key.clone(), 78);
-        let beat = genuine.sealed(now_us(), b"FSHB");
+        let beat = genuine.sealed(now_us(), &Repr::Heartbeat.to_vec());
         let mut open = Open::new(Some(&key), now_us() - 1_000_000);
         let mut b = [0u8; 256];
         let mut answered = |s: &UdpSocket| -> bool {
@@ -164,7 +168,8 @@ fn attack(router: &str, key: &Key) -> Attack {
             while t.elapsed() < Duration::from_millis(300) {
                 match s.recv(&mut b) {
                     Ok(n) => {
-                        if open.open(now_us(), &b[..n]) == Ok(&b"FSOK"[..]) {
+                        let body = open.open(now_us(), &b[..n]);
+                        if body.map(pool::protocol::parse) == Ok(Ok(Repr::Alive)) {
                             return true;
                         }
                     }

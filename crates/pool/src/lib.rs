@@ -9,6 +9,10 @@
 //! [`replica`] is a node's side of the ping-pong state replication, heartbeats
 //! and epoch-based bulk sync (§3.2), as a pure machine.
 //!
+//! [`poison`] is a primary's poison bits (a flow's packets are copied to the
+//! secondary until its latest copy is acknowledged), the one rule the
+//! simulated nodes and the real nodes' working cores both follow.
+//!
 //! [`sim`] runs the pool in a simulated network and writes the pool's report.
 //!
 //! [`ring`] is the controller's pairing of nodes (each the secondary of the
@@ -17,6 +21,10 @@
 //!
 //! [`bgp`] is the pool's routing: what each node announces to the router
 //! (the primary a shorter AS path than its secondary), as BIRD 2 configuration.
+//!
+//! [`protocol`] is the pool's messages on the wire (copies, installs,
+//! acknowledgements, heartbeats, the controller's orders and the bulk sync's
+//! status): checked views and typed representations, parsed and emitted.
 //!
 //! [`auth`] seals every pool message with the pool's key, a sender's number
 //! and its time, and refuses forged, changed, stale and replayed ones.
@@ -29,6 +37,8 @@ pub mod auth;
 pub mod bgp;
 pub mod detect;
 pub mod pack;
+pub mod poison;
+pub mod protocol;
 pub mod replica;
 pub mod ring;
 pub mod sim;

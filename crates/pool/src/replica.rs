@@ -25,6 +25,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::poison::{Poison, Route};
+
 /// A node of the pool.
 pub type NodeId = u16;
 /// A flow (its symmetric hash: both directions the same).
@@ -64,8 +66,6 @@ pub struct Record {
     pub state: Vec<u8>,
     /// The flow's primary.
     pub primary: NodeId,
-    /// Written at the primary and not yet confirmed by the secondary.
-    pub poisoned: bool,
 }
 
 /// A message between nodes.
@@ -81,6 +81,8 @@ pub enum Msg {
         state: Vec<u8>,
         /// The packet riding along.
         packet: PacketId,
+        /// The copy's number (its pong names it).
+        seq: u32,
     },
     /// Secondary → primary: the state is installed; the packet is back.
     Pong {
@@ -90,6 +92,8 @@ pub enum Msg {
         version: u64,
         /// The packet.
         packet: PacketId,
+        /// The copy's number.
+        seq: u32,
     },
     /// I am alive.
     Heartbeat,
@@ -149,6 +153,13 @@ pub struct Replica {
     next_heartbeat: u64,
     epoch: u32,
     records: HashMap<FlowId, Record>,
+    /// The poison bits of the flows this node is the primary of (written
+    /// here, not yet confirmed by the secondary).
+    poison: Poison<FlowId>,
+    /// The next copy's number.
+    seq: u32,
+    /// The latest time seen.
+    now: u64,
     sync: Option<SyncJob>,
     events: VecDeque<Event>,
     /// Changes made while alone (no secondary): one copy only.
@@ -171,6 +182,9 @@ impl Replica {
             next_heartbeat: now,
             epoch: 0,
             records: HashMap::new(),
+            poison: Poison::default(),
+            seq: 0,
+            now,
             sync: None,
             events: VecDeque::new(),
             cfg,
@@ -191,6 +205,11 @@ impl Replica {
     /// The record of `flow`, if held.
     pub fn record(&self, flow: FlowId) -> Option<&Record> {
         self.records.get(&flow)
+    }
+
+    /// True if `flow`'s latest change is not yet confirmed by the secondary.
+    pub fn is_poisoned(&self, flow: FlowId) -> bool {
+        self.poison.is_poisoned(flow, 0)
     }
 
     /// Every record held.
@@ -217,13 +236,16 @@ impl Replica {
         }
         // a record still poisoned (its ping was lost with a failed secondary)
         // is replicated again by the next packet, say a retransmitted SYN
-        let state = match (change, self.records.get(&flow)) {
-            (Some(s), _) => s,
-            (None, Some(r)) if r.poisoned => r.state.clone(),
-            (None, _) => {
+        let route = self
+            .poison
+            .on_packet(flow, 0, change.is_some(), self.secondary.is_some());
+        let state = match (route, change, self.records.get(&flow)) {
+            (Route::Transmit, _, _) | (_, None, None) => {
                 self.events.push_back(Event::Transmit(packet));
                 return;
             }
+            (_, Some(s), _) => s,
+            (_, None, Some(r)) => r.state.clone(),
         };
         let epoch = self.epoch;
         let r = self.records.entry(flow).or_insert(Record {
@@ -231,14 +253,15 @@ impl Replica {
             epoch,
             state: Vec::new(),
             primary: me,
-            poisoned: false,
         });
         r.version += 1;
         r.epoch = epoch;
         r.state = state.clone();
-        match self.secondary {
-            Some(to) => {
-                r.poisoned = true;
+        match (route, self.secondary) {
+            (Route::Copy, Some(to)) => {
+                let seq = self.seq;
+                self.seq = self.seq.wrapping_add(1);
+                self.poison.sent(flow, 0, seq, self.now);
                 self.events.push_back(Event::Send {
                     to,
                     msg: Msg::Ping {
@@ -246,11 +269,12 @@ impl Replica {
                         version: r.version,
                         state,
                         packet,
+                        seq,
                     },
                 });
             }
-            None => {
-                r.poisoned = false;
+            _ => {
+                self.poison.clear(flow);
                 self.unreplicated += 1;
                 self.events.push_back(Event::Transmit(packet));
             }
@@ -259,6 +283,7 @@ impl Replica {
 
     /// A message from node `from`.
     pub fn on_message(&mut self, from: NodeId, msg: Msg, now: u64) {
+        self.now = self.now.max(now);
         if let Some(t) = self.watched.get_mut(&from) {
             *t = now;
         }
@@ -268,6 +293,7 @@ impl Replica {
                 version,
                 state,
                 packet,
+                seq,
             } => {
                 self.install(flow, version, state, from);
                 self.events.push_back(Event::Send {
@@ -276,19 +302,13 @@ impl Replica {
                         flow,
                         version,
                         packet,
+                        seq,
                     },
                 });
             }
-            Msg::Pong {
-                flow,
-                version,
-                packet,
-            } => {
-                if let Some(r) = self.records.get_mut(&flow) {
-                    if r.version == version {
-                        r.poisoned = false;
-                    }
-                }
+            Msg::Pong { packet, seq, .. } => {
+                // clears the flow's poison if this was its latest copy
+                let _ = self.poison.acked(seq, now);
                 self.events.push_back(Event::Transmit(packet));
             }
             Msg::Heartbeat => {}
@@ -309,10 +329,12 @@ impl Replica {
                 // a record the secondary now holds at its current version is
                 // whole, whatever became of the ping that poisoned it
                 for (flow, version) in acked.unwrap_or_default() {
-                    if let Some(r) = self.records.get_mut(&flow) {
-                        if r.version == version {
-                            r.poisoned = false;
-                        }
+                    if self
+                        .records
+                        .get(&flow)
+                        .is_some_and(|r| r.version == version)
+                    {
+                        self.poison.clear(flow);
                     }
                 }
                 self.pump_sync();
@@ -328,19 +350,19 @@ impl Replica {
             epoch,
             state: Vec::new(),
             primary,
-            poisoned: false,
         });
         if version > r.version {
             r.version = version;
             r.state = state;
             r.epoch = epoch;
             r.primary = primary;
-            r.poisoned = false;
+            self.poison.clear(flow);
         }
     }
 
     /// Time passes: heartbeats, failure detection, sync pacing.
     pub fn on_tick(&mut self, now: u64) {
+        self.now = self.now.max(now);
         if now >= self.next_heartbeat {
             self.next_heartbeat = now + self.cfg.heartbeat_ns;
             let mut to: Vec<NodeId> = self.watched.keys().copied().collect();
@@ -385,11 +407,12 @@ impl Replica {
         now: u64,
     ) {
         let me = self.me;
-        for r in self.records.values_mut() {
+        self.now = self.now.max(now);
+        for (&flow, r) in self.records.iter_mut() {
             if adopt.contains(&r.primary) {
                 r.primary = me;
                 // its old secondary was this node: the state is whole here
-                r.poisoned = false;
+                self.poison.clear(flow);
             }
         }
         self.watched.retain(|n, _| watch.contains(n));
@@ -479,7 +502,7 @@ mod tests {
         p.on_packet(7, Some(b"syn".to_vec()), 42);
         let ev = drain(&mut p);
         assert!(!ev.contains(&Event::Transmit(42)));
-        assert!(p.record(7).unwrap().poisoned);
+        assert!(p.is_poisoned(7));
         let Event::Send { to: 1, msg } = ev[0].clone() else {
             panic!("{ev:?}")
         };
@@ -491,7 +514,7 @@ mod tests {
         };
         p.on_message(1, msg, 20);
         assert_eq!(drain(&mut p), vec![Event::Transmit(42)]);
-        assert!(!p.record(7).unwrap().poisoned);
+        assert!(!p.is_poisoned(7));
         // a packet that changes nothing leaves at once
         p.on_packet(7, None, 43);
         assert_eq!(drain(&mut p), vec![Event::Transmit(43)]);
@@ -521,7 +544,7 @@ mod tests {
         p.on_packet(7, None, 3);
         assert_eq!(drain(&mut p), vec![Event::Transmit(3)]);
         assert_eq!(p.unreplicated, 1);
-        assert!(!p.record(7).unwrap().poisoned);
+        assert!(!p.is_poisoned(7));
     }
 
     #[test]

@@ -1,22 +1,22 @@
 //! Epoch-based bulk sync (Sirius §3.2) on a pool node: at a controller's
-//! order ([`BULK_START`] and a node's `IP:PORT`), every working core copies
+//! order ([`Repr::BulkStart`] and a node's address), every working core copies
 //! every entry of the shards it holds to that node — a few per loop, with a
 //! window of unacknowledged copies, so traffic keeps flowing — and from the
 //! order on copies there every entry a packet creates or changes, until the
-//! controller says stop ([`BULK_STOP`]). A node taking buckets back from the
+//! controller says stop ([`Repr::BulkStop`]). A node taking buckets back from the
 //! one that held them, or a new secondary, thus gets the whole table while it
 //! changes.
 //!
 //! Each order starts an *epoch*. A shard is walked once per epoch by the core
 //! that holds it (entries never change slots, so a walk in steps sees every
 //! entry that lived through it; one created since is a change, copied live).
-//! The order is done ([`BULK_QUERY`], answered by [`BULK_STATUS`]) once every
+//! The order is done ([`Repr::BulkQuery`], answered by [`Repr::BulkStatus`]) once every
 //! core has taken it up, every shard is walked and every copy acknowledged.
 //!
-//! A copy is a replica message ([`crate::replica`]) with [`INSTALL`] set in
-//! its port and, instead of a frame, the entry's RSS hash (4 bytes,
-//! big-endian): the receiving NIC model steers it by that hash to the core
-//! owning the entry's shard, which installs it and sends nothing out. A copy
+//! A copy is a [`Repr::Install`]: the entry and, instead of a frame, its RSS
+//! hash: the receiving NIC model steers it by that hash to the core owning
+//! the entry's shard (a packet with [`INSTALL`] in its port), which installs
+//! it and sends nothing out. A copy
 //! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then
 //! (at most a step's worth per loop).
 
@@ -26,18 +26,10 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Set in a replica message's port: install the entry, send nothing out.
-pub(crate) const INSTALL: u8 = 0x40;
+use pool::protocol::Repr;
 
-/// A controller's order: copy every entry to `IP:PORT` (text) from now on.
-pub const BULK_START: &[u8] = b"FSBK";
-/// A controller's order: stop copying.
-pub const BULK_STOP: &[u8] = b"FSBE";
-/// A controller's question: how far is the order?
-pub const BULK_QUERY: &[u8] = b"FSBQ";
-/// The answer: `FSBS <epoch> <done 0|1> <copies sent in this epoch> <target
-/// or ->`.
-pub const BULK_STATUS: &[u8] = b"FSBS";
+/// Set in a replica packet's port: install the entry, send nothing out.
+pub(crate) const INSTALL: u8 = 0x40;
 
 /// A bulk-sync copy as a packet for the core that owns hash `hash`: no
 /// frame, the entry appended, [`INSTALL`] and
@@ -127,8 +119,8 @@ impl BulkOrder {
         (e, *self.target.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The answer to [`BULK_QUERY`].
-    pub fn status(&self) -> Vec<u8> {
+    /// The answer to [`Repr::BulkQuery`].
+    pub fn status(&self) -> Repr<'static> {
         let (e, to) = self.current();
         // each core's epoch is stored after it reset for it, a shard's after
         // its walk's copies were counted in `pending`: these Acquires pair
@@ -138,19 +130,21 @@ impl BulkOrder {
         let acked = self.pending.iter().all(|p| p.load(Ordering::Acquire) == 0);
         let sent: u64 = self.sent.iter().map(|s| s.load(Ordering::Relaxed)).sum();
         let done = to.is_some() && taken && walked && acked;
-        let to = to.map_or("-".to_string(), |a| a.to_string());
-        let mut out = BULK_STATUS.to_vec();
-        out.extend_from_slice(format!(" {e} {} {sent} {to}", u8::from(done)).as_bytes());
-        out
+        Repr::BulkStatus {
+            epoch: e,
+            done,
+            sent,
+            to,
+        }
     }
 
     /// Carries out a bulk-sync order from the controller: true if `d` was
     /// one.
     #[cfg(test)]
-    pub fn control(&self, d: &[u8]) -> bool {
-        match crate::protocol::order(d) {
-            Some(crate::protocol::Order::BulkStop) => self.stop(),
-            Some(crate::protocol::Order::BulkStart(a)) => self.start(a),
+    pub fn control(&self, d: &Repr) -> bool {
+        match *d {
+            Repr::BulkStop => self.stop(),
+            Repr::BulkStart { to } => self.start(to),
             _ => return false,
         };
         true
@@ -251,10 +245,8 @@ impl BulkTx {
         let Some(sock) = &self.sock else { return };
         let mut b = [0u8; 128];
         while let Ok(n) = sock.recv(&mut b) {
-            if let Some(seq) = self
-                .sealed
-                .open(&b[..n])
-                .and_then(crate::replica::parse_ack)
+            if let Some(Ok(Repr::Ack { seq })) =
+                self.sealed.open(&b[..n]).map(pool::protocol::parse)
             {
                 if self.out.remove(&seq).is_some() {
                     self.acked += 1;
@@ -293,7 +285,14 @@ impl BulkTx {
         let Some(sock) = &self.sock else { return };
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
-        crate::replica::encode(INSTALL, seq, entry, &hash.to_be_bytes(), &mut self.buf);
+        if (Repr::Install { seq, hash, entry })
+            .emit_vec(&mut self.buf)
+            .is_err()
+        {
+            // an entry too long for a message: the order never says done
+            self.failed += 1;
+            return;
+        }
         loop {
             match self.sealed.send(sock, &self.buf) {
                 Ok(_) => break,
@@ -329,8 +328,23 @@ impl BulkTx {
 mod tests {
     use super::*;
 
-    fn status(o: &BulkOrder) -> String {
-        String::from_utf8(o.status()).unwrap()
+    /// (epoch, done, sent, target) of the order's status.
+    fn status(o: &BulkOrder) -> (u64, bool, u64, Option<SocketAddr>) {
+        match o.status() {
+            Repr::BulkStatus {
+                epoch,
+                done,
+                sent,
+                to,
+            } => (epoch, done, sent, to),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn start(port: u16) -> Repr<'static> {
+        Repr::BulkStart {
+            to: ([127, 0, 0, 1], port).into(),
+        }
     }
 
     #[test]
@@ -345,11 +359,12 @@ mod tests {
     #[test]
     fn an_order_is_done_once_every_core_walked_and_was_acknowledged() {
         let o = BulkOrder::new(2, 2);
-        assert_eq!(status(&o), "FSBS 0 0 0 -");
-        assert!(o.control(b"FSBK 127.0.0.1:9"));
-        assert!(!o.control(b"FSBK nonsense"));
+        assert_eq!(status(&o), (0, false, 0, None));
+        assert!(o.control(&start(9)));
+        assert!(!o.control(&Repr::Heartbeat));
         let mut t: Vec<BulkTx> = (0..2).map(|w| BulkTx::new(o.clone(), w, None)).collect();
-        assert!(status(&o).starts_with("FSBS 1 0 0 127.0.0.1:9"));
+        let to9 = Some(([127, 0, 0, 1], 9).into());
+        assert_eq!(status(&o), (1, false, 0, to9));
         for b in &mut t {
             assert!(b.refresh());
         }
@@ -358,18 +373,19 @@ mod tests {
         t[0].finish(0);
         t[1].finish(1);
         // a copy is out
-        assert!(status(&o).starts_with("FSBS 1 0 1 "));
+        assert_eq!(status(&o), (1, false, 1, to9));
         assert_eq!(t[0].overdue(RESEND_NS), vec![]);
         assert_eq!(t[0].overdue(RESEND_NS + 1), vec![(0, 3, 1)]);
         t[0].publish();
-        assert!(status(&o).starts_with("FSBS 1 1 1 "));
+        assert_eq!(status(&o), (1, true, 1, to9));
         // a new order starts over: nothing is walked in it yet
-        assert!(o.control(b"FSBK 127.0.0.1:10"));
-        assert!(status(&o).starts_with("FSBS 2 0 1 "));
+        assert!(o.control(&start(10)));
+        let (epoch, done, sent, _) = status(&o);
+        assert_eq!((epoch, done, sent), (2, false, 1));
         assert!(t[1].refresh() && t[1].unwalked(1));
-        assert!(o.control(BULK_STOP));
+        assert!(o.control(&Repr::BulkStop));
         assert!(!t[0].refresh());
         // (each core counts its copies of the current order only)
-        assert!(status(&o).starts_with("FSBS 3 0 0 -"));
+        assert_eq!(status(&o), (3, false, 0, None));
     }
 }

@@ -637,17 +637,24 @@ fn replicas(
             }
         };
         got += 1;
-        if r.pair_answer(d, from, shared.now_ns()) || r.control(d, from) {
+        let msg = match pool::protocol::parse(d) {
+            Ok(m) => m,
+            Err(_) => {
+                st.replica_bad += 1;
+                continue;
+            }
+        };
+        if r.pair_answer(&msg, from, shared.now_ns()) || r.control(&msg, from) {
             continue;
         }
-        let (port, seq, entry, frame) = match crate::protocol::copy(d) {
-            Some(crate::protocol::EntryCopy::Replica {
+        let (port, seq, entry, frame) = match msg {
+            pool::protocol::Repr::Copy {
                 port,
                 seq,
                 entry,
                 frame,
-            }) => (port, seq, entry, frame),
-            Some(crate::protocol::EntryCopy::Install { seq, entry, hash }) => {
+            } if crate::protocol::copy_port(port).is_some() => (port, seq, entry, frame),
+            pool::protocol::Repr::Install { seq, entry, hash } => {
                 st.sync_in += 1;
                 let p = crate::bulk::install_only(hash, entry, shared.now_ns());
                 let q = usize::from(shared.table.queue_of(p.hash));
@@ -658,7 +665,7 @@ fn replicas(
                 }
                 continue;
             }
-            None => {
+            _ => {
                 st.replica_bad += 1;
                 continue;
             }

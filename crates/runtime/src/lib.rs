@@ -74,9 +74,7 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod order_tests;
 
-pub use bulk::{BULK_QUERY, BULK_START, BULK_STATUS, BULK_STOP};
 pub use ports::Steering;
-pub use replica::{ALIVE, HEARTBEAT, NEW_SECONDARY};
 pub use run::{run, run_on, Input, RunError, RunOutcome};
 pub use runspec::{
     cdf, period_imbalance_median, BalancerKind, ConfigError, Drops, Latency, LoadSample,

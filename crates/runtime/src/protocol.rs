@@ -5,75 +5,14 @@
 //! shard of its flow — what the NIC-model thread and the worker do, in one
 //! call. For the fuzz target (`fuzz/fuzz_targets/pool.rs`) and the tests.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// A controller's datagram at a node's replication port, read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Order {
-    /// A heartbeat ([`crate::replica::HEARTBEAT`]).
-    Heartbeat,
-    /// Asks how a bulk sync goes ([`crate::bulk::BULK_QUERY`]).
-    BulkQuery,
-    /// Stop copying ([`crate::bulk::BULK_STOP`]).
-    BulkStop,
-    /// Copy the whole table to this node ([`crate::bulk::BULK_START`]).
-    BulkStart(SocketAddr),
-    /// Replicate to this node from now on ([`crate::replica::NEW_SECONDARY`]).
-    NewSecondary(SocketAddr),
-}
+use pool::protocol::{Malformed, Repr};
 
-/// The order `body` is, if it is one.
-pub(crate) fn order(body: &[u8]) -> Option<Order> {
-    let addr =
-        |a: &[u8]| -> Option<SocketAddr> { std::str::from_utf8(a).ok()?.trim().parse().ok() };
-    if body == crate::replica::HEARTBEAT {
-        Some(Order::Heartbeat)
-    } else if body == crate::bulk::BULK_QUERY {
-        Some(Order::BulkQuery)
-    } else if body == crate::bulk::BULK_STOP {
-        Some(Order::BulkStop)
-    } else if let Some(a) = body.strip_prefix(crate::bulk::BULK_START) {
-        addr(a).map(Order::BulkStart)
-    } else if let Some(a) = body.strip_prefix(crate::replica::NEW_SECONDARY) {
-        addr(a).map(Order::NewSecondary)
-    } else {
-        None
-    }
-}
-
-/// A copy of a flow's entry at a node's replication port, read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EntryCopy<'a> {
-    /// A bulk-sync copy: install the entry of hash `hash`, send nothing.
-    Install {
-        seq: u32,
-        entry: &'a [u8],
-        hash: u32,
-    },
-    /// A replica message: install the entry, send the frame (which came in
-    /// by `port`).
-    Replica {
-        port: u8,
-        seq: u32,
-        entry: &'a [u8],
-        frame: &'a [u8],
-    },
-}
-
-/// The copy `body` is, if it is one.
-pub(crate) fn copy(body: &[u8]) -> Option<EntryCopy<'_>> {
-    let (port, seq, entry, frame) = crate::replica::decode(body).ok()?;
-    if port & crate::bulk::INSTALL != 0 {
-        let hash = u32::from_be_bytes(frame.try_into().ok()?);
-        return Some(EntryCopy::Install { seq, entry, hash });
-    }
-    Some(EntryCopy::Replica {
-        port,
-        seq,
-        entry,
-        frame,
-    })
+/// A copy's port as the node takes it: one with [`REPLICA`]
+/// (crate::replica::REPLICA) set would read as a replica packet inside.
+pub(crate) fn copy_port(port: u8) -> Option<u8> {
+    (port & crate::replica::REPLICA == 0).then_some(port)
 }
 
 /// What a datagram became.
@@ -89,9 +28,13 @@ pub enum Consumed {
     /// A replica message whose frame parsed, and whether its entry
     /// installed.
     Replica(bool),
-    /// A replica message whose frame does not parse.
+    /// A replica message whose frame does not parse, or whose port is out
+    /// of range.
     BadFrame,
     /// Opened, but no message of the protocol.
+    Malformed(Malformed),
+    /// A message of the protocol that a node's port does not take (an
+    /// acknowledgement, an answer).
     Unknown,
 }
 
@@ -128,31 +71,37 @@ impl Port {
             Err(e) => return Consumed::Refused(e),
         };
         let now_ns = now_us.saturating_mul(1000);
-        match order(body) {
-            Some(Order::BulkStop) => {
+        let msg = match pool::protocol::parse(body) {
+            Ok(m) => m,
+            Err(e) => return Consumed::Malformed(e),
+        };
+        match msg {
+            Repr::BulkStop => {
                 self.bulk.stop();
-                return Consumed::Control;
+                Consumed::Control
             }
-            Some(Order::BulkStart(a)) => {
-                self.bulk.start(a);
-                return Consumed::Control;
+            Repr::BulkStart { to } => {
+                self.bulk.start(to);
+                Consumed::Control
             }
-            Some(Order::NewSecondary(a)) => {
-                self.secondary.set(a);
-                return Consumed::Control;
+            Repr::NewSecondary { to } => {
+                self.secondary.set(to);
+                Consumed::Control
             }
-            Some(Order::Heartbeat | Order::BulkQuery) => {
+            Repr::Heartbeat | Repr::BulkQuery => {
                 let _ = self.bulk.status();
-                return Consumed::Control;
+                Consumed::Control
             }
-            None => {}
-        }
-        match copy(body) {
-            Some(EntryCopy::Install { entry, hash, .. }) => {
+            Repr::Install { entry, hash, .. } => {
                 let s = chain.shard_of(hash);
                 Consumed::Install(chain.install(&mut shards[s], entry, now_ns).is_ok())
             }
-            Some(EntryCopy::Replica { entry, frame, .. }) => {
+            Repr::Copy {
+                port, entry, frame, ..
+            } => {
+                if copy_port(port).is_none() {
+                    return Consumed::BadFrame;
+                }
                 match nf::Packet::new(frame.to_vec(), now_ns, &self.hasher) {
                     Ok(p) => {
                         let s = chain.shard_of(p.hash);
@@ -161,7 +110,7 @@ impl Port {
                     Err(_) => Consumed::BadFrame,
                 }
             }
-            None => Consumed::Unknown,
+            Repr::Ack { .. } | Repr::Alive | Repr::BulkStatus { .. } => Consumed::Unknown,
         }
     }
 }
@@ -180,7 +129,10 @@ mod tests {
         let key = Key::new([1; 32]);
         let now = 5_000_000;
         let mut port = Port::new(&chain, Some(&key), now - 10);
-        let order = b"FSSE 10.77.0.9:4000";
+        let order = &Repr::NewSecondary {
+            to: "10.77.0.9:4000".parse().unwrap(),
+        }
+        .to_vec()[..];
         // bare, and sealed with another key: refused, the secondary unchanged
         assert_eq!(
             port.consume(order, now, &mut chain, &mut shards),
@@ -207,12 +159,23 @@ mod tests {
             Consumed::Refused(Refused::Replay)
         );
         // a replica message whose entry is garbage installs nothing
-        let mut m = b"FS\x00\x00\x00\x00\x01\x00\x03abc".to_vec();
-        m.extend_from_slice(&[0u8; 20]);
-        let sealed = Seal::new(key, 2).sealed(now, &m);
+        let m = Repr::Copy {
+            port: 0,
+            seq: 1,
+            entry: b"abc",
+            frame: &[0u8; 20],
+        }
+        .to_vec();
+        let sealed = Seal::new(key.clone(), 2).sealed(now, &m);
         assert!(matches!(
             port.consume(&sealed, now, &mut chain, &mut shards),
             Consumed::BadFrame | Consumed::Replica(false)
         ));
+        // and bytes of no message say why
+        let sealed = Seal::new(key.clone(), 3).sealed(now, b"FS\x63");
+        assert_eq!(
+            port.consume(&sealed, now, &mut chain, &mut shards),
+            Consumed::Malformed(pool::protocol::Malformed::Kind(0x63))
+        );
     }
 }

@@ -5,16 +5,16 @@
 //! and that core installs the entry and sends the packet out. So a packet
 //! leaves only once both nodes hold the state it made.
 //!
-//! The same port answers a pool controller's heartbeats ([`HEARTBEAT`]).
+//! The same port answers a pool controller's heartbeats and its pair's.
 //! Every datagram of the link — copies, acknowledgements, heartbeats, the
 //! controller's orders — is sealed with the pool's key ([`crate::sealed`],
 //! `pool::auth`); one that does not open is refused and counted, never
 //! installed, sent or obeyed.
 //!
-//! On the wire (one UDP datagram): `b"FS"`, the port the frame came in by, the
-//! copy's number (u32), the entry's length (u16; big-endian), the entry
-//! (`nf::Chain::export`), the frame. The secondary acknowledges each copy it
-//! has queued for its core (`FSAK` and the number) to the core that sent it;
+//! On the wire every message is one of `pool::protocol`'s: a copy
+//! ([`Repr::Copy`]: the port the frame came in by, the copy's number, the
+//! entry (`nf::Chain::export`), the frame). The secondary acknowledges each
+//! copy it has queued for its core ([`Repr::Ack`]) to the core that sent it;
 //! until then the flow is *poisoned* at the primary (Sirius §3.2): each of its
 //! packets is copied again, even one that changes nothing. Inside the secondary, the message travels as a packet of the frame
 //! with the entry appended and [`REPLICA`] set in its port, so the rings, the
@@ -25,63 +25,11 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use pool::protocol::{self, Repr};
+
 /// Set in a packet's port: the packet is a replica message (its entry after
 /// the frame, its length in the last two bytes).
 pub(crate) const REPLICA: u8 = 0x80;
-
-const MAGIC: [u8; 2] = *b"FS";
-
-/// Why a datagram is not a replica message.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum BadMessage {
-    Short,
-    Magic,
-    Length,
-}
-
-/// A datagram: `port`, the copy's number `seq` (its acknowledgement names
-/// it), `entry` and `frame`.
-pub(crate) fn encode(port: u8, seq: u32, entry: &[u8], frame: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&MAGIC);
-    out.push(port);
-    out.extend_from_slice(&seq.to_be_bytes());
-    out.extend_from_slice(&(entry.len() as u16).to_be_bytes());
-    out.extend_from_slice(entry);
-    out.extend_from_slice(frame);
-}
-
-/// A replica message read: the port the frame came in by, the copy's
-/// number, the entry, the frame.
-pub(crate) type Message<'a> = (u8, u32, &'a [u8], &'a [u8]);
-
-/// A datagram's message.
-pub(crate) fn decode(d: &[u8]) -> Result<Message<'_>, BadMessage> {
-    const HEAD: usize = 9;
-    if d.len() < HEAD {
-        return Err(BadMessage::Short);
-    }
-    if d[..2] != MAGIC {
-        return Err(BadMessage::Magic);
-    }
-    let port = d[2];
-    let seq = u32::from_be_bytes([d[3], d[4], d[5], d[6]]);
-    let n = usize::from(u16::from_be_bytes([d[7], d[8]]));
-    if d.len() < HEAD + n || port & REPLICA != 0 {
-        return Err(BadMessage::Length);
-    }
-    Ok((port, seq, &d[HEAD..HEAD + n], &d[HEAD + n..]))
-}
-
-/// The secondary's acknowledgement of copy `seq`: it is in the ring of the
-/// core that installs it.
-const ACK: &[u8] = b"FSAK";
-
-/// The number an acknowledgement names.
-pub(crate) fn parse_ack(d: &[u8]) -> Option<u32> {
-    (d.len() == ACK.len() + 4 && d[..ACK.len()] == *ACK)
-        .then(|| u32::from_be_bytes([d[4], d[5], d[6], d[7]]))
-}
 
 /// Appends `entry` and its length to a packet's frame.
 pub(crate) fn append_entry(data: &mut Vec<u8>, entry: &[u8]) {
@@ -98,12 +46,9 @@ pub(crate) fn take_entry(data: &mut Vec<u8>) -> Vec<u8> {
     entry
 }
 
-/// A pool controller's order to replicate to another node from now on (its
-/// secondary failed): `FSSE` and the new secondary's `IP:PORT` as text.
-pub const NEW_SECONDARY: &[u8] = b"FSSE";
-
 /// Where this node's copies go: set at the start, changed by the controller
-/// ([`NEW_SECONDARY`]); each core's link reconnects when it sees a new one.
+/// ([`Repr::NewSecondary`]); each core's link reconnects when it sees a new
+/// one.
 pub(crate) struct Secondary {
     addr: Mutex<SocketAddr>,
     /// Bumped by every change.
@@ -183,7 +128,7 @@ impl ReplicaTx {
     pub fn acks(&mut self, mut f: impl FnMut(u32)) {
         let mut b = [0u8; 128];
         while let Ok(n) = self.sock.recv(&mut b) {
-            if let Some(seq) = self.sealed.open(&b[..n]).and_then(parse_ack) {
+            if let Some(Ok(Repr::Ack { seq })) = self.sealed.open(&b[..n]).map(protocol::parse) {
                 f(seq);
             }
         }
@@ -218,7 +163,17 @@ impl ReplicaTx {
         }
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
-        encode(port, seq, entry, frame, &mut self.buf);
+        let copy = Repr::Copy {
+            port,
+            seq,
+            entry,
+            frame,
+        };
+        if copy.emit_vec(&mut self.buf).is_err() {
+            // an entry too long for a message: the packet goes out alone
+            self.failed += 1;
+            return None;
+        }
         loop {
             match self.sealed.send(&self.sock, &self.buf) {
                 Ok(_) => {
@@ -247,75 +202,10 @@ impl ReplicaTx {
 /// A flow as a core names it: (shard, entry).
 pub(crate) type FlowRef = (usize, u32);
 
-/// A primary core's poison bits (Sirius §3.2): a flow whose last copy the
-/// secondary has not acknowledged is poisoned, and each of its packets is
-/// copied again; and the replication lag of the copies acknowledged. Pure:
-/// copy numbers and times are arguments.
-pub(crate) struct Poison {
-    /// Poisoned flows → (the entry's generation, the copy's number).
-    poisoned: std::collections::HashMap<FlowRef, (u32, u32)>,
-    /// Copy number → its flow and when it was sent, until acknowledged.
-    unacked: std::collections::HashMap<u32, (FlowRef, u64)>,
-    /// From a copy's sending to its acknowledgement, ns.
-    pub lag: hdrhistogram::Histogram<u64>,
-}
-
 /// A histogram of replication lags (ns, up to a minute).
 pub(crate) fn lag_histogram() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds")
 }
-
-impl Default for Poison {
-    fn default() -> Poison {
-        Poison {
-            poisoned: Default::default(),
-            unacked: Default::default(),
-            lag: lag_histogram(),
-        }
-    }
-}
-
-impl Poison {
-    /// Copy `seq` of `flow` (its entry's generation `gen`) left at `now`: the
-    /// flow is poisoned until that copy is acknowledged (an earlier copy's
-    /// acknowledgement no longer clears it).
-    pub fn sent(&mut self, flow: FlowRef, gen: u32, seq: u32, now: u64) {
-        if let Some((_, old)) = self.poisoned.insert(flow, (gen, seq)) {
-            self.unacked.remove(&old);
-        }
-        self.unacked.insert(seq, (flow, now));
-    }
-
-    /// The secondary acknowledged copy `seq` at `now`: true if it was one
-    /// waited for.
-    pub fn acked(&mut self, seq: u32, now: u64) -> bool {
-        let Some((flow, sent)) = self.unacked.remove(&seq) else {
-            return false;
-        };
-        self.lag.saturating_record(now.saturating_sub(sent).max(1));
-        if self.poisoned.get(&flow).is_some_and(|(_, s)| *s == seq) {
-            self.poisoned.remove(&flow);
-        }
-        true
-    }
-
-    /// True if `flow`, in the entry of generation `gen`, is poisoned (an
-    /// entry reused by another flow is not).
-    pub fn is_poisoned(&self, flow: FlowRef, gen: u32) -> bool {
-        self.poisoned.get(&flow).is_some_and(|(g, _)| *g == gen)
-    }
-
-    /// Flows poisoned now.
-    pub fn poisoned(&self) -> usize {
-        self.poisoned.len()
-    }
-}
-
-/// A pool controller's heartbeat: the node's NIC model answers [`ALIVE`] to
-/// its sender, so a node whose data path stops (killed, hung) stops answering.
-pub const HEARTBEAT: &[u8] = b"FSHB";
-/// The answer to a [`HEARTBEAT`].
-pub const ALIVE: &[u8] = b"FSOK";
 
 /// A UDP socket connected to `addr`.
 pub(crate) fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -434,7 +324,9 @@ impl ReplicaRx {
             p.next = now + p.period_ns;
             p.det.beat(now);
             let (_, to) = self.secondary.get();
-            let _ = self.sealed.send_to(&self.sock, HEARTBEAT, to);
+            let _ = self
+                .sealed
+                .send_to(&self.sock, &Repr::Heartbeat.to_vec(), to);
         }
         if !p.det.check(now).is_empty() {
             p.lost += 1;
@@ -474,15 +366,15 @@ impl ReplicaRx {
     /// heartbeat at `now` (a lost secondary that answers is back).
     /// A heartbeat from the primary is noted and left for [`control`]
     /// (Self::control) to answer.
-    pub fn pair_answer(&mut self, d: &[u8], from: SocketAddr, now: u64) -> bool {
-        if d == HEARTBEAT {
+    pub fn pair_answer(&mut self, d: &Repr, from: SocketAddr, now: u64) -> bool {
+        if *d == Repr::Heartbeat {
             self.primary_beat(from, now);
             return false;
         }
         let Some(p) = self.pair.as_mut() else {
             return false;
         };
-        if d != ALIVE || from != self.secondary.get().1 {
+        if *d != Repr::Alive || from != self.secondary.get().1 {
             return false;
         }
         if p.det.is_down(0) {
@@ -507,43 +399,41 @@ impl ReplicaRx {
 
     /// Handles a controller's datagram: a heartbeat (answered) or an order
     /// (carried out, then answered as a heartbeat); false for anything else.
-    pub fn control(&mut self, d: &[u8], from: SocketAddr) -> bool {
-        use crate::protocol::Order;
-        match crate::protocol::order(d) {
-            Some(Order::Heartbeat) => self.alive(from),
-            Some(Order::BulkQuery) => {
-                let status = self.bulk.status();
+    pub fn control(&mut self, d: &Repr, from: SocketAddr) -> bool {
+        match *d {
+            Repr::Heartbeat => self.alive(from),
+            Repr::BulkQuery => {
+                let status = self.bulk.status().to_vec();
                 let _ = self.sealed.send_to(&self.sock, &status, from);
             }
-            Some(Order::BulkStop) => {
+            Repr::BulkStop => {
                 self.bulk.stop();
                 self.alive(from);
             }
-            Some(Order::BulkStart(a)) => {
-                self.bulk.start(a);
+            Repr::BulkStart { to } => {
+                self.bulk.start(to);
                 self.alive(from);
             }
-            Some(Order::NewSecondary(a)) => {
-                self.secondary.set(a);
+            Repr::NewSecondary { to } => {
+                self.secondary.set(to);
                 self.alive(from);
             }
-            None => return false,
+            _ => return false,
         }
         true
     }
 
     /// Answers a heartbeat from `to` (a lost answer is a missed beat).
     pub fn alive(&mut self, to: SocketAddr) {
-        let _ = self.sealed.send_to(&self.sock, ALIVE, to);
+        let _ = self.sealed.send_to(&self.sock, &Repr::Alive.to_vec(), to);
     }
 
     /// Acknowledges copy `seq` to the core that sent it (a lost one leaves
     /// the flow poisoned there: its next packet is copied again).
     pub fn ack(&mut self, to: SocketAddr, seq: u32) {
-        let mut b = [0u8; 8];
-        b[..4].copy_from_slice(ACK);
-        b[4..].copy_from_slice(&seq.to_be_bytes());
-        let _ = self.sealed.send_to(&self.sock, &b, to);
+        let _ = self
+            .sealed
+            .send_to(&self.sock, &Repr::Ack { seq }.to_vec(), to);
     }
 
     /// The body of the next waiting datagram that opens, in `buf`, and its
@@ -580,45 +470,6 @@ impl ReplicaRx {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_message_decodes_to_what_was_encoded_and_garbage_is_refused() {
-        let mut d = Vec::new();
-        encode(1, 7, b"entry", b"frame bytes", &mut d);
-        assert_eq!(decode(&d), Ok((1, 7, &b"entry"[..], &b"frame bytes"[..])));
-        encode(0, u32::MAX, b"", b"f", &mut d);
-        assert_eq!(decode(&d), Ok((0, u32::MAX, &b""[..], &b"f"[..])));
-        assert_eq!(decode(b"FS\x01\0\0\0"), Err(BadMessage::Short));
-        assert_eq!(decode(b"XX\x01\0\0\0\0\x00\x00"), Err(BadMessage::Magic));
-        assert_eq!(
-            decode(b"FS\x01\0\0\0\0\x00\x09abc"),
-            Err(BadMessage::Length)
-        );
-        assert_eq!(decode(b"FS\x81\0\0\0\0\x00\x00"), Err(BadMessage::Length));
-    }
-
-    #[test]
-    fn a_flow_stays_poisoned_until_its_last_copy_is_acknowledged() {
-        let mut p = Poison::default();
-        let f = (3, 17);
-        p.sent(f, 1, 10, 1_000);
-        assert!(p.is_poisoned(f, 1));
-        // a newer entry in the same slot is another flow
-        assert!(!p.is_poisoned(f, 2));
-        // copied again before the first was acknowledged: only the last
-        // copy's acknowledgement clears it
-        p.sent(f, 1, 11, 2_000);
-        assert!(!p.acked(10, 3_000), "no longer waited for");
-        assert!(p.is_poisoned(f, 1));
-        assert!(p.acked(11, 5_000));
-        assert!(!p.is_poisoned(f, 1));
-        assert_eq!(p.poisoned(), 0);
-        assert!(!p.acked(11, 6_000), "once");
-        assert!(!p.acked(99, 6_000), "unknown");
-        // the lag of the one acknowledged copy: 3 µs
-        assert_eq!(p.lag.len(), 1);
-        assert!((2_990..=3_010).contains(&p.lag.max()), "{}", p.lag.max());
-    }
 
     #[test]
     fn an_entry_appended_to_a_frame_comes_off_whole() {

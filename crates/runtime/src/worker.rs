@@ -98,8 +98,11 @@ pub(crate) struct Replication {
     /// whose flow was found; a new flow has none).
     before: Vec<Option<nf::FlowState>>,
     found: Vec<bool>,
-    /// The poison bits and the copies not yet acknowledged.
-    pub poison: crate::replica::Poison,
+    /// The poison bits and the copies not yet acknowledged: flows named by
+    /// (shard, entry).
+    pub poison: pool::poison::Poison<crate::replica::FlowRef>,
+    /// From a copy's sending to its acknowledgement, ns.
+    pub lag: hdrhistogram::Histogram<u64>,
     /// Replica messages installed and sent out.
     pub installed: u64,
     /// Copies acknowledged.
@@ -120,7 +123,8 @@ impl Replication {
             sync_bad: 0,
             before: Vec::new(),
             found: Vec::new(),
-            poison: crate::replica::Poison::default(),
+            poison: pool::poison::Poison::default(),
+            lag: crate::replica::lag_histogram(),
             installed: 0,
             acked: 0,
             recopied: 0,
@@ -130,10 +134,11 @@ impl Replication {
     /// Takes the secondary's acknowledgements in at `now`: their flows are
     /// safe.
     fn take_acks(&mut self, now: u64) {
-        let (poison, acked) = (&mut self.poison, &mut self.acked);
+        let (poison, acked, lag) = (&mut self.poison, &mut self.acked, &mut self.lag);
         self.tx.acks(|seq| {
-            if poison.acked(seq, now) {
+            if let Some((_, l)) = poison.acked(seq, now) {
                 *acked += 1;
+                lag.saturating_record(l.max(1));
             }
         });
     }
@@ -352,7 +357,7 @@ impl Worker {
                 ]
             }),
             // (after the last acknowledgements were taken in, above)
-            replica_lag: self.replica.as_ref().map(|r| r.poison.lag.clone()),
+            replica_lag: self.replica.as_ref().map(|r| r.lag.clone()),
         }
     }
 
@@ -785,8 +790,9 @@ impl Worker {
         };
         let key = (s, id.0);
         let gen = shard.table.generation(id);
-        let poisoned = r.poison.is_poisoned(key, gen);
-        if !changed && !poisoned {
+        // (a secondary that is gone is found by the copy's sending, below:
+        // the flow stays poisoned, so it is copied again once it is back)
+        if r.poison.on_packet(key, gen, changed, true) == pool::poison::Route::Transmit {
             return false;
         }
         r.recopied += u64::from(!changed);
