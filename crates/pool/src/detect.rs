@@ -160,6 +160,88 @@ impl Detector {
     }
 }
 
+/// When heartbeats are due: every `period_ns`, from the first call on.
+#[derive(Clone, Debug)]
+pub struct Beats {
+    period_ns: u64,
+    next: u64,
+}
+
+impl Beats {
+    /// Beats every `period_ns`.
+    pub fn new(period_ns: u64) -> Beats {
+        Beats {
+            period_ns: period_ns.max(1),
+            next: 0,
+        }
+    }
+
+    /// True if a beat is due at `now` (the next is then a period later).
+    pub fn due(&mut self, now: u64) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now + self.period_ns;
+        true
+    }
+}
+
+/// One peer of a pair watched over heartbeats — a node's secondary (it
+/// answers this node's beats) or its primary (it beats this node): lost
+/// after `missed` of this node's rounds *and* as many periods without word
+/// from it (a node descheduled for a while loses no peer for it), back at
+/// its first word after. Watched from its first word on. Both the real
+/// nodes' replication ports and the simulated replicas keep these.
+#[derive(Clone, Debug)]
+pub struct PeerWatch {
+    det: Detector,
+    lost: u64,
+}
+
+impl PeerWatch {
+    /// A peer lost after `missed` rounds (and periods of `period_ns`)
+    /// without word.
+    pub fn new(period_ns: u64, missed: u32) -> PeerWatch {
+        PeerWatch {
+            det: Detector::new(1, period_ns, missed),
+            lost: 0,
+        }
+    }
+
+    /// A round passed at `now` (this node sent its beats).
+    pub fn round(&mut self, now: u64) {
+        self.det.beat(now);
+    }
+
+    /// Word from the peer at `now`: true if it was lost and is back.
+    pub fn heard(&mut self, now: u64) -> bool {
+        if self.det.is_down(0) {
+            self.det.revive(0, now);
+            true
+        } else {
+            self.det.alive(0, now);
+            false
+        }
+    }
+
+    /// True if the peer is found lost at `now` and was not before.
+    pub fn check(&mut self, now: u64) -> bool {
+        let lost = !self.det.check(now).is_empty();
+        self.lost += u64::from(lost);
+        lost
+    }
+
+    /// True while the peer is lost.
+    pub fn is_lost(&self) -> bool {
+        self.det.is_down(0)
+    }
+
+    /// Times the peer was found lost.
+    pub fn times_lost(&self) -> u64 {
+        self.lost
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +254,39 @@ mod tests {
                 d.alive(n, t);
             }
         }
+    }
+
+    #[test]
+    fn a_peer_is_lost_after_the_missed_rounds_and_back_at_its_first_word() {
+        let mut b = Beats::new(1_000);
+        let mut w = PeerWatch::new(1_000, 3);
+        // not watched before its first word
+        for t in (0..10_000).step_by(500) {
+            if b.due(t) {
+                w.round(t);
+            }
+            assert!(!w.check(t));
+        }
+        w.heard(10_000);
+        let mut lost_at = None;
+        for t in (10_000..20_000).step_by(500) {
+            if b.due(t) {
+                w.round(t);
+            }
+            if w.check(t) {
+                assert!(lost_at.is_none(), "found lost once");
+                lost_at = Some(t);
+            }
+        }
+        // three rounds and three periods after its last word
+        assert_eq!(lost_at, Some(13_000));
+        assert!(w.is_lost());
+        assert!(w.heard(20_000), "back");
+        assert!(!w.heard(20_500));
+        assert!(!w.is_lost());
+        assert_eq!(w.times_lost(), 1);
+        // a node away for long (no rounds) loses no peer for it
+        assert!(!w.check(90_000));
     }
 
     #[test]

@@ -13,6 +13,14 @@
 //! secondary until its latest copy is acknowledged), the one rule the
 //! simulated nodes and the real nodes' working cores both follow.
 //!
+//! [`bulk`] is a bulk sync's window of unacknowledged copies (resent when
+//! overdue), kept by the simulated replicas and the real nodes' cores alike;
+//! [`detect::PeerWatch`] is the pair heartbeats' watch over a peer, likewise.
+//!
+//! [`jobs`] is the controller's bulk syncs (one order at a time per source;
+//! a sync that ends, or holds its source copying until the synced node takes
+//! its buckets or joins), driven by `pool run` and `pool sim` alike.
+//!
 //! [`sim`] runs the pool in a simulated network and writes the pool's report.
 //!
 //! [`ring`] is the controller's pairing of nodes (each the secondary of the
@@ -35,7 +43,9 @@
 
 pub mod auth;
 pub mod bgp;
+pub mod bulk;
 pub mod detect;
+pub mod jobs;
 pub mod pack;
 pub mod poison;
 pub mod protocol;

@@ -23,7 +23,10 @@
 //! secondary of one other node's flows; a record remembers its flow's primary,
 //! and a node that receives a flow's packets becomes its primary.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::bulk::Window;
+use crate::detect::{Beats, PeerWatch};
 
 use crate::poison::{Poison, Route};
 
@@ -43,6 +46,15 @@ pub struct ReplicaConfig {
     pub dead_after: u32,
     /// Records per bulk-sync batch; one batch in flight at a time.
     pub sync_batch: usize,
+}
+
+impl ReplicaConfig {
+    /// A watch over a peer, heard from at `now`.
+    fn watch(&self, now: u64) -> PeerWatch {
+        let mut w = PeerWatch::new(self.heartbeat_ns, self.dead_after);
+        w.heard(now);
+        w
+    }
 }
 
 impl Default for ReplicaConfig {
@@ -101,6 +113,8 @@ pub enum Msg {
     Sync {
         /// The checkpoint's epoch.
         epoch: u32,
+        /// The batch's number.
+        seq: u32,
         /// The records.
         records: Vec<(FlowId, u64, Vec<u8>, NodeId)>,
     },
@@ -108,6 +122,8 @@ pub enum Msg {
     SyncAck {
         /// The checkpoint's epoch.
         epoch: u32,
+        /// The batch's number.
+        seq: u32,
     },
 }
 
@@ -138,8 +154,9 @@ struct SyncJob {
     to: NodeId,
     epoch: u32,
     pending: VecDeque<FlowId>,
-    /// The batch sent and not yet acknowledged: (flow, version).
-    in_flight: Option<Vec<(FlowId, u64)>>,
+    /// The batch sent and not yet acknowledged: (flow, version) — one at a
+    /// time, sent again when overdue.
+    window: Window<Vec<(FlowId, u64)>>,
 }
 
 /// One node.
@@ -148,9 +165,10 @@ pub struct Replica {
     cfg: ReplicaConfig,
     /// Where this node's changes are replicated (none: alone).
     secondary: Option<NodeId>,
-    /// Nodes whose heartbeats are watched, and when each was last heard.
-    watched: HashMap<NodeId, u64>,
-    next_heartbeat: u64,
+    /// Nodes whose heartbeats are watched (the same watch as a real node's
+    /// pair heartbeats).
+    watched: BTreeMap<NodeId, PeerWatch>,
+    beats: Beats,
     epoch: u32,
     records: HashMap<FlowId, Record>,
     /// The poison bits of the flows this node is the primary of (written
@@ -178,8 +196,8 @@ impl Replica {
         Replica {
             me,
             secondary,
-            watched: watch.iter().map(|&n| (n, now)).collect(),
-            next_heartbeat: now,
+            watched: watch.iter().map(|&n| (n, cfg.watch(now))).collect(),
+            beats: Beats::new(cfg.heartbeat_ns),
             epoch: 0,
             records: HashMap::new(),
             poison: Poison::default(),
@@ -284,8 +302,8 @@ impl Replica {
     /// A message from node `from`.
     pub fn on_message(&mut self, from: NodeId, msg: Msg, now: u64) {
         self.now = self.now.max(now);
-        if let Some(t) = self.watched.get_mut(&from) {
-            *t = now;
+        if let Some(w) = self.watched.get_mut(&from) {
+            w.heard(now);
         }
         match msg {
             Msg::Ping {
@@ -312,18 +330,22 @@ impl Replica {
                 self.events.push_back(Event::Transmit(packet));
             }
             Msg::Heartbeat => {}
-            Msg::Sync { epoch, records } => {
+            Msg::Sync {
+                epoch,
+                seq,
+                records,
+            } => {
                 for (flow, version, state, primary) in records {
                     self.install(flow, version, state, primary);
                 }
                 self.events.push_back(Event::Send {
                     to: from,
-                    msg: Msg::SyncAck { epoch },
+                    msg: Msg::SyncAck { epoch, seq },
                 });
             }
-            Msg::SyncAck { epoch } => {
+            Msg::SyncAck { epoch, seq } => {
                 let acked = match &mut self.sync {
-                    Some(j) if j.epoch == epoch && j.to == from => j.in_flight.take(),
+                    Some(j) if j.epoch == epoch && j.to == from => j.window.acked(seq),
                     _ => None,
                 };
                 // a record the secondary now holds at its current version is
@@ -363,25 +385,20 @@ impl Replica {
     /// Time passes: heartbeats, failure detection, sync pacing.
     pub fn on_tick(&mut self, now: u64) {
         self.now = self.now.max(now);
-        if now >= self.next_heartbeat {
-            self.next_heartbeat = now + self.cfg.heartbeat_ns;
-            let mut to: Vec<NodeId> = self.watched.keys().copied().collect();
-            to.sort_unstable();
-            for n in to {
+        if self.beats.due(now) {
+            for (&n, w) in self.watched.iter_mut() {
+                w.round(now);
                 self.events.push_back(Event::Send {
                     to: n,
                     msg: Msg::Heartbeat,
                 });
             }
         }
-        let limit = self.cfg.heartbeat_ns * u64::from(self.cfg.dead_after);
-        let mut down: Vec<NodeId> = self
+        let down: Vec<NodeId> = self
             .watched
-            .iter()
-            .filter(|(_, &t)| now.saturating_sub(t) > limit)
-            .map(|(&n, _)| n)
+            .iter_mut()
+            .filter_map(|(&n, w)| w.check(now).then_some(n))
             .collect();
-        down.sort_unstable();
         for n in down {
             self.watched.remove(&n);
             if self.secondary == Some(n) {
@@ -391,6 +408,15 @@ impl Replica {
                 self.sync = None;
             }
             self.events.push_back(Event::PeerDown(n));
+        }
+        if let Some(j) = &mut self.sync {
+            // a batch whose acknowledgement did not come: its flows again,
+            // first, as they are now
+            for batch in j.window.overdue(now, 1) {
+                for (flow, _) in batch.into_iter().rev() {
+                    j.pending.push_front(flow);
+                }
+            }
         }
         self.pump_sync();
     }
@@ -417,7 +443,8 @@ impl Replica {
         }
         self.watched.retain(|n, _| watch.contains(n));
         for &n in watch {
-            self.watched.entry(n).or_insert(now);
+            let cfg = &self.cfg;
+            self.watched.entry(n).or_insert_with(|| cfg.watch(now));
         }
         let changed = secondary != self.secondary || !adopt.is_empty();
         self.secondary = secondary;
@@ -441,22 +468,24 @@ impl Replica {
             to,
             epoch,
             pending: flows.into_iter().map(|(_, f)| f).collect(),
-            in_flight: None,
+            window: Window::new(1, self.cfg.heartbeat_ns * u64::from(self.cfg.dead_after)),
         });
         self.pump_sync();
     }
 
     fn pump_sync(&mut self) {
         let Some(j) = &mut self.sync else { return };
-        if j.in_flight.is_some() {
+        if !j.window.room() {
             return;
         }
         if j.pending.is_empty() {
-            self.events.push_back(Event::SyncDone {
-                to: j.to,
-                epoch: j.epoch,
-            });
-            self.sync = None;
+            if j.window.is_empty() {
+                self.events.push_back(Event::SyncDone {
+                    to: j.to,
+                    epoch: j.epoch,
+                });
+                self.sync = None;
+            }
             return;
         }
         let n = self.cfg.sync_batch.max(1).min(j.pending.len());
@@ -468,11 +497,14 @@ impl Replica {
                 sent.push((f, r.version));
             }
         }
-        j.in_flight = Some(sent);
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        j.window.sent(seq, sent, self.now);
         self.events.push_back(Event::Send {
             to: j.to,
             msg: Msg::Sync {
                 epoch: j.epoch,
+                seq,
                 records,
             },
         });
@@ -535,10 +567,12 @@ mod tests {
                 msg: Msg::Ping { version: 2, .. }
             }
         ));
-        // the peer is silent for more than 3 periods
-        p.on_tick(50);
-        drain(&mut p);
-        p.on_tick(401);
+        // the peer is silent for 3 rounds and periods
+        for t in [50, 150, 250] {
+            p.on_tick(t);
+            assert!(!drain(&mut p).contains(&Event::PeerDown(1)));
+        }
+        p.on_tick(350);
         assert!(drain(&mut p).contains(&Event::PeerDown(1)));
         assert_eq!(p.secondary(), None);
         p.on_packet(7, None, 3);
@@ -594,5 +628,81 @@ mod tests {
                 msg: Msg::Ping { .. }
             }
         ));
+    }
+
+    #[test]
+    fn a_batch_whose_acknowledgement_is_lost_is_sent_again_as_the_records_are_now() {
+        let mut p = Replica::new(0, None, &[], cfg(8), 0);
+        for f in 0..4 {
+            p.on_packet(f, Some(vec![f as u8]), f);
+        }
+        drain(&mut p);
+        p.set_pairing(Some(2), &[2], &[], 0);
+        let first = drain(&mut p);
+        let [Event::Send {
+            to: 2,
+            msg: Msg::Sync { seq: first, .. },
+        }] = first[..]
+        else {
+            panic!("{first:?}")
+        };
+        // the batch (or its acknowledgement) is lost; a flow changes
+        p.on_packet(1, Some(b"new".to_vec()), 9);
+        drain(&mut p);
+        // nothing more goes until the batch is overdue (3 periods of 100)
+        for t in [100, 200, 300] {
+            p.on_message(2, Msg::Heartbeat, t);
+            p.on_tick(t);
+            assert!(!drain(&mut p).iter().any(|e| matches!(
+                e,
+                Event::Send {
+                    msg: Msg::Sync { .. },
+                    ..
+                }
+            )));
+        }
+        p.on_message(2, Msg::Heartbeat, 301);
+        p.on_tick(301);
+        let again = drain(&mut p);
+        let Some(Event::Send {
+            msg: Msg::Sync { seq, records, .. },
+            ..
+        }) = again.iter().find(|e| {
+            matches!(
+                e,
+                Event::Send {
+                    msg: Msg::Sync { .. },
+                    ..
+                }
+            )
+        })
+        else {
+            panic!("not sent again: {again:?}")
+        };
+        assert_eq!(records.len(), 4);
+        assert!(records.contains(&(1, 2, b"new".to_vec(), 0)), "{records:?}");
+        // the late acknowledgement of the first batch ends nothing
+        assert_ne!(first, *seq);
+        p.on_message(
+            2,
+            Msg::SyncAck {
+                epoch: 0,
+                seq: first,
+            },
+            302,
+        );
+        assert!(p.syncing());
+        p.on_message(
+            2,
+            Msg::SyncAck {
+                epoch: 0,
+                seq: *seq,
+            },
+            303,
+        );
+        assert!(drain(&mut p)
+            .iter()
+            .any(|e| matches!(e, Event::SyncDone { to: 2, .. })));
+        assert!(!p.syncing());
     }
 }

@@ -20,7 +20,6 @@
 //! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then
 //! (at most a step's worth per loop).
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,8 +150,8 @@ impl BulkOrder {
     }
 }
 
-/// A copy out: its flow (shard, entry, the entry's generation), when sent.
-type Out = (usize, u32, u32, u64);
+/// What a copy copied: its flow (shard, entry, the entry's generation).
+type Copied = (usize, u32, u32);
 
 /// A working core's part of the order.
 pub(crate) struct BulkTx {
@@ -165,7 +164,7 @@ pub(crate) struct BulkTx {
     seq: u32,
     /// The shard being walked and its next slot.
     pub walk: Option<(usize, u32)>,
-    out: HashMap<u32, Out>,
+    out: pool::bulk::Window<Copied>,
     buf: Vec<u8>,
     /// Copies sent, sent again, acknowledged; refused by the socket.
     pub sent: u64,
@@ -184,7 +183,7 @@ impl BulkTx {
             sock: None,
             seq: 0,
             walk: None,
-            out: HashMap::new(),
+            out: pool::bulk::Window::new(WINDOW, RESEND_NS),
             buf: Vec::with_capacity(512),
             sent: 0,
             resent: 0,
@@ -232,7 +231,7 @@ impl BulkTx {
 
     /// Room for another copy in the window.
     pub fn room(&self) -> bool {
-        self.out.len() < WINDOW
+        self.out.room()
     }
 
     /// Acknowledgements refused (forged, stale or replayed).
@@ -248,7 +247,7 @@ impl BulkTx {
             if let Some(Ok(Repr::Ack { seq })) =
                 self.sealed.open(&b[..n]).map(pool::protocol::parse)
             {
-                if self.out.remove(&seq).is_some() {
+                if self.out.acked(seq).is_some() {
                     self.acked += 1;
                 }
             }
@@ -258,18 +257,8 @@ impl BulkTx {
     /// Copies out longer than [`RESEND_NS`] at `now` (a step's worth at
     /// most), forgotten: the caller sends each again if its entry still
     /// lives.
-    pub fn overdue(&mut self, now: u64) -> Vec<(usize, u32, u32)> {
-        let late: Vec<u32> = self
-            .out
-            .iter()
-            .filter(|(_, o)| now.saturating_sub(o.3) > RESEND_NS)
-            .map(|(s, _)| *s)
-            .take(STEP)
-            .collect();
-        late.into_iter()
-            .filter_map(|s| self.out.remove(&s))
-            .map(|(a, b, c, _)| (a, b, c))
-            .collect()
+    pub fn overdue(&mut self, now: u64) -> Vec<Copied> {
+        self.out.overdue(now, STEP)
     }
 
     /// Sends entry `entry` (hash `hash`) of flow `flow` (shard, entry,
@@ -311,7 +300,7 @@ impl BulkTx {
                 }
             }
         }
-        self.out.insert(seq, (flow.0, flow.1, flow.2, now));
+        self.out.sent(seq, flow, now);
         self.sent += 1;
         self.resent += u64::from(again);
         self.order.sent[self.me].fetch_add(1, Ordering::Relaxed);

@@ -242,25 +242,19 @@ pub(crate) struct ReplicaRx {
 /// flag is set) until it beats again.
 struct PrimaryWatch {
     from: SocketAddr,
-    det: pool::detect::Detector,
+    watch: pool::detect::PeerWatch,
     lost: runspec::Flag,
-    /// Times it was found lost.
-    found: u64,
 }
 
 /// A node's watch over its secondary (Sirius §3.2: each pair exchanges
 /// heartbeats and fails over independently): a heartbeat every period from
-/// the replication port to the secondary's, whose answer ([`ALIVE`]) comes
-/// back there; silent for the timeout (`pool::detect`: as many rounds sent
-/// and as much time), the secondary is lost — [`Secondary::set_lost`] —
-/// until it answers again.
+/// the replication port to the secondary's, whose answer ([`Repr::Alive`])
+/// comes back there; silent for the timeout (`pool::detect::PeerWatch`: as
+/// many rounds sent and as much time), the secondary is lost —
+/// [`Secondary::set_lost`] — until it answers again.
 struct PairWatch {
-    det: pool::detect::Detector,
-    period_ns: u64,
-    /// When the next heartbeat goes.
-    next: u64,
-    /// Times the secondary was found lost.
-    pub lost: u64,
+    beats: pool::detect::Beats,
+    watch: pool::detect::PeerWatch,
 }
 
 impl ReplicaRx {
@@ -300,16 +294,13 @@ impl ReplicaRx {
         let period = u64::from(runspec::PAIR_BEAT_MS) * 1_000_000;
         let missed = timeout_ms.div_ceil(runspec::PAIR_BEAT_MS).max(1);
         self.pair = Some(PairWatch {
-            det: pool::detect::Detector::new(1, period, missed),
-            period_ns: period,
-            next: 0,
-            lost: 0,
+            beats: pool::detect::Beats::new(period),
+            watch: pool::detect::PeerWatch::new(period, missed),
         });
         self.primary = primary.map(|from| PrimaryWatch {
             from,
-            det: pool::detect::Detector::new(1, period, missed),
+            watch: pool::detect::PeerWatch::new(period, missed),
             lost: lost.clone(),
-            found: 0,
         });
     }
 
@@ -319,26 +310,23 @@ impl ReplicaRx {
         let Some(p) = self.pair.as_mut() else {
             return;
         };
-        let due = now >= p.next;
+        let due = p.beats.due(now);
         if due {
-            p.next = now + p.period_ns;
-            p.det.beat(now);
+            p.watch.round(now);
             let (_, to) = self.secondary.get();
             let _ = self
                 .sealed
                 .send_to(&self.sock, &Repr::Heartbeat.to_vec(), to);
         }
-        if !p.det.check(now).is_empty() {
-            p.lost += 1;
+        if p.watch.check(now) {
             self.secondary.set_lost(true);
         }
         if let Some(w) = self.primary.as_mut() {
             // the primary's rounds pass with this node's own beats
             if due {
-                w.det.beat(now);
+                w.watch.round(now);
             }
-            if !w.det.check(now).is_empty() {
-                w.found += 1;
+            if w.watch.check(now) {
                 w.lost.set(true);
             }
         }
@@ -349,17 +337,14 @@ impl ReplicaRx {
         let Some(w) = self.primary.as_mut().filter(|w| w.from == from) else {
             return;
         };
-        if w.det.is_down(0) {
-            w.det.revive(0, now);
+        if w.watch.heard(now) {
             w.lost.set(false);
-        } else {
-            w.det.alive(0, now);
         }
     }
 
     /// Times this node found its primary lost.
     pub fn primary_lost(&self) -> u64 {
-        self.primary.as_ref().map_or(0, |w| w.found)
+        self.primary.as_ref().map_or(0, |w| w.watch.times_lost())
     }
 
     /// Takes `d` from `from` if it is the secondary's answer to a pair
@@ -377,18 +362,15 @@ impl ReplicaRx {
         if *d != Repr::Alive || from != self.secondary.get().1 {
             return false;
         }
-        if p.det.is_down(0) {
-            p.det.revive(0, now);
+        if p.watch.heard(now) {
             self.secondary.set_lost(false);
-        } else {
-            p.det.alive(0, now);
         }
         true
     }
 
     /// Times the pair heartbeats found the secondary lost.
     pub fn pair_lost(&self) -> u64 {
-        self.pair.as_ref().map_or(0, |p| p.lost)
+        self.pair.as_ref().map_or(0, |p| p.watch.times_lost())
     }
 
     /// Copies the kernel dropped because the socket's buffer was full (the
