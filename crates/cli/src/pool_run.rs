@@ -27,6 +27,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use netio::poolbed::{PoolBed, SYNC_PORT};
 use pool::detect::{Detector, Down};
+use pool::jobs::{Jobs, Order, Then};
 use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
@@ -380,36 +381,6 @@ fn answer(d: &[u8], from: SocketAddr, nodes: usize) -> Option<Answer> {
     }
 }
 
-/// What follows a bulk sync.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Then {
-    /// Stop copying (a new secondary).
-    Stop,
-    /// The node takes its buckets back (it keeps copying until then).
-    HandBack(usize),
-    /// Once every node has synced it, the node joins the groups (each keeps
-    /// copying until then).
-    Join(usize),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum JobState {
-    /// Its source carries out another order first.
-    Queued,
-    Running,
-    /// Synced; its source still copies changes, until the step it waits for.
-    Holding,
-}
-
-/// A bulk sync the controller ordered (or will) and waits for.
-struct Job {
-    report: usize,
-    from: usize,
-    to: usize,
-    then: Then,
-    state: JobState,
-}
-
 /// A failed node on its way back.
 struct Back {
     restarted: Option<Duration>,
@@ -441,7 +412,9 @@ struct Controller<'a> {
     down_at: Vec<Option<Duration>>,
     heard: Vec<Option<Duration>>,
     back: Vec<Option<Back>>,
-    jobs: Vec<Job>,
+    /// The bulk syncs (`pool::jobs`; a sync's number is its index in
+    /// `syncs`).
+    jobs: Jobs,
     /// The groups' members (a failed node stays one: its nexthops point at
     /// its heir).
     members: Vec<usize>,
@@ -546,13 +519,8 @@ impl Controller<'_> {
                 self.refusal(i, &e);
             }
         }
-        let running: Vec<usize> = self
-            .jobs
-            .iter()
-            .filter(|j| j.state == JobState::Running)
-            .map(|j| j.from)
-            .collect();
-        for from in running {
+        for (from, _) in self.jobs.running() {
+            let from = usize::from(from);
             let q = self.seal.sealed(now_us(), &Repr::BulkQuery.to_vec());
             let _ = self.sock.send_to(&q, sync(from));
         }
@@ -585,6 +553,9 @@ impl Controller<'_> {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
+        // what the answers made the syncs order (a finished one's stop, the
+        // next one's start)
+        self.carry_out();
         Ok(())
     }
 
@@ -607,27 +578,19 @@ impl Controller<'_> {
                 }
             }
             Answer::Bulk(i, done, copies, to) => {
-                let Some(k) = self.jobs.iter().position(|j| {
-                    j.state == JobState::Running && j.from == i && to == Some(sync(j.to))
-                }) else {
+                let Some(to) = (0..self.total()).find(|&n| to == Some(sync(n))) else {
                     return;
                 };
-                self.syncs[self.jobs[k].report].copies = copies;
-                if done {
-                    self.syncs[self.jobs[k].report].done_ms = Some(ms(now));
-                    match self.jobs[k].then {
-                        Then::Stop => {
-                            let j = self.jobs.remove(k);
-                            self.order(j.from, Repr::BulkStop, 20);
-                            self.start_jobs();
+                let Some((job, finished)) = self.jobs.status(i as u16, to as u16, done) else {
+                    return;
+                };
+                self.syncs[job.id].copies = copies;
+                if finished {
+                    self.syncs[job.id].done_ms = Some(ms(now));
+                    if let Then::HandBack(n) = job.then {
+                        if let Some(b) = self.back[usize::from(n)].as_mut() {
+                            b.synced = Some((i, now));
                         }
-                        Then::HandBack(n) => {
-                            self.jobs[k].state = JobState::Holding;
-                            if let Some(b) = self.back[n].as_mut() {
-                                b.synced = Some((self.jobs[k].from, now));
-                            }
-                        }
-                        Then::Join(_) => self.jobs[k].state = JobState::Holding,
                     }
                 }
             }
@@ -639,55 +602,39 @@ impl Controller<'_> {
     }
 
     /// `from` is to copy its table to `to`, then `then`: ordered now, or
-    /// once `from` is done with the orders before it (a node carries out
-    /// one at a time).
+    /// once `from` is done with the syncs before it (`pool::jobs`).
     fn bulk(&mut self, from: usize, to: usize, then: Then) {
-        let report = self.syncs.len();
         self.syncs.push(Sync {
             from,
             to,
-            purpose: match then {
-                Then::Stop => "new-secondary",
-                Then::HandBack(_) => "hand-back",
-                Then::Join(_) => "join",
-            },
+            purpose: then.purpose(),
             ordered_ms: ms(self.now()),
             done_ms: None,
             copies: 0,
         });
-        self.jobs.push(Job {
-            report,
-            from,
-            to,
-            then,
-            state: JobState::Queued,
-        });
-        self.start_jobs();
+        let id = self.jobs.add(from as u16, to as u16, then);
+        debug_assert_eq!(id + 1, self.syncs.len(), "a sync's number is its report's");
+        self.carry_out();
     }
 
-    /// Orders the queued syncs whose source is free.
-    fn start_jobs(&mut self) {
-        // (an order waits for its answer and takes other answers in
-        // meanwhile, which may end jobs: each is found again by its report)
-        while let Some((report, from, to)) = self
-            .jobs
-            .iter()
-            .find(|j| {
-                j.state == JobState::Queued
-                    && !self
-                        .jobs
-                        .iter()
-                        .any(|o| o.from == j.from && o.state != JobState::Queued)
-            })
-            .map(|j| (j.report, j.from, j.to))
-        {
-            // running from now: a nested call leaves its source alone
-            if let Some(j) = self.jobs.iter_mut().find(|j| j.report == report) {
-                j.state = JobState::Running;
-            }
-            if !self.order(from, Repr::BulkStart { to: sync(to) }, 20) {
-                eprintln!("flowshift pool: node {from} did not take the order to sync node {to}");
-                self.jobs.retain(|j| j.report != report);
+    /// Carries out the syncs' orders (an order waits for its answer and
+    /// takes other answers in meanwhile, which may add orders: they are
+    /// carried out here too).
+    fn carry_out(&mut self) {
+        while let Some(o) = self.jobs.poll_order() {
+            match o {
+                Order::Start { id, from, to } => {
+                    let (from, to) = (usize::from(from), usize::from(to));
+                    if !self.order(from, Repr::BulkStart { to: sync(to) }, 20) {
+                        eprintln!(
+                            "flowshift pool: node {from} did not take the order to sync node {to}"
+                        );
+                        self.jobs.refused(id);
+                    }
+                }
+                Order::Stop { from } => {
+                    self.order(usize::from(from), Repr::BulkStop, 20);
+                }
             }
         }
     }
@@ -695,17 +642,8 @@ impl Controller<'_> {
     /// Ends the held syncs that waited for `then`: their sources stop
     /// copying.
     fn release(&mut self, then: Then) {
-        let held: Vec<usize> = self
-            .jobs
-            .iter()
-            .filter(|j| j.then == then)
-            .map(|j| j.from)
-            .collect();
-        self.jobs.retain(|j| j.then != then);
-        for from in held {
-            self.order(from, Repr::BulkStop, 20);
-        }
-        self.start_jobs();
+        self.jobs.release(then);
+        self.carry_out();
     }
 
     /// Tells each node in `pairings` its secondary; a node whose secondary
@@ -731,20 +669,11 @@ impl Controller<'_> {
         self.down_at[d] = Some(detected);
         self.back[d] = None;
         // its syncs end with it; those to it stop
-        let to_it: Vec<usize> = self
-            .jobs
-            .iter()
-            .filter(|j| j.to == d && j.from != d && j.state != JobState::Queued)
-            .map(|j| j.from)
-            .collect();
-        self.jobs.retain(|j| j.from != d && j.to != d);
+        self.jobs.down(dead);
         if self.joining.is_some_and(|(n, _)| n == d) {
             self.joining = None;
         }
-        for from in to_it {
-            self.order(from, Repr::BulkStop, 20);
-        }
-        self.start_jobs();
+        self.carry_out();
         if !self.ring.nodes().contains(&dead) {
             self.say(format!("spare node {d} down"));
             return Ok(());
@@ -858,7 +787,7 @@ impl Controller<'_> {
                 continue;
             }
             match (b.answered, b.synced) {
-                (Some(_), None) if !self.jobs.iter().any(|j| j.then == Then::HandBack(n)) => {
+                (Some(_), None) if self.jobs.synced(Then::HandBack(n as u16)).is_none() => {
                     let from = self.carrier[n];
                     if from == n || self.down_at[from].is_some() {
                         // no live node holds the flows of its buckets: it
@@ -875,7 +804,7 @@ impl Controller<'_> {
                     self.say(format!(
                         "node {n} answers: node {from} syncs its table to it"
                     ));
-                    self.bulk(from, n, Then::HandBack(n));
+                    self.bulk(from, n, Then::HandBack(n as u16));
                 }
                 (Some(answered), Some((from, synced))) => {
                     self.bed
@@ -883,7 +812,7 @@ impl Controller<'_> {
                         .with_context(|| format!("handing node {n}'s buckets back"))?;
                     self.carrier[n] = n;
                     let handed = self.now();
-                    self.release(Then::HandBack(n));
+                    self.release(Then::HandBack(n as u16));
                     let pairings = self.ring.rejoin(n as u16);
                     self.ring.hand_back(n as u16);
                     self.det.revive(n as u16, handed.as_nanos() as u64);
@@ -929,7 +858,7 @@ impl Controller<'_> {
             "spare node {n} joins: every node syncs its table to it"
         ));
         for m in self.ring.nodes().to_vec() {
-            self.bulk(usize::from(m), n, Then::Join(n));
+            self.bulk(usize::from(m), n, Then::Join(n as u16));
         }
     }
 
@@ -939,18 +868,14 @@ impl Controller<'_> {
         let Some((n, ordered)) = self.joining else {
             return Ok(());
         };
-        let mine: Vec<&Job> = self
-            .jobs
-            .iter()
-            .filter(|j| j.then == Then::Join(n))
-            .collect();
-        if mine.is_empty() {
+        match self.jobs.synced(Then::Join(n as u16)) {
             // its sources failed, or did not take the order
-            self.joining = None;
-            return Ok(());
-        }
-        if mine.iter().any(|j| j.state != JobState::Holding) {
-            return Ok(());
+            None => {
+                self.joining = None;
+                return Ok(());
+            }
+            Some(false) => return Ok(()),
+            Some(true) => {}
         }
         let synced = self.now();
         self.members.push(n);
@@ -958,7 +883,7 @@ impl Controller<'_> {
             .set_members(&self.members)
             .with_context(|| format!("adding node {n} to the groups"))?;
         let joined = self.now();
-        self.release(Then::Join(n));
+        self.release(Then::Join(n as u16));
         self.spare[n] = false;
         self.joining = None;
         let after = *self.ring.nodes().last().expect("a live node");
@@ -1099,7 +1024,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         down_at: vec![None; total],
         heard: vec![None; total],
         back: (0..total).map(|_| None).collect(),
-        jobs: Vec::new(),
+        jobs: Jobs::new(),
         members: (0..a.nodes).collect(),
         spare: (0..total).map(|i| i >= a.nodes).collect(),
         joining: None,
@@ -1179,7 +1104,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 live.join("  "),
                 c.failovers.len(),
                 c.rejoins.len(),
-                c.jobs.len()
+                c.jobs.jobs().len()
             );
         }
     }

@@ -423,15 +423,16 @@ impl Replica {
 
     /// The pool's new pairing for this node: replicate to `secondary`, watch
     /// `watch`; the flows of `adopt` (nodes that failed) are now this node's.
-    /// A new secondary gets a checkpoint of every record this node is the
-    /// primary of, in paced batches.
+    /// True if the secondary then lacks a checkpoint of this node's flows (a
+    /// new secondary, or flows adopted): the controller orders a bulk sync
+    /// ([`start_sync`](Self::start_sync)).
     pub fn set_pairing(
         &mut self,
         secondary: Option<NodeId>,
         watch: &[NodeId],
         adopt: &[NodeId],
         now: u64,
-    ) {
+    ) -> bool {
         let me = self.me;
         self.now = self.now.max(now);
         for (&flow, r) in self.records.iter_mut() {
@@ -448,12 +449,17 @@ impl Replica {
         }
         let changed = secondary != self.secondary || !adopt.is_empty();
         self.secondary = secondary;
-        if !changed {
-            return;
-        }
-        self.sync = None;
-        let Some(to) = secondary else { return };
-        // the checkpoint: records of the epoch before this one
+        changed && secondary.is_some()
+    }
+
+    /// The controller's bulk-sync order: a checkpoint of every record this
+    /// node is the primary of goes to `to` in paced batches (the epoch
+    /// advances: every record written before belongs to it), while
+    /// ping-pong carries every newer change; [`Event::SyncDone`] says when
+    /// `to` holds it all.
+    pub fn start_sync(&mut self, to: NodeId, now: u64) {
+        let me = self.me;
+        self.now = self.now.max(now);
         let epoch = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
         let mut flows: Vec<(u32, FlowId)> = self
@@ -471,6 +477,11 @@ impl Replica {
             window: Window::new(1, self.cfg.heartbeat_ns * u64::from(self.cfg.dead_after)),
         });
         self.pump_sync();
+    }
+
+    /// The controller's order to stop copying.
+    pub fn stop_sync(&mut self) {
+        self.sync = None;
     }
 
     fn pump_sync(&mut self) {
@@ -589,7 +600,8 @@ mod tests {
         }
         drain(&mut p);
         let mut s = Replica::new(2, None, &[], cfg(16), 0);
-        p.set_pairing(Some(2), &[2], &[], 100);
+        assert!(p.set_pairing(Some(2), &[2], &[], 100));
+        p.start_sync(2, 100);
         let mut batches = 0;
         loop {
             let ev = drain(&mut p);
@@ -637,7 +649,8 @@ mod tests {
             p.on_packet(f, Some(vec![f as u8]), f);
         }
         drain(&mut p);
-        p.set_pairing(Some(2), &[2], &[], 0);
+        assert!(p.set_pairing(Some(2), &[2], &[], 0));
+        p.start_sync(2, 0);
         let first = drain(&mut p);
         let [Event::Send {
             to: 2,

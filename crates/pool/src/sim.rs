@@ -12,10 +12,11 @@
 //! bulk syncs, and connections broken — a packet of an established connection
 //! reaching a node without its state, which a firewall would drop.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
+use crate::jobs::{Jobs, Order, Then};
 use crate::replica::{Event, FlowId, Msg, NodeId, PacketId, Replica, ReplicaConfig};
 use crate::ring::{Pairing, Ring};
 
@@ -120,7 +121,8 @@ pub struct Sim {
     /// packet → (connection, the version it made, when it was made)
     packets: HashMap<PacketId, (usize, Option<u64>, u64)>,
     next_packet: PacketId,
-    joining: HashSet<NodeId>,
+    /// The controller's bulk syncs (the same machine `pool run` drives).
+    jobs: Jobs,
     lags: Vec<u64>,
     /// A killed node's connections, and when it was killed.
     affected: Option<(u64, Vec<usize>)>,
@@ -161,7 +163,7 @@ impl Sim {
             conns,
             packets: HashMap::new(),
             next_packet: 0,
-            joining: HashSet::new(),
+            jobs: Jobs::new(),
             lags: Vec::new(),
             affected: None,
             resumed: HashMap::new(),
@@ -186,7 +188,10 @@ impl Sim {
 
     /// Whether a node that came back still waits for its checkpoint.
     pub fn joining(&self) -> bool {
-        !self.joining.is_empty()
+        self.jobs
+            .jobs()
+            .iter()
+            .any(|j| matches!(j.then, Then::HandBack(_)))
     }
 
     /// Whether every connection has sent its first packet through.
@@ -199,10 +204,33 @@ impl Sim {
         self.conns.iter().map(|c| c.flow).collect()
     }
 
-    fn apply(&mut self, pairings: Vec<Pairing>) {
+    /// Tells the nodes their pairings; a node whose secondary lacks its
+    /// checkpoint syncs it — for `then(node, secondary)`.
+    fn apply(&mut self, pairings: Vec<Pairing>, then: impl Fn(NodeId, NodeId) -> Then) {
         for p in pairings {
             if let Some(r) = self.nodes.get_mut(&p.node) {
-                r.set_pairing(p.secondary, &p.watch, &p.adopt, self.now);
+                if r.set_pairing(p.secondary, &p.watch, &p.adopt, self.now) {
+                    let s = p.secondary.expect("a sync has a secondary");
+                    self.jobs.add(p.node, s, then(p.node, s));
+                }
+            }
+        }
+        self.carry_out();
+    }
+
+    /// Carries out the syncs' orders on the nodes.
+    fn carry_out(&mut self) {
+        while let Some(o) = self.jobs.poll_order() {
+            match o {
+                Order::Start { id, from, to } => match self.nodes.get_mut(&from) {
+                    Some(r) => r.start_sync(to, self.now),
+                    None => self.jobs.refused(id),
+                },
+                Order::Stop { from } => {
+                    if let Some(r) = self.nodes.get_mut(&from) {
+                        r.stop_sync();
+                    }
+                }
             }
         }
     }
@@ -256,18 +284,26 @@ impl Sim {
                         if !p.is_empty() {
                             self.report.failovers += 1;
                         }
-                        self.apply(p);
+                        // its syncs end with it, then the new pairs sync
+                        self.jobs.down(n);
+                        self.apply(p, |_, _| Then::Stop);
                     }
                     Event::SyncDone { to, .. } => {
                         self.report.syncs += 1;
-                        if self.joining.remove(&to) {
-                            let from = self.ring.primary_of(to).expect("a primary");
-                            self.ring.take_buckets(to);
-                            // the moved flows are the joiner's now: it syncs
-                            // them to its own secondary
-                            let p = self.ring.pairing(to, vec![from]);
-                            self.apply(vec![p]);
+                        let Some((job, true)) = self.jobs.status(i, to, true) else {
+                            continue;
+                        };
+                        if let Then::HandBack(n) = job.then {
+                            // the node back takes half its primary's buckets,
+                            // whose flows it now holds
+                            self.ring.take_buckets(n);
+                            self.jobs.release(job.then);
+                            // the moved flows are its own now: it syncs them
+                            // to its own secondary
+                            let p = self.ring.pairing(n, vec![job.from]);
+                            self.apply(vec![p], |_, _| Then::Stop);
                         }
+                        self.carry_out();
                     }
                 }
             }
@@ -377,8 +413,14 @@ impl Sim {
                 self.now,
             ),
         );
-        self.joining.insert(n);
-        self.apply(p.into_iter().filter(|x| x.node != n).collect());
+        // its primary syncs it, and it takes buckets once synced
+        self.apply(p.into_iter().filter(|x| x.node != n).collect(), |_, s| {
+            if s == n {
+                Then::HandBack(n)
+            } else {
+                Then::Stop
+            }
+        });
     }
 
     /// Runs `failure` (if any) within `duration_ns` and reports.
