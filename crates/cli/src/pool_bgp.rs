@@ -191,12 +191,31 @@ fn config(
     let prev = (i + bed.nodes - 1) % bed.nodes;
     let primary = std::net::SocketAddr::new(PoolBed::sync_addr(prev).parse()?, SYNC_PORT);
     pool.insert("primary".into(), primary.to_string().into());
+    if let Some(capacity) = a.spill_capacity {
+        // the node two ahead is in another pair (i and i + 1 are one)
+        let to = (i + 2) % bed.nodes;
+        let mut spill = toml::Table::new();
+        spill.insert(
+            "to".into(),
+            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(to)).into(),
+        );
+        let mine: Vec<toml::Value> = vips[i].iter().map(|&t| PoolBed::vip(t).into()).collect();
+        spill.insert("vips".into(), mine.into());
+        spill.insert("capacity".into(), i64::from(capacity).into());
+        spill.insert("linger_ms".into(), i64::from(a.spill_linger_ms).into());
+        if !vips[i].is_empty() {
+            pool.insert("spill".into(), spill.into());
+        }
+    }
     Ok(toml::to_string(&t)?)
 }
 
 pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     if a.spares > 0 || a.weights.is_some() {
         bail!("--routing bgp: --spares and --weights are for --routing groups");
+    }
+    if a.spill_capacity.is_some() && a.nodes < 4 {
+        bail!("--spill-capacity: spilling goes to another pair, which takes 4 nodes or more");
     }
     let bfd = Bfd {
         interval_ms: a.bfd_interval_ms,

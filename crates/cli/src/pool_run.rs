@@ -112,6 +112,16 @@ pub struct RunArgs {
     /// With `--routing bgp`: intervals of silence before a BFD session is down.
     #[arg(long, default_value_t = pool::bgp::Bfd::default().multiplier)]
     pub bfd_multiplier: u8,
+    /// With `--routing bgp`: spill-over (Sirius §3.3.4) — each node takes
+    /// this many new TCP connections per second to its tenants and passes
+    /// the rest to the node two ahead (another pair), which serves them
+    /// [default: off].
+    #[arg(long)]
+    pub spill_capacity: Option<u32>,
+    /// With `--spill-capacity`: how long a spilled connection's later
+    /// packets still follow it after the last spill, ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub spill_linger_ms: u32,
 }
 
 /// `--routing`.
@@ -934,6 +944,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     if a.plan.is_some() {
         bail!("--plan places tenants by the routes nodes announce: it needs --routing bgp");
+    }
+    if a.spill_capacity.is_some() {
+        bail!("--spill-capacity spills a node's tenants to another pair: it needs --routing bgp");
     }
     let join_after = humantime::parse_duration(&a.join_after)
         .with_context(|| format!("--join-after {}", a.join_after))?;

@@ -223,6 +223,24 @@ pub(crate) struct PoolSection {
     /// heartbeats on, a primary silent as long is lost, and the node's BGP
     /// speaker announces itself promoted.
     pub primary: Option<std::net::SocketAddr>,
+    /// Spill-over (`[pool.spill]`, Sirius §3.3.4).
+    pub spill: Option<SpillSection>,
+}
+
+/// `[pool.spill]`: new TCP connections to `vips` beyond `capacity` per
+/// second go to the node at `to` (`runspec::SpillTo`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SpillSection {
+    /// The spill node's `[pool] listen`.
+    pub to: std::net::SocketAddr,
+    /// The tenants' addresses whose new connections may spill.
+    pub vips: Vec<std::net::IpAddr>,
+    /// New connections per second this node takes.
+    pub capacity: u32,
+    /// How long a spilled connection's later packets still follow it after
+    /// the last spill, ms [default: 10000].
+    pub linger_ms: Option<u32>,
 }
 
 /// The pool's key from `[pool] key_file` (relative to `base`), refused if
@@ -498,6 +516,16 @@ pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<S
             pair_timeout_ms: p.pair_timeout_ms.unwrap_or(0),
             primary: p.primary,
             primary_lost: runspec::Flag::default(),
+            spill: match &p.spill {
+                Some(s) if s.vips.is_empty() => bail!("`[pool.spill] vips` is empty"),
+                Some(s) => Some(runspec::SpillTo {
+                    to: s.to,
+                    vips: s.vips.clone(),
+                    capacity: s.capacity,
+                    linger_ms: s.linger_ms.unwrap_or(10_000),
+                }),
+                None => None,
+            },
         }),
         None => None,
     };

@@ -519,6 +519,13 @@ impl Chain {
         Packet::new(data, ts_ns, &self.hasher)
     }
 
+    /// True if `pkt`'s flow has an entry in `shard` (the shard must be the
+    /// packet's): the lookup the chain's own is.
+    pub fn holds(&self, shard: &mut Shard, pkt: &Packet) -> bool {
+        let (key, side) = FlowKey::of(&pkt.info.tuple);
+        self.entries && shard.table.lookup(&key, side, pkt.hash).is_some()
+    }
+
     /// Runs the chain on one packet of `shard` (the shard must be the packet's).
     pub fn process(&mut self, shard: &mut Shard, pkt: &mut Packet, now_ns: u64) -> Verdict {
         let found = if self.entries {

@@ -57,11 +57,14 @@ pub enum DropCause {
     /// A replica message from a pool primary whose flow entry could not be
     /// installed (not an entry of this chain, or the table full).
     ReplicaInvalid,
+    /// A packet for a pool node's spill node (spill-over) that its socket
+    /// refused.
+    SpillFailed,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 19] = [
+    pub const ALL: [DropCause; 20] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -81,6 +84,7 @@ impl DropCause {
         DropCause::IdsDrop,
         DropCause::IdsBlacklisted,
         DropCause::ReplicaInvalid,
+        DropCause::SpillFailed,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -105,6 +109,7 @@ impl DropCause {
             DropCause::IdsDrop => "ids_drop",
             DropCause::IdsBlacklisted => "ids_blacklisted",
             DropCause::ReplicaInvalid => "replica_invalid",
+            DropCause::SpillFailed => "spill_failed",
         }
     }
 

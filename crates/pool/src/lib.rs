@@ -21,6 +21,10 @@
 //! a sync that ends, or holds its source copying until the synced node takes
 //! its buckets or joins), driven by `pool run` and `pool sim` alike.
 //!
+//! [`spill`] is spill-over (§3.3.4): a node past its capacity for new flows
+//! sends the excess new flows to another pair, lazily (a spilled flow's later
+//! packets follow it there; no state moves).
+//!
 //! [`sim`] runs the pool in a simulated network and writes the pool's report.
 //!
 //! [`ring`] is the controller's pairing of nodes (each the secondary of the
@@ -53,6 +57,7 @@ pub mod replica;
 pub mod ring;
 pub mod sim;
 pub mod sizes;
+pub mod spill;
 
 pub use pack::{lower_bound, pack, Heuristic, Packing, Part, Split};
 pub use sizes::{Demand, FnicSize, Mix, DIMS};

@@ -23,6 +23,7 @@
 //! | 8 | [`Repr::BulkStop`] | — |
 //! | 9 | [`Repr::BulkQuery`] | — |
 //! | 10 | [`Repr::BulkStatus`] | epoch u64, done u8, sent u64, address or none |
+//! | 11 | [`Repr::Steer`] | port u8, frame (the rest) |
 //!
 //! An address is a family byte (4 or 6; 0 for none where allowed), the IP
 //! (4 or 16 bytes) and the port (u16).
@@ -82,6 +83,8 @@ pub enum Kind {
     BulkQuery = 9,
     /// [`Repr::BulkStatus`].
     BulkStatus = 10,
+    /// [`Repr::Steer`].
+    Steer = 11,
 }
 
 impl TryFrom<u8> for Kind {
@@ -98,6 +101,7 @@ impl TryFrom<u8> for Kind {
             8 => Kind::BulkStop,
             9 => Kind::BulkQuery,
             10 => Kind::BulkStatus,
+            11 => Kind::Steer,
             k => return Err(Malformed::Kind(k)),
         })
     }
@@ -124,6 +128,9 @@ mod field {
     pub const STATUS_DONE: usize = 11;
     pub const STATUS_SENT: usize = 12;
     pub const STATUS_ADDR: usize = 20;
+    // Steer
+    pub const STEER_PORT: usize = 3;
+    pub const STEER_FRAME: usize = 4;
 }
 
 /// Bytes an address takes from its family byte on (`None`: the family is
@@ -188,6 +195,10 @@ impl<T: AsRef<[u8]>> Message<T> {
                 field::INSTALL_ENTRY + usize::from(be16(b, field::INSTALL_LEN))
             }
             Kind::Ack => field::ACK_SEQ + 4,
+            Kind::Steer => {
+                need(b, field::STEER_FRAME)?;
+                b.len()
+            }
             Kind::Heartbeat | Kind::Alive | Kind::BulkStop | Kind::BulkQuery => field::BODY,
             Kind::NewSecondary | Kind::BulkStart => {
                 need(b, field::BODY + 1)?;
@@ -228,7 +239,7 @@ impl<T: AsRef<[u8]>> Message<T> {
         be32(self.buffer.as_ref(), at)
     }
 
-    /// A copy's port (the one its frame came in by).
+    /// A copy's or a steered frame's port (the one its frame came in by).
     pub fn port(&self) -> u8 {
         self.buffer.as_ref()[field::COPY_PORT]
     }
@@ -248,10 +259,13 @@ impl<T: AsRef<[u8]>> Message<T> {
         &b[at..at + usize::from(be16(b, len))]
     }
 
-    /// A copy's frame.
+    /// A copy's or a steered frame's frame.
     pub fn frame(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        &b[field::COPY_ENTRY + usize::from(be16(b, field::COPY_LEN))..]
+        match self.kind() {
+            Kind::Steer => &b[field::STEER_FRAME..],
+            _ => &b[field::COPY_ENTRY + usize::from(be16(b, field::COPY_LEN))..],
+        }
     }
 
     /// A status's epoch.
@@ -401,6 +415,15 @@ pub enum Repr<'a> {
         /// Where the copies go (none: no order).
         to: Option<SocketAddr>,
     },
+    /// Spill-over (Sirius §3.3.4): a frame of a flow this node processes
+    /// for the sender (a new flow the sender passed on over its capacity, or
+    /// a later packet of one), as if it came in by `port`.
+    Steer {
+        /// The port it came in by at the sender.
+        port: u8,
+        /// The frame.
+        frame: &'a [u8],
+    },
 }
 
 fn addr_bytes(a: Option<SocketAddr>) -> usize {
@@ -452,6 +475,10 @@ impl<'a> Repr<'a> {
                 sent: m.sent(),
                 to: m.addr(),
             },
+            Kind::Steer => Repr::Steer {
+                port: m.port(),
+                frame: &b[field::STEER_FRAME..],
+            },
         })
     }
 
@@ -468,6 +495,7 @@ impl<'a> Repr<'a> {
             Repr::BulkStop => Kind::BulkStop,
             Repr::BulkQuery => Kind::BulkQuery,
             Repr::BulkStatus { .. } => Kind::BulkStatus,
+            Repr::Steer { .. } => Kind::Steer,
         }
     }
 
@@ -482,6 +510,7 @@ impl<'a> Repr<'a> {
                 field::BODY + addr_bytes(Some(*to))
             }
             Repr::BulkStatus { to, .. } => field::STATUS_ADDR + addr_bytes(*to),
+            Repr::Steer { frame, .. } => field::STEER_FRAME + frame.len(),
         }
     }
 
@@ -528,6 +557,10 @@ impl<'a> Repr<'a> {
                 m.put(field::STATUS_DONE, &[u8::from(done)]);
                 m.put(field::STATUS_SENT, &sent.to_be_bytes());
                 m.set_addr(field::STATUS_ADDR, to);
+            }
+            Repr::Steer { port, frame } => {
+                m.put(field::STEER_PORT, &[port]);
+                m.put(field::STEER_FRAME, frame);
             }
         }
         Ok(())
@@ -577,6 +610,7 @@ mod tests {
     enum Owned {
         Copy(u8, u32, Vec<u8>, Vec<u8>),
         Install(u32, u32, Vec<u8>),
+        Steer(u8, Vec<u8>),
         Plain(Repr<'static>),
     }
 
@@ -586,6 +620,7 @@ mod tests {
             (any::<u8>(), any::<u32>(), bytes(300), bytes(300))
                 .prop_map(|(p, s, e, f)| Owned::Copy(p, s, e, f)),
             (any::<u32>(), any::<u32>(), bytes(300)).prop_map(|(s, h, e)| Owned::Install(s, h, e)),
+            (any::<u8>(), bytes(300)).prop_map(|(p, f)| Owned::Steer(p, f)),
             any::<u32>().prop_map(|seq| Owned::Plain(Repr::Ack { seq })),
             Just(Owned::Plain(Repr::Heartbeat)),
             Just(Owned::Plain(Repr::Alive)),
@@ -621,6 +656,7 @@ mod tests {
                 hash: *hash,
                 entry,
             },
+            Owned::Steer(port, frame) => Repr::Steer { port: *port, frame },
             Owned::Plain(r) => *r,
         }
     }
@@ -647,7 +683,7 @@ mod tests {
             };
             // a copy's frame is the rest: cutting into it or adding to it
             // is another frame, the same kind of message
-            if !matches!(r, Repr::Copy { .. }) {
+            if !matches!(r, Repr::Copy { .. } | Repr::Steer { .. }) {
                 let short = &v[..v.len().saturating_sub(cut)];
                 prop_assert!(parse(short).is_err());
                 let mut long = v.clone();
@@ -659,7 +695,7 @@ mod tests {
         #[test]
         fn any_bytes_parse_or_are_refused_and_what_parses_emits_the_same_bytes(
             d in proptest::collection::vec(any::<u8>(), 0..64),
-            kind in 0u8..12,
+            kind in 0u8..13,
         ) {
             let mut d = d;
             // often a real header, so the fields behind it are reached

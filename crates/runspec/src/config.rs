@@ -213,6 +213,27 @@ pub struct Replica {
     /// cleared when it beats again.
     pub primary: Option<std::net::SocketAddr>,
     pub primary_lost: Flag,
+    /// Spill-over (Sirius §3.3.4), if on.
+    pub spill: Option<SpillTo>,
+}
+
+/// Spill-over (Sirius §3.3.4): new TCP connections to `vips` (arriving on
+/// the first interface) beyond `capacity` per second go to the node at `to`
+/// (its replication port), which makes their state and serves them; a later
+/// packet of one that reaches this node follows it there, for as long as
+/// spilling goes on and `linger_ms` after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpillTo {
+    /// The spill node's replication port.
+    pub to: std::net::SocketAddr,
+    /// The tenants' addresses whose new connections may spill.
+    pub vips: Vec<std::net::IpAddr>,
+    /// New connections per second this node takes (shared by its working
+    /// cores).
+    pub capacity: u32,
+    /// How long after the last spilled connection its later packets still
+    /// follow it, ms.
+    pub linger_ms: u32,
 }
 
 /// A flag one thread sets and others poll; equal to its clones.

@@ -44,6 +44,9 @@ pub(crate) struct FeederStats {
     /// sender sends them again).
     pub sync_in: u64,
     pub sync_refused: u64,
+    /// Frames a spilling node steered here (spill-over), taken in as if
+    /// they came in by their port.
+    pub steered_in: u64,
     /// Datagrams at the replication port that were not replica messages.
     pub replica_bad: u64,
     /// Times the pair heartbeats found this node's secondary lost, and the
@@ -654,6 +657,23 @@ fn replicas(
                 entry,
                 frame,
             } if crate::protocol::copy_port(port).is_some() => (port, seq, entry, frame),
+            pool::protocol::Repr::Steer { port, frame }
+                if crate::protocol::copy_port(port).is_some() =>
+            {
+                // a frame a spilling node passed on: as if it came in here
+                *n += 1;
+                st.offered += 1;
+                st.steered_in += 1;
+                st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
+                match Packet::new(frame.to_vec(), arrivals.stamp(shared), hasher) {
+                    Ok(mut p) => {
+                        p.port = port;
+                        enqueue(p, *n, false, false, shared, queues, st);
+                    }
+                    Err((_, m)) => st.malformed[m as usize] += 1,
+                }
+                continue;
+            }
             pool::protocol::Repr::Install { seq, entry, hash } => {
                 st.sync_in += 1;
                 let p = crate::bulk::install_only(hash, entry, shared.now_ns());

@@ -65,6 +65,7 @@ mod run;
 mod sealed;
 mod shared;
 mod sink;
+mod spill;
 mod stats;
 mod sync;
 mod worker;

@@ -40,7 +40,7 @@ pub(crate) struct Ports {
     /// A pool node's replication port, read by the NIC model.
     pub replica: Option<crate::replica::ReplicaRx>,
     /// A pool node's links to its secondary, one per working core.
-    pub replica_tx: Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>,
+    pub replica_tx: Vec<crate::worker::Replication>,
     /// Receive packet steering turned on for the run (set back when dropped).
     pub _order: netio::rps::FlowOrder,
     /// Kernel steering over AF_XDP: each interface's sockets and program.
@@ -128,19 +128,34 @@ impl Ports {
                         cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
                     })?;
                     rx.watch_pair(r.pair_timeout_ms, r.primary, &r.primary_lost);
-                    let tx = (0..workers)
-                        .map(|w| {
-                            crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref()).map(
-                                |t| (t, crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref())),
-                            )
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| {
-                            cfg(format!(
-                                "pool: a socket to the secondary {}: {e}",
-                                r.secondary
-                            ))
-                        })?;
+                    let mut tx = Vec::new();
+                    for w in 0..workers {
+                        let link = crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref())
+                            .map_err(|e| {
+                                cfg(format!(
+                                    "pool: a socket to the secondary {}: {e}",
+                                    r.secondary
+                                ))
+                            })?;
+                        let spill = match &r.spill {
+                            Some(sp) => Some(
+                                crate::spill::SpillTx::open(sp, workers, key.as_ref()).map_err(
+                                    |e| {
+                                        cfg(format!(
+                                            "pool: a socket to the spill node {}: {e}",
+                                            sp.to
+                                        ))
+                                    },
+                                )?,
+                            ),
+                            None => None,
+                        };
+                        tx.push(crate::worker::Replication::new(
+                            link,
+                            crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref()),
+                            spill,
+                        ));
+                    }
                     (Some(rx), tx)
                 }
                 None => (None, Vec::new()),

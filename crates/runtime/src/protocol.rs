@@ -31,6 +31,9 @@ pub enum Consumed {
     /// A replica message whose frame does not parse, or whose port is out
     /// of range.
     BadFrame,
+    /// A frame steered here by a spilling node (spill-over), and whether it
+    /// parses.
+    Steered(bool),
     /// Opened, but no message of the protocol.
     Malformed(Malformed),
     /// A message of the protocol that a node's port does not take (an
@@ -110,6 +113,10 @@ impl Port {
                     Err(_) => Consumed::BadFrame,
                 }
             }
+            Repr::Steer { port, frame } => Consumed::Steered(
+                copy_port(port).is_some()
+                    && nf::Packet::new(frame.to_vec(), now_ns, &self.hasher).is_ok(),
+            ),
             Repr::Ack { .. } | Repr::Alive | Repr::BulkStatus { .. } => Consumed::Unknown,
         }
     }

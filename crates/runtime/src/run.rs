@@ -308,7 +308,7 @@ struct Threads<'a> {
     /// Kernel steering: each working core's sockets, taken by its worker.
     per_core: std::sync::Mutex<Vec<Vec<(u8, netio::PacketSocket)>>>,
     /// Pool replication: each working core's link to the secondary.
-    replica_tx: std::sync::Mutex<Vec<(crate::replica::ReplicaTx, crate::bulk::BulkTx)>>,
+    replica_tx: std::sync::Mutex<Vec<crate::worker::Replication>>,
     /// Delayed merge across every core, if the chain shares NF state.
     merge: Option<Arc<crate::merge::Board>>,
 }
@@ -395,10 +395,7 @@ impl Threads<'_> {
             }),
             replica: {
                 let mut links = self.replica_tx.lock().expect("not poisoned");
-                (!links.is_empty()).then(|| {
-                    let (tx, bulk) = links.remove(0);
-                    crate::worker::Replication::new(tx, bulk)
-                })
+                (!links.is_empty()).then(|| links.remove(0))
             },
         }
     }
@@ -630,7 +627,7 @@ fn merge(
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
     }
-    let replica: Vec<[u64; 12]> = workers.iter().filter_map(|r| r.replica).collect();
+    let replica: Vec<[u64; 14]> = workers.iter().filter_map(|r| r.replica).collect();
     if !replica.is_empty() {
         let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
         t.pool = vec![
@@ -657,6 +654,9 @@ fn merge(
             ("acks_refused", sum(11)),
             ("sync_in", feeder.sync_in),
             ("sync_refused", feeder.sync_refused),
+            ("spilled", sum(12)),
+            ("steered_out", sum(13)),
+            ("steered_in", feeder.steered_in),
         ];
         let mut lag = crate::replica::lag_histogram();
         for h in workers.iter().filter_map(|r| r.replica_lag.as_ref()) {

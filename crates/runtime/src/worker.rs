@@ -36,8 +36,9 @@ pub(crate) struct WorkerResult {
     /// copies acknowledged, packets copied again for a poisoned flow, flows
     /// still poisoned at the end; bulk-sync copies sent, sent again,
     /// acknowledged, and installed here; bulk copies not installable;
-    /// acknowledgements refused (forged, stale, replayed).
-    pub replica: Option<[u64; 12]>,
+    /// acknowledgements refused (forged, stale, replayed); connections
+    /// spilled and packets steered to the spill node.
+    pub replica: Option<[u64; 14]>,
     /// In a pool: the replication lag of this core's copies (ns).
     pub replica_lag: Option<hdrhistogram::Histogram<u64>>,
 }
@@ -112,13 +113,20 @@ pub(crate) struct Replication {
     /// Bulk-sync copies installed here, and refused.
     pub synced: u64,
     pub sync_bad: u64,
+    /// Spill-over, if on.
+    pub spill: Option<crate::spill::SpillTx>,
 }
 
 impl Replication {
-    pub fn new(tx: crate::replica::ReplicaTx, bulk: crate::bulk::BulkTx) -> Replication {
+    pub fn new(
+        tx: crate::replica::ReplicaTx,
+        bulk: crate::bulk::BulkTx,
+        spill: Option<crate::spill::SpillTx>,
+    ) -> Replication {
         Replication {
             tx,
             bulk,
+            spill,
             synced: 0,
             sync_bad: 0,
             before: Vec::new(),
@@ -354,6 +362,8 @@ impl Worker {
                     r.synced,
                     r.sync_bad,
                     r.tx.refused() + r.bulk.refused(),
+                    r.spill.as_ref().map_or(0, |s| s.spilled()),
+                    r.spill.as_ref().map_or(0, |s| s.steered),
                 ]
             }),
             // (after the last acknowledgements were taken in, above)
@@ -467,6 +477,7 @@ impl Worker {
             if let Some(r) = self.replica.as_mut() {
                 r.take_acks(now);
             }
+            self.spill_over(&mut sc.batch, now);
         }
         sc.fates.clear();
         let offloading = !self.offload_rings.is_empty();
@@ -762,6 +773,35 @@ impl Worker {
     }
 
     /// In a pool with replication: sends a forwarded packet that created or
+    /// Spill-over (`crate::spill`): takes the burst's packets that go to the
+    /// spill node out of it and steers them there; each counts as passed on
+    /// (it leaves by the spill node, as a replicated one leaves by the
+    /// secondary), or, the socket refusing it, as dropped unprotected.
+    fn spill_over(&mut self, batch: &mut Vec<Packet>, now: u64) {
+        let Some(sp) = self.replica.as_mut().and_then(|r| r.spill.as_mut()) else {
+            return;
+        };
+        let (chain, shards, sink) = (&mut self.chain, &mut self.shards, &mut self.sink);
+        batch.retain(|p| {
+            let s = chain.shard_of(p.hash);
+            let held = || match shards[s].as_mut() {
+                Some(shard) => chain.holds(shard, p),
+                // a shard moving away: its flows are not this core's to judge
+                None => true,
+            };
+            if !sp.away(p, now, held) {
+                return true;
+            }
+            if sp.steer(p) {
+                chain.count_passed();
+                sink.one_away(p, now);
+            } else {
+                chain.count_drop(nf::DropCause::SpillFailed);
+            }
+            false
+        });
+    }
+
     /// changed its flow's entry to the secondary with the entry, and returns
     /// true (it leaves from there). `i`: its index in the burst whose
     /// snapshot says what the entry held before; none: held packets, each
