@@ -65,8 +65,8 @@ def main():
 
     # pool messages' bodies (pool::protocol: `FS`, a kind byte, its fields):
     # heartbeat, alive, bulk orders and status, a re-ring order, an
-    # acknowledgement, a bulk copy (seq, hash, entry), and copies (port, seq,
-    # entry length, entry, frame) carrying generated frames
+    # acknowledgement, a bulk copy (seq, hash, entry), copies (port, seq,
+    # entry length, entry, frame) carrying generated frames, and steered frames
     v4 = b"\x04\x0a\x4d\x00\x02\x1e\x14"  # 10.77.0.2:7700
     for name, body in [("heartbeat", b"FS\x04"), ("alive", b"FS\x05"),
                        ("rering", b"FS\x06" + v4), ("start", b"FS\x07" + v4),
@@ -77,6 +77,9 @@ def main():
         put(corpus, "pool", name, body)
     for i, f in enumerate(frames(pcap)[:20]):
         put(corpus, "pool", f"replica{i}", b"FS\x01\x00\x00\x00\x00\x05\x00\x00" + f)
+        if i < 5:
+            # a frame a spilling node steers on (port 0)
+            put(corpus, "pool", f"steer{i}", b"FS\x0b\x00" + f)
 
 
 if __name__ == "__main__":
