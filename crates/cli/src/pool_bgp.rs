@@ -58,9 +58,16 @@ pub struct BgpReport {
     pub node_reports: Vec<serde_json::Value>,
 }
 
-/// Which virtual IPs each node serves as their primary: `vips[i]` node
-/// `i`'s (tenants' indices; without a plan, node i serves virtual IP i).
-pub(crate) type Placement = Vec<Vec<usize>>;
+/// Where the tenants are.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Layout {
+    /// Which virtual IPs each node announces as their primary: `vips[i]`
+    /// node `i`'s (tenants' indices; without a plan, node i serves virtual
+    /// IP i). A split tenant's is its first part's node.
+    pub vips: Vec<Vec<usize>>,
+    /// Split tenants: the node of each part, in part order.
+    pub parts: std::collections::BTreeMap<usize, Vec<usize>>,
+}
 
 /// A tenant placed, for the report.
 #[derive(Clone, Debug, Serialize)]
@@ -70,16 +77,22 @@ pub struct Placed {
     /// Its primary, and its secondary (the next node).
     pub node: usize,
     pub backup: usize,
+    /// A split tenant's nodes, in part order (the first is `node`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<usize>,
 }
 
 /// What node `i` announces: the virtual IPs it serves and its NAT pool as
 /// their primary, those of the node it backs up (node i − 1: it is that
-/// node's secondary) as their backup.
-pub(crate) fn announcements(i: usize, vips: &Placement) -> Vec<Announce> {
+/// node's secondary) as their backup, and the virtual IP of each split
+/// tenant it serves another part of as that (the longest path: used once
+/// neither the tenant's primary nor its backup announces it).
+pub(crate) fn announcements(i: usize, layout: &Layout) -> Vec<Announce> {
+    let vips = &layout.vips;
     let n = vips.len();
     let prev = (i + n - 1) % n;
     let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
-    [(i, Role::Primary), (prev, Role::Backup)]
+    let mut out: Vec<Announce> = [(i, Role::Primary), (prev, Role::Backup)]
         .into_iter()
         .flat_map(|(j, role)| {
             let front = vips[j].iter().map(move |&t| Announce {
@@ -93,13 +106,48 @@ pub(crate) fn announcements(i: usize, vips: &Placement) -> Vec<Announce> {
                 role,
             }])
         })
+        .collect();
+    for (&t, nodes) in &layout.parts {
+        let a = Announce {
+            prefix: prefix(format!("{}/32", PoolBed::vip(t))),
+            side: Side::Front,
+            role: Role::Part,
+        };
+        if nodes[1..].contains(&i) && !out.iter().any(|o| o.prefix == a.prefix) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// Node `i`'s split tenants as `[[pool.split]]` tables: those whose primary
+/// it is, and those whose primary it backs up (it serves their first part
+/// once promoted) — unless it also serves one of their parts (it then holds
+/// the state of both and serves every connection itself).
+fn splits(i: usize, layout: &Layout) -> Vec<toml::Value> {
+    let n = layout.vips.len();
+    layout
+        .parts
+        .iter()
+        .filter(|(_, nodes)| nodes[0] == i || ((nodes[0] + 1) % n == i && !nodes.contains(&i)))
+        .map(|(&t, nodes)| {
+            let mut s = toml::Table::new();
+            s.insert("vip".into(), PoolBed::vip(t).into());
+            s.insert("local".into(), 0.into());
+            let parts: Vec<toml::Value> = nodes
+                .iter()
+                .map(|&k| format!("{}:{SYNC_PORT}", PoolBed::sync_addr(k)).into())
+                .collect();
+            s.insert("parts".into(), parts.into());
+            s.into()
+        })
         .collect()
 }
 
 /// Places `--plan`'s tenants on `nodes` nodes (`pool::pack`, first fit by
-/// the largest share, no tenant split: the router sends a virtual IP to one
-/// node): each node's tenants, and their names.
-fn place(plan: &str, nodes: usize) -> anyhow::Result<(Placement, Vec<String>)> {
+/// the largest share; a tenant larger than a node split by symmetric hash
+/// into as few parts as fit): where they are, and their names.
+fn place(plan: &str, nodes: usize) -> anyhow::Result<(Layout, Vec<String>)> {
     if plan == "0" {
         bail!("--plan 0: place at least one tenant (a number of fNICs, or a tenants file)");
     }
@@ -108,7 +156,7 @@ fn place(plan: &str, nodes: usize) -> anyhow::Result<(Placement, Vec<String>)> {
         mix: crate::pool::MixArg::Equal,
         count: plan.parse().unwrap_or(0),
         seed: 1,
-        split: "never".into(),
+        split: "oversize".into(),
         show: false,
         json: false,
     };
@@ -120,22 +168,49 @@ fn place(plan: &str, nodes: usize) -> anyhow::Result<(Placement, Vec<String>)> {
             netio::poolbed::MAX_VIPS
         );
     }
-    let p = pool::pack(&demands, &node, pool::Heuristic::FfdMax, pool::Split::Never)
-        .map_err(|e| anyhow::anyhow!("--plan: {e}"))?;
+    let p = pool::pack(
+        &demands,
+        &node,
+        pool::Heuristic::FfdMax,
+        pool::Split::Oversize,
+    )
+    .map_err(|e| anyhow::anyhow!("--plan: {e}"))?;
     if p.nodes.len() > nodes {
         bail!(
-            "--plan: the tenants need {} nodes (first fit, none split); the pool has {nodes} \
-             (--nodes)",
+            "--plan: the tenants need {} nodes (first fit); the pool has {nodes} (--nodes)",
             p.nodes.len()
         );
     }
-    let mut placed: Placement = p
-        .nodes
+    let mut layout = Layout {
+        vips: vec![Vec::new(); nodes],
+        parts: Default::default(),
+    };
+    for (i, parts) in p.nodes.iter().enumerate() {
+        for part in parts {
+            if part.of > 1 {
+                let of = usize::from(part.of);
+                let at = layout
+                    .parts
+                    .entry(part.tenant)
+                    .or_insert_with(|| vec![usize::MAX; of]);
+                at[usize::from(part.part)] = i;
+            }
+            if part.part == 0 {
+                layout.vips[i].push(part.tenant);
+            }
+        }
+    }
+    if let Some((t, nodes)) = layout
+        .parts
         .iter()
-        .map(|parts| parts.iter().map(|part| part.tenant).collect())
-        .collect();
-    placed.resize(nodes, Vec::new());
-    Ok((placed, names))
+        .find(|(_, n)| n.contains(&usize::MAX) || (1..n.len()).any(|k| n[..k].contains(&n[k])))
+    {
+        bail!(
+            "--plan: tenant {} split over nodes {nodes:?}: each part on a node of its own",
+            names[*t]
+        );
+    }
+    Ok((layout, names))
 }
 
 /// The router's speaker for `bed`.
@@ -167,7 +242,7 @@ fn config(
     i: usize,
     key: &Path,
     bfd: Bfd,
-    vips: &Placement,
+    layout: &Layout,
 ) -> anyhow::Result<String> {
     let text = node_config(a.config.as_deref(), i, bed.nodes, true, Some(key))?;
     let mut t: toml::Table = toml::from_str(&text)?;
@@ -178,7 +253,7 @@ fn config(
         peer_asn: pool::bgp::ROUTER_ASN,
         iface: bed.sync_iface(i),
         bfd,
-        announce: announcements(i, vips),
+        announce: announcements(i, layout),
     };
     let pool = t
         .get_mut("pool")
@@ -199,13 +274,22 @@ fn config(
             "to".into(),
             format!("{}:{SYNC_PORT}", PoolBed::sync_addr(to)).into(),
         );
-        let mine: Vec<toml::Value> = vips[i].iter().map(|&t| PoolBed::vip(t).into()).collect();
+        let mine: Vec<toml::Value> = layout.vips[i]
+            .iter()
+            .filter(|t| !layout.parts.contains_key(t))
+            .map(|&t| PoolBed::vip(t).into())
+            .collect();
+        let any = !mine.is_empty();
         spill.insert("vips".into(), mine.into());
         spill.insert("capacity".into(), i64::from(capacity).into());
         spill.insert("linger_ms".into(), i64::from(a.spill_linger_ms).into());
-        if !vips[i].is_empty() {
+        if any {
             pool.insert("spill".into(), spill.into());
         }
+    }
+    let split = splits(i, layout);
+    if !split.is_empty() {
+        pool.insert("split".into(), split.into());
     }
     Ok(toml::to_string(&t)?)
 }
@@ -227,9 +311,9 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     let out = std::fs::canonicalize(&a.out)?;
-    let (vips, tenants) = tenants(a)?;
+    let (layout, tenants) = tenants(a)?;
     let stop = crate::run::stop_on_signals()?;
-    let (bed, mut nodes, ctl) = provision(a, &out, bfd, &vips, tenants.len())?;
+    let (bed, mut nodes, ctl) = provision(a, &out, bfd, &layout, tenants.len())?;
     let t0 = Instant::now();
     let mut seen = Sessions::new(&ctl, a.nodes, t0)?;
     let mut up_at: Option<Instant> = None;
@@ -246,11 +330,15 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
             );
         }
         seen.look(up_at.is_some())?;
-        if up_at.is_none() && seen.all_up(&vips) {
+        if up_at.is_none() && seen.all_up(&layout) {
             up_at = Some(Instant::now());
             for t in &tenants {
+                let split = match &t.parts[..] {
+                    [] => String::new(),
+                    p => format!(", split over nodes {p:?}"),
+                };
                 println!(
-                    "flowshift pool: {} at {}: node {}, backed up by node {}",
+                    "flowshift pool: {} at {}: node {}, backed up by node {}{split}",
                     t.tenant, t.vip, t.node, t.backup
                 );
             }
@@ -283,15 +371,19 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
 
 /// The virtual IPs each node serves, and the tenants (`--plan`, or one per
 /// node) in the order of their virtual IPs.
-fn tenants(a: &RunArgs) -> anyhow::Result<(Placement, Vec<Placed>)> {
-    let (vips, names) = match &a.plan {
+fn tenants(a: &RunArgs) -> anyhow::Result<(Layout, Vec<Placed>)> {
+    let (layout, names) = match &a.plan {
         Some(p) => place(p, a.nodes)?,
         None => (
-            (0..a.nodes).map(|i| vec![i]).collect(),
+            Layout {
+                vips: (0..a.nodes).map(|i| vec![i]).collect(),
+                parts: Default::default(),
+            },
             (0..a.nodes).map(|i| format!("node{i}")).collect(),
         ),
     };
-    let mut tenants: Vec<(usize, Placed)> = vips
+    let mut tenants: Vec<(usize, Placed)> = layout
+        .vips
         .iter()
         .enumerate()
         .flat_map(|(i, ts)| ts.iter().map(move |&t| (i, t)))
@@ -301,12 +393,13 @@ fn tenants(a: &RunArgs) -> anyhow::Result<(Placement, Vec<Placed>)> {
                 vip: PoolBed::vip(t),
                 node: i,
                 backup: (i + 1) % a.nodes,
+                parts: layout.parts.get(&t).cloned().unwrap_or_default(),
             };
             (t, p)
         })
         .collect();
     tenants.sort_by_key(|(t, _)| *t);
-    Ok((vips, tenants.into_iter().map(|(_, p)| p).collect()))
+    Ok((layout, tenants.into_iter().map(|(_, p)| p).collect()))
 }
 
 /// Builds the bed, writes the nodes' configs, starts the router's BIRD
@@ -316,7 +409,7 @@ fn provision(
     a: &RunArgs,
     out: &Path,
     bfd: Bfd,
-    vips: &Placement,
+    layout: &Layout,
     n_vips: usize,
 ) -> anyhow::Result<(PoolBed, Nodes, PathBuf)> {
     let (key_file, _) = write_pool_key(out)?;
@@ -325,7 +418,7 @@ fn provision(
     for i in 0..a.nodes {
         std::fs::write(
             out.join(format!("node{i}.toml")),
-            config(a, &bed, i, &key_file, bfd, vips)?,
+            config(a, &bed, i, &key_file, bfd, layout)?,
         )?;
         for old in ["json", "log", "bird.log"] {
             let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
@@ -404,13 +497,13 @@ impl Sessions {
     /// True once every session is established and every node's routes —
     /// its own virtual IPs and NAT pool, and its predecessor's — are in the
     /// router's table.
-    fn all_up(&mut self, vips: &Placement) -> bool {
+    fn all_up(&mut self, layout: &Layout) -> bool {
         let n = self.up.len();
         if !self.up.iter().all(|&u| u) {
             return false;
         }
         for i in 0..n {
-            let want = vips[i].len() + vips[(i + n - 1) % n].len() + 2;
+            let want = announcements(i, layout).len();
             // (an answer BIRD cannot give yet: not up yet)
             if self.c.routes_from(&pool::bgp::session(i)).unwrap_or(0) < want {
                 return false;
@@ -465,5 +558,71 @@ fn print_report(report: &BgpReport) {
             "{:>10.1} ms  node {}  session {:<4}  {}",
             s.at_ms, s.node, s.to, s.info
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four nodes; tenant 0 split over nodes 0 and 2, tenants 1–3 one a node.
+    fn layout() -> Layout {
+        Layout {
+            vips: vec![vec![0], vec![1], vec![2], vec![3]],
+            parts: [(0, vec![0, 2])].into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn a_split_tenant_is_announced_by_its_pair_and_its_other_parts_nodes() {
+        let l = layout();
+        let vip0 = |a: &Announce| a.prefix.to_string() == format!("{}/32", PoolBed::vip(0));
+        let role = |i| {
+            announcements(i, &l)
+                .into_iter()
+                .filter(vip0)
+                .map(|a| a.role)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(role(0), vec![Role::Primary]);
+        assert_eq!(role(1), vec![Role::Backup]);
+        assert_eq!(role(2), vec![Role::Part]);
+        assert_eq!(role(3), vec![]);
+        // every node's speaker takes its announcements (none twice)
+        for i in 0..4 {
+            let n = pool::bgp::Node {
+                local: PoolBed::sync_addr(i).parse().unwrap(),
+                asn: node_asn(i),
+                peer: ROUTER_SYNC.parse().unwrap(),
+                peer_asn: pool::bgp::ROUTER_ASN,
+                iface: "x".into(),
+                bfd: Bfd::default(),
+                announce: announcements(i, &l),
+            };
+            n.check().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_first_part_and_its_backup_steer_the_other_parts_and_a_part_node_does_not() {
+        let l = layout();
+        let parts = |i| {
+            splits(i, &l)
+                .into_iter()
+                .map(|v| (v["local"].as_integer().unwrap(), v["parts"].clone()))
+                .collect::<Vec<_>>()
+        };
+        let both = toml::Value::Array(vec![
+            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(0)).into(),
+            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(2)).into(),
+        ]);
+        assert_eq!(parts(0), vec![(0, both.clone())]);
+        assert_eq!(parts(1), vec![(0, both)], "its backup, once promoted");
+        assert!(parts(2).is_empty(), "a part's node serves what it is sent");
+        assert!(parts(3).is_empty());
+        // a backup that also serves a part holds both parts' state: no split
+        let mut l = l;
+        l.parts.insert(0, vec![0, 1]);
+        assert!(splits(1, &l).is_empty());
     }
 }

@@ -225,6 +225,23 @@ pub(crate) struct PoolSection {
     pub primary: Option<std::net::SocketAddr>,
     /// Spill-over (`[pool.spill]`, Sirius §3.3.4).
     pub spill: Option<SpillSection>,
+    /// Tenants split over several nodes (`[[pool.split]]`,
+    /// `runspec::SplitTenant`).
+    #[serde(default)]
+    pub split: Vec<SplitSection>,
+}
+
+/// `[[pool.split]]`: a tenant split over `parts` (each part's node's
+/// `[pool] listen`, in part order) of which this node serves `local`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SplitSection {
+    /// The tenant's address.
+    pub vip: std::net::IpAddr,
+    /// The part this node serves.
+    pub local: u16,
+    /// Each part's node.
+    pub parts: Vec<std::net::SocketAddr>,
 }
 
 /// `[pool.spill]`: new TCP connections to `vips` beyond `capacity` per
@@ -526,6 +543,26 @@ pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<S
                 }),
                 None => None,
             },
+            splits: p
+                .split
+                .iter()
+                .map(|t| {
+                    if t.parts.len() < 2 || usize::from(t.local) >= t.parts.len() {
+                        bail!(
+                            "`[[pool.split]]` for {}: {} parts and local part {}: a split \
+                             tenant has two parts or more, this node's among them",
+                            t.vip,
+                            t.parts.len(),
+                            t.local
+                        );
+                    }
+                    Ok(runspec::SplitTenant {
+                        vip: t.vip,
+                        local: t.local,
+                        parts: t.parts.clone(),
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
         }),
         None => None,
     };

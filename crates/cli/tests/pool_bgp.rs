@@ -818,3 +818,79 @@ fn a_node_past_its_capacity_spills_new_connections_to_another_pair_breaking_none
     }
     drop(pool);
 }
+
+#[test]
+fn a_tenant_larger_than_a_node_is_split_by_hash_and_its_first_node_killed_breaks_nothing() {
+    const PREFIX: &str = "fspx";
+    const NODES: usize = 4;
+    const TENANTS: usize = 5;
+    const CONNECTIONS: usize = 100;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    // `big` takes one and a half nodes: two parts, each half of its
+    // connections by hash
+    let plan = tmp("pool-bgp-split-plan.toml");
+    std::fs::write(
+        &plan,
+        "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
+         [[tenant]]\nname = \"big\"\ncps = 150\npps = 20\nflows = 20\ngbps = 20\n\
+         [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 4\n",
+    )
+    .unwrap();
+    let (pool, said) = start_with(
+        PREFIX,
+        NODES,
+        "pool-bgp-parts",
+        &["--plan", plan.to_str().unwrap()],
+    );
+    let line = said
+        .iter()
+        .find(|l| l.contains("big at "))
+        .unwrap_or_else(|| panic!("{said:?}"));
+    assert!(
+        line.contains(&format!(
+            "{}: node 0, backed up by node 1, split over nodes [0, 1]",
+            PoolBed::vip(0)
+        )),
+        "{line}"
+    );
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, TENANTS, &STOP);
+    let changes = traffic.changes.clone();
+    std::thread::sleep(Duration::from_millis(500));
+    // node 0 goes: node 1 holds both parts' state (part 0's as its
+    // secondary, part 1's as its node) and gets the tenant's traffic
+    let killed = SystemTime::now();
+    signal(node_pid(PREFIX, 0), libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(1000));
+    let broken = traffic.end();
+    let moved = rerouted(&changes, killed, &PoolBed::vip(0), &PoolBed::gateways(1).0);
+    if broken > 0 {
+        dump("pool-bgp-parts", NODES, &changes);
+    }
+    for i in 1..NODES {
+        signal(node_pid(PREFIX, i), libc::SIGINT);
+    }
+    let out = tmp("pool-bgp-parts");
+    for _ in 0..100 {
+        if (1..NODES).all(|i| std::fs::metadata(out.join(format!("node{i}.json"))).is_ok()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let p1 = report("pool-bgp-parts", 1)["pool"].clone();
+    println!(
+        "{CONNECTIONS} downloads over {TENANTS} tenants, `big` split over nodes 0 and 1: \
+         {broken} broken; node 0 killed, its routes at node 1 {moved:?} ms later; node 1 took \
+         in {} packets node 0 steered to it",
+        p1["steered_in"]
+    );
+    assert_eq!(broken, 0, "downloads broken");
+    assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
+    // node 0 sent part 1's connections to node 1 until it died
+    assert!(p1["steered_in"].as_u64().unwrap() > 0, "{p1}");
+    drop(pool);
+}

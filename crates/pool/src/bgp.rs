@@ -60,6 +60,10 @@ pub enum Role {
     Promoted,
     /// The pair's secondary: used only once the primary's route is gone.
     Backup,
+    /// A node serving another part of a split tenant (the tenant's packets
+    /// reach it steered by the tenant's primary): used only once neither the
+    /// primary's nor the backup's route is left.
+    Part,
 }
 
 impl Role {
@@ -69,6 +73,7 @@ impl Role {
             Role::Primary => 0,
             Role::Promoted => 1,
             Role::Backup => 2,
+            Role::Part => 3,
         }
     }
 }
@@ -462,6 +467,7 @@ mod tests {
     fn a_primary_is_preferred_to_a_promoted_node_and_that_to_a_backup() {
         assert!(Role::Primary.prepends() < Role::Promoted.prepends());
         assert!(Role::Promoted.prepends() < Role::Backup.prepends());
+        assert!(Role::Backup.prepends() < Role::Part.prepends());
     }
 
     #[test]

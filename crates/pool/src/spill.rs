@@ -14,6 +14,16 @@
 //! spilling goes on and `linger` after (Sirius's "we delay movement by a
 //! short period t"); longer ones are the trade-off the paper names.
 
+/// The part of a split tenant (`pool::pack`: part k of `of` gets the flows
+/// whose symmetric hash falls in `[k/of, (k+1)/of)` of the hash space) that
+/// a flow of hash `hash` belongs to. The node its router sends the tenant to
+/// serves its own part and steers the others' flows to their nodes — every
+/// packet of a flow (the hash is the same for all), so no state is needed
+/// to keep a flow on its node, whatever the routes do.
+pub fn part_of(hash: u32, of: u16) -> u16 {
+    ((u64::from(hash) * u64::from(of.max(1))) >> 32) as u16
+}
+
 /// Where a packet goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place {
@@ -112,6 +122,23 @@ mod tests {
         assert_eq!(s.on_stateless(1_014), Place::Away);
         assert_eq!(s.on_stateless(1_015), Place::Local);
         assert!(!s.active(1_015));
+    }
+
+    #[test]
+    fn a_split_tenants_parts_are_equal_ranges_of_the_hash_space() {
+        assert_eq!(part_of(0, 2), 0);
+        assert_eq!(part_of(u32::MAX / 2, 2), 0);
+        assert_eq!(part_of(u32::MAX / 2 + 1, 2), 1);
+        assert_eq!(part_of(u32::MAX, 2), 1);
+        assert_eq!(part_of(u32::MAX, 3), 2);
+        assert_eq!(part_of(12345, 1), 0);
+        assert_eq!(part_of(u32::MAX, 0), 0, "no parts is one");
+        // about even over many hashes
+        let mut n = [0u32; 3];
+        for h in (0..u32::MAX).step_by(65_537) {
+            n[usize::from(part_of(h, 3))] += 1;
+        }
+        assert!(n.iter().all(|&k| (21_800..=21_900).contains(&k)), "{n:?}");
     }
 
     #[test]

@@ -215,6 +215,23 @@ pub struct Replica {
     pub primary_lost: Flag,
     /// Spill-over (Sirius §3.3.4), if on.
     pub spill: Option<SpillTo>,
+    /// Tenants split over several nodes that this node's router may send it.
+    pub splits: Vec<SplitTenant>,
+}
+
+/// A tenant split over several nodes (`pool::pack`'s parts): part k gets the
+/// connections whose symmetric hash falls in `[k/n, (k+1)/n)` of the hash
+/// space (`pool::spill::part_of`). Its packets reach this node (the router's
+/// route for `vip`); this node serves part `local` and steers every packet
+/// of the others' connections to their nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitTenant {
+    /// The tenant's address.
+    pub vip: std::net::IpAddr,
+    /// The part this node serves.
+    pub local: u16,
+    /// Each part's node (its replication port); `parts[local]` is unused.
+    pub parts: Vec<std::net::SocketAddr>,
 }
 
 /// Spill-over (Sirius §3.3.4): new TCP connections to `vips` (arriving on

@@ -34,8 +34,8 @@ mod topology;
 
 pub use config::{
     BalancerKind, ConfigError, Flag, MakeBalancer, OffloadSelect, OutputTap, Progress, Ready,
-    Replica, RunConfig, ScriptedMove, SpillTo, Stop, MAX_BURST, MAX_CORES, MAX_NIC_THREADS,
-    MAX_RING, PAIR_BEAT_MS,
+    Replica, RunConfig, ScriptedMove, SpillTo, SplitTenant, Stop, MAX_BURST, MAX_CORES,
+    MAX_NIC_THREADS, MAX_RING, PAIR_BEAT_MS,
 };
 pub use report::{
     cdf, period_imbalance_median, period_packet_imbalance_median, Drops, Latency, LoadSample,

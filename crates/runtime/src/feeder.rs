@@ -667,7 +667,7 @@ fn replicas(
                 st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
                 match Packet::new(frame.to_vec(), arrivals.stamp(shared), hasher) {
                     Ok(mut p) => {
-                        p.port = port;
+                        p.port = port | crate::spill::STEERED;
                         enqueue(p, *n, false, false, shared, queues, st);
                     }
                     Err((_, m)) => st.malformed[m as usize] += 1,

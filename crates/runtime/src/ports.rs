@@ -137,19 +137,13 @@ impl Ports {
                                     r.secondary
                                 ))
                             })?;
-                        let spill = match &r.spill {
-                            Some(sp) => Some(
-                                crate::spill::SpillTx::open(sp, workers, key.as_ref()).map_err(
-                                    |e| {
-                                        cfg(format!(
-                                            "pool: a socket to the spill node {}: {e}",
-                                            sp.to
-                                        ))
-                                    },
-                                )?,
-                            ),
-                            None => None,
-                        };
+                        let spill = crate::spill::SpillTx::open(
+                            r.spill.as_ref(),
+                            &r.splits,
+                            workers,
+                            key.as_ref(),
+                        )
+                        .map_err(|e| cfg(format!("pool: a socket to a spill or part node: {e}")))?;
                         tx.push(crate::worker::Replication::new(
                             link,
                             crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref()),

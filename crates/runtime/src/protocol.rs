@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use pool::protocol::{Malformed, Repr};
 
-/// A copy's port as the node takes it: one with [`REPLICA`]
-/// (crate::replica::REPLICA) set would read as a replica packet inside.
+/// A copy's or a steered frame's port as the node takes it: one with a flag
+/// bit set (a replica packet's, a bulk install's, a steered frame's) would
+/// read as another kind of packet inside.
 pub(crate) fn copy_port(port: u8) -> Option<u8> {
-    (port & crate::replica::REPLICA == 0).then_some(port)
+    (port < crate::spill::STEERED).then_some(port)
 }
 
 /// What a datagram became.

@@ -113,7 +113,7 @@ pub(crate) struct Replication {
     /// Bulk-sync copies installed here, and refused.
     pub synced: u64,
     pub sync_bad: u64,
-    /// Spill-over, if on.
+    /// Spill-over and split tenants, if any.
     pub spill: Option<crate::spill::SpillTx>,
 }
 
@@ -772,27 +772,37 @@ impl Worker {
         *pkts = keep;
     }
 
-    /// In a pool with replication: sends a forwarded packet that created or
-    /// Spill-over (`crate::spill`): takes the burst's packets that go to the
-    /// spill node out of it and steers them there; each counts as passed on
-    /// (it leaves by the spill node, as a replicated one leaves by the
-    /// secondary), or, the socket refusing it, as dropped unprotected.
+    /// Spill-over and split tenants (`crate::spill`): takes the burst's
+    /// packets that go to another node out of it and steers them there; each
+    /// counts as passed on (it leaves by that node, as a replicated one
+    /// leaves by the secondary), or, the socket refusing it, as dropped
+    /// (`spill_failed`).
     fn spill_over(&mut self, batch: &mut Vec<Packet>, now: u64) {
-        let Some(sp) = self.replica.as_mut().and_then(|r| r.spill.as_mut()) else {
+        let sp = self.replica.as_mut().and_then(|r| r.spill.as_mut());
+        let Some(sp) = sp else {
+            // (a node without steering of its own serves what it is sent)
+            for p in batch.iter_mut() {
+                p.port &= !crate::spill::STEERED;
+            }
             return;
         };
         let (chain, shards, sink) = (&mut self.chain, &mut self.shards, &mut self.sink);
-        batch.retain(|p| {
+        batch.retain_mut(|p| {
+            if p.port & crate::spill::STEERED != 0 {
+                // sent here by another node: served here
+                p.port &= !crate::spill::STEERED;
+                return true;
+            }
             let s = chain.shard_of(p.hash);
             let held = || match shards[s].as_mut() {
                 Some(shard) => chain.holds(shard, p),
                 // a shard moving away: its flows are not this core's to judge
                 None => true,
             };
-            if !sp.away(p, now, held) {
+            let Some(to) = sp.away(p, now, held) else {
                 return true;
-            }
-            if sp.steer(p) {
+            };
+            if sp.steer(p, to) {
                 chain.count_passed();
                 sink.one_away(p, now);
             } else {
@@ -802,6 +812,7 @@ impl Worker {
         });
     }
 
+    /// In a pool with replication: sends a forwarded packet that created or
     /// changed its flow's entry to the secondary with the entry, and returns
     /// true (it leaves from there). `i`: its index in the burst whose
     /// snapshot says what the entry held before; none: held packets, each
