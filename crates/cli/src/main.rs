@@ -28,6 +28,7 @@ mod packets;
 mod plots;
 mod pool;
 mod pool_bgp;
+mod pool_repair;
 mod pool_run;
 mod run;
 mod sim;

@@ -53,6 +53,10 @@ pub struct BgpReport {
     pub sessions: Vec<SessionChange>,
     /// The tenants (`--plan`) and where they were placed.
     pub tenants: Vec<Placed>,
+    /// The pool's re-pairings after failures, and the bulk syncs they
+    /// ordered.
+    pub repairs: Vec<crate::pool_repair::RePair>,
+    pub syncs: Vec<crate::pool_repair::Synced>,
     /// Each node's run report (`null` for a node that did not end with one:
     /// killed).
     pub node_reports: Vec<serde_json::Value>,
@@ -88,25 +92,11 @@ pub struct Placed {
 /// tenant it serves another part of as that (the longest path: used once
 /// neither the tenant's primary nor its backup announces it).
 pub(crate) fn announcements(i: usize, layout: &Layout) -> Vec<Announce> {
-    let vips = &layout.vips;
-    let n = vips.len();
+    let n = layout.vips.len();
     let prev = (i + n - 1) % n;
     let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
-    let mut out: Vec<Announce> = [(i, Role::Primary), (prev, Role::Backup)]
-        .into_iter()
-        .flat_map(|(j, role)| {
-            let front = vips[j].iter().map(move |&t| Announce {
-                prefix: prefix(format!("{}/32", PoolBed::vip(t))),
-                side: Side::Front,
-                role,
-            });
-            front.chain([Announce {
-                prefix: prefix(PoolBed::nat_pool(j)),
-                side: Side::Back,
-                role,
-            }])
-        })
-        .collect();
+    let mut out = own(i, layout, Role::Primary);
+    out.extend(own(prev, layout, Role::Backup));
     for (&t, nodes) in &layout.parts {
         let a = Announce {
             prefix: prefix(format!("{}/32", PoolBed::vip(t))),
@@ -118,6 +108,51 @@ pub(crate) fn announcements(i: usize, layout: &Layout) -> Vec<Announce> {
         }
     }
     out
+}
+
+/// Node `j`'s own prefixes (its virtual IPs, its NAT pool) in `role`.
+fn own(j: usize, layout: &Layout, role: Role) -> Vec<Announce> {
+    let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
+    layout.vips[j]
+        .iter()
+        .map(|&t| Announce {
+            prefix: prefix(format!("{}/32", PoolBed::vip(t))),
+            side: Side::Front,
+            role,
+        })
+        .chain([Announce {
+            prefix: prefix(PoolBed::nat_pool(j)),
+            side: Side::Back,
+            role,
+        }])
+        .collect()
+}
+
+/// What node `i` may be asked to back up once the pool re-pairs after a
+/// failure (`crate::pool_repair`): every node's own prefixes but its own and
+/// its primary's (which it backs up from the start), less any it announces
+/// already.
+pub(crate) fn adoptable(i: usize, layout: &Layout) -> Vec<pool::bgp::Adopt> {
+    let n = layout.vips.len();
+    let mine = announcements(i, layout);
+    (0..n)
+        .filter(|&j| j != i && j != (i + n - 1) % n)
+        .map(|j| pool::bgp::Adopt {
+            from: sync(j),
+            announce: own(j, layout, Role::Backup)
+                .into_iter()
+                .filter(|a| !mine.iter().any(|m| m.prefix == a.prefix))
+                .collect(),
+        })
+        .collect()
+}
+
+/// A node's replication port.
+pub(crate) fn sync(i: usize) -> std::net::SocketAddr {
+    std::net::SocketAddr::new(
+        PoolBed::sync_addr(i).parse().expect("an address"),
+        SYNC_PORT,
+    )
 }
 
 /// Node `i`'s split tenants as `[[pool.split]]` tables: those whose primary
@@ -254,6 +289,7 @@ fn config(
         iface: bed.sync_iface(i),
         bfd,
         announce: announcements(i, layout),
+        adopt: adoptable(i, layout),
     };
     let pool = t
         .get_mut("pool")
@@ -313,9 +349,10 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     let out = std::fs::canonicalize(&a.out)?;
     let (layout, tenants) = tenants(a)?;
     let stop = crate::run::stop_on_signals()?;
-    let (bed, mut nodes, ctl) = provision(a, &out, bfd, &layout, tenants.len())?;
+    let (bed, mut nodes, ctl, key) = provision(a, &out, bfd, &layout, tenants.len())?;
     let t0 = Instant::now();
     let mut seen = Sessions::new(&ctl, a.nodes, t0)?;
+    let mut repair = crate::pool_repair::Repair::new(&bed, &key, &layout, out.clone(), t0)?;
     let mut up_at: Option<Instant> = None;
     while !stop.0.load(Ordering::Relaxed) {
         if let (Some(u), Some(d)) = (up_at, duration) {
@@ -329,7 +366,15 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
                 out.display()
             );
         }
+        let was = seen.up.clone();
         seen.look(up_at.is_some())?;
+        if up_at.is_some() {
+            // a node gone: the pool re-pairs without it
+            for i in (0..a.nodes).filter(|&i| was[i] && !seen.up[i]) {
+                repair.down(i);
+            }
+            repair.tick();
+        }
         if up_at.is_none() && seen.all_up(&layout) {
             up_at = Some(Instant::now());
             for t in &tenants {
@@ -359,6 +404,8 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         bfd,
         sessions: seen.changes,
         tenants,
+        repairs: repair.repairs,
+        syncs: repair.syncs,
         node_reports: stop_nodes(&mut nodes, &out)?,
     };
     print_report(&report);
@@ -411,8 +458,8 @@ fn provision(
     bfd: Bfd,
     layout: &Layout,
     n_vips: usize,
-) -> anyhow::Result<(PoolBed, Nodes, PathBuf)> {
-    let (key_file, _) = write_pool_key(out)?;
+) -> anyhow::Result<(PoolBed, Nodes, PathBuf, pool::auth::Key)> {
+    let (key_file, key) = write_pool_key(out)?;
     let bed = PoolBed::up_bgp(&a.prefix, a.nodes, n_vips)
         .context("building the pool bed (needs root: network namespaces)")?;
     for i in 0..a.nodes {
@@ -443,7 +490,7 @@ fn provision(
     for i in 0..a.nodes {
         nodes.0.push(Some(start_node(&bed, out, a.workers, i)?));
     }
-    Ok((bed, nodes, ctl))
+    Ok((bed, nodes, ctl, key))
 }
 
 /// The router's sessions as this controller sees them.
@@ -598,8 +645,11 @@ mod tests {
                 iface: "x".into(),
                 bfd: Bfd::default(),
                 announce: announcements(i, &l),
+                adopt: adoptable(i, &l),
             };
             n.check().unwrap();
+            // every other node's prefixes but its primary's are adoptable
+            assert_eq!(n.adopt.len(), 2);
         }
     }
 

@@ -101,15 +101,34 @@ fn now() -> String {
     )
 }
 
-/// Promotes the node (its backup prefixes announced from [`PROMOTE`], one
-/// prepend) or demotes it, through the speaker at `ctl`.
+/// Promotes the node — every prefix it backs up announced promoted, one
+/// prepend: its primary's from the start ([`PROMOTE`]) and those it was
+/// given since the pool re-paired (`promote<k>` for each `backup<k>`
+/// enabled) — or demotes it, through the speaker at `ctl`.
 fn promote(ctl: &Path, on: bool) -> std::io::Result<()> {
     let mut c = Control::connect(ctl)?;
-    if on {
-        c.enable(PROMOTE)
-    } else {
-        c.disable(PROMOTE)
+    let protocols = c.protocols()?;
+    let up = |name: &str| protocols.iter().any(|p| p.name == name && p.state == "up");
+    let adopted = (0..)
+        .map_while(|k| {
+            let b = pool::bgp::backup_protocol(k);
+            protocols.iter().any(|p| p.name == b).then_some(k)
+        })
+        .collect::<Vec<_>>();
+    let mut names = vec![PROMOTE.to_string()];
+    for k in adopted {
+        if !on || up(&pool::bgp::backup_protocol(k)) {
+            names.push(pool::bgp::promote_protocol(k));
+        }
     }
+    for n in names {
+        if on {
+            c.enable(&n)?;
+        } else if up(&n) {
+            c.disable(&n)?;
+        }
+    }
+    Ok(())
 }
 
 /// Watches the node until the run stops: on `drain`, withdraws, waits

@@ -45,6 +45,23 @@ struct Pool {
     prefix: &'static str,
     nodes: usize,
     controller: Option<Child>,
+    /// What the controller printed after the pool came up.
+    later: Arc<Mutex<Vec<String>>>,
+}
+
+impl Pool {
+    /// Waits up to `limit` for the controller to print a line containing
+    /// `what`: the line.
+    fn wait_for(&self, what: &str, limit: Duration) -> Option<String> {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Some(l) = self.later.lock().unwrap().iter().find(|l| l.contains(what)) {
+                return Some(l.clone());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
 }
 
 impl Drop for Pool {
@@ -116,6 +133,7 @@ fn start_with(prefix: &'static str, nodes: usize, out: &str, more: &[&str]) -> (
         prefix,
         nodes,
         controller: Some(child),
+        later: Arc::new(Mutex::new(Vec::new())),
     };
     let t = Instant::now();
     let mut said = Vec::new();
@@ -130,8 +148,13 @@ fn start_with(prefix: &'static str, nodes: usize, out: &str, more: &[&str]) -> (
             "the pool never came up"
         );
     }
-    // the rest of its output, unread
-    std::thread::spawn(move || for _ in lines {});
+    // the rest of its output, kept
+    let later = pool.later.clone();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            later.lock().unwrap().push(l);
+        }
+    });
     (pool, said)
 }
 
@@ -892,5 +915,66 @@ fn a_tenant_larger_than_a_node_is_split_by_hash_and_its_first_node_killed_breaks
     assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
     // node 0 sent part 1's connections to node 1 until it died
     assert!(p1["steered_in"].as_u64().unwrap() > 0, "{p1}");
+    drop(pool);
+}
+
+#[test]
+fn after_a_failure_the_pool_re_pairs_and_a_second_failure_breaks_nothing() {
+    const PREFIX: &str = "fspr";
+    const NODES: usize = 4;
+    const CONNECTIONS: usize = 200;
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !privileged(PREFIX) {
+        return;
+    }
+    let pool = start(PREFIX, NODES, "pool-bgp-repair");
+    let traffic = Traffic::begin(PREFIX, CONNECTIONS, NODES, &STOP);
+    let changes = traffic.changes.clone();
+    // node 0 goes: node 1 takes its traffic; node 3, which replicated to
+    // node 0, gets node 1 as its secondary
+    signal(node_pid(PREFIX, 0), libc::SIGKILL);
+    let limit = Duration::from_secs(10);
+    let repaired = pool.wait_for("node 0 gone: node 3 replicates to node 1", limit);
+    let synced = [
+        pool.wait_for("node 3 synced node 1", limit),
+        pool.wait_for("node 1 synced node 2", limit),
+    ];
+    // node 3's virtual IP is now backed up by node 1 (as a backup's path)
+    let ctl = tmp("pool-bgp-repair").join("router.bird.ctl");
+    let routes = netio::bird::Control::connect(&ctl)
+        .unwrap()
+        .request(&format!("show route for {} all", PoolBed::vip(3)))
+        .unwrap();
+    // then node 3 goes too: its flows are on node 1 by now
+    let killed = SystemTime::now();
+    signal(node_pid(PREFIX, 3), libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(1000));
+    let broken = traffic.end();
+    let moved = rerouted(&changes, killed, &PoolBed::vip(3), &PoolBed::gateways(1).0);
+    println!(
+        "{CONNECTIONS} downloads over {NODES} nodes, node 0 killed, the pool re-paired \
+         ({repaired:?}; {synced:?}), then node 3 killed: {broken} broken; node 3's virtual IP \
+         at node 1 {moved:?} ms after"
+    );
+    if broken > 0 {
+        dump("pool-bgp-repair", NODES, &changes);
+    }
+    assert!(repaired.is_some(), "{:?}", pool.later.lock().unwrap());
+    assert!(
+        synced.iter().all(Option::is_some),
+        "{:?}",
+        pool.later.lock().unwrap()
+    );
+    // (promoted or not: node 1 is promoted for what it took over, and may
+    // have been when it was given node 3's prefixes — either path is
+    // longer than node 3's own)
+    let a1 = pool::bgp::node_asn(1);
+    assert!(
+        routes.contains("[node1 ") && routes.contains(&format!("BGP.as_path: {a1} {a1}")),
+        "node 1 backs node 3 up: {routes}"
+    );
+    assert_eq!(broken, 0, "downloads broken");
+    assert!(moved.is_some_and(|t| t < 1_000.0), "{moved:?}");
     drop(pool);
 }

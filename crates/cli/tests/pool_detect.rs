@@ -202,8 +202,9 @@ fn no_live_node_is_failed_over_and_a_killed_one_is_found_and_recovered() {
     println!(
         "{runs} loaded runs, no false failover; longest silence of a live node per run, ms: {silences:.1?}"
     );
-    // a node killed 1 s into the downloads
-    let (whole, r, printed) = run(8, Some(Duration::from_secs(1)));
+    // a node killed 1 s into the downloads (its restart, start-up and sync
+    // take seconds on this machine while the suite's fuzzing runs beside)
+    let (whole, r, printed) = run(14, Some(Duration::from_secs(1)));
     drop(busy);
     println!("{printed}");
     let f = r["failovers"].as_array().unwrap();

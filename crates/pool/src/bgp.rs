@@ -189,6 +189,30 @@ pub struct Node {
     pub bfd: Bfd,
     #[serde(default)]
     pub announce: Vec<Announce>,
+    /// Other nodes' prefixes it may be asked to back up once the pool
+    /// re-pairs after a failure (`backup<k>` and `promote<k>`, disabled).
+    #[serde(default)]
+    pub adopt: Vec<Adopt>,
+}
+
+/// Prefixes a node may back up later: another node's, as backup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Adopt {
+    /// That node's replication port (`[pool] listen`), which names it.
+    pub from: std::net::SocketAddr,
+    /// Its prefixes (role `backup`).
+    pub announce: Vec<Announce>,
+}
+
+/// The static protocol holding `adopt[k]`'s prefixes as backup.
+pub fn backup_protocol(k: usize) -> String {
+    format!("backup{k}")
+}
+
+/// The static protocol holding `adopt[k]`'s prefixes promoted.
+pub fn promote_protocol(k: usize) -> String {
+    format!("promote{k}")
 }
 
 fn router_asn() -> u32 {
@@ -230,6 +254,14 @@ impl Node {
                 return Err(format!("{} is announced twice", a.prefix));
             }
         }
+        for a in self.adopt.iter().flat_map(|d| &d.announce) {
+            if a.role != Role::Backup {
+                return Err(format!("{}: an adopted prefix is a backup", a.prefix));
+            }
+            if !seen.insert(a.prefix) {
+                return Err(format!("{} is announced twice", a.prefix));
+            }
+        }
         Ok(())
     }
 
@@ -258,6 +290,19 @@ impl Node {
             let _ = writeln!(c, "  route {} blackhole;", a.prefix);
         }
         c += "}\n";
+        for (k, d) in self.adopt.iter().enumerate() {
+            let channels = [
+                (backup_protocol(k), "ipv4;"),
+                (promote_protocol(k), "ipv4 { preference 250; };"),
+            ];
+            for (name, channel) in channels {
+                let _ = writeln!(c, "protocol static {name} {{\n  {channel}\n  disabled yes;");
+                for a in &d.announce {
+                    let _ = writeln!(c, "  route {} blackhole;", a.prefix);
+                }
+                c += "}\n";
+            }
+        }
         let _ = writeln!(
             c,
             "protocol bgp {UPLINK} {{\n  local {} as {};\n  neighbor {} as {};\n{TIMERS}  \
@@ -282,6 +327,21 @@ impl Node {
                 prepends(&mut c, a.role);
             }
             let _ = writeln!(c, " bgp_community.add(({x}, {y})); accept; }}");
+        }
+        for (k, d) in self.adopt.iter().enumerate() {
+            for a in &d.announce {
+                let (x, y) = a.side.community();
+                let _ = write!(
+                    c,
+                    "      if net = {} then {{ if proto = \"{}\" then {{",
+                    a.prefix,
+                    promote_protocol(k)
+                );
+                prepends(&mut c, Role::Promoted);
+                let _ = write!(c, " }} else {{");
+                prepends(&mut c, Role::Backup);
+                let _ = writeln!(c, " }} bgp_community.add(({x}, {y})); accept; }}");
+            }
         }
         c += "      reject;\n    };\n  };\n}\n";
         c
@@ -445,7 +505,58 @@ mod tests {
             iface: "fspy0".into(),
             bfd: Bfd::default(),
             announce,
+            adopt: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_adopted_nodes_prefixes_wait_disabled_as_backup_and_promoted() {
+        let mut n = node(vec![Announce {
+            prefix: "198.51.100.10/32".parse().unwrap(),
+            side: Side::Front,
+            role: Role::Primary,
+        }]);
+        n.adopt = vec![Adopt {
+            from: "10.77.0.3:7700".parse().unwrap(),
+            announce: vec![Announce {
+                prefix: "198.51.100.12/32".parse().unwrap(),
+                side: Side::Front,
+                role: Role::Backup,
+            }],
+        }];
+        n.check().unwrap();
+        let c = n.bird_config(true);
+        for p in ["backup0", "promote0"] {
+            let at = c
+                .find(&format!("protocol static {p} {{"))
+                .unwrap_or_else(|| panic!("{c}"));
+            let body = &c[at..at + c[at..].find("\n}\n").unwrap()];
+            assert!(
+                body.contains("disabled yes;") && body.contains("198.51.100.12/32"),
+                "{body}"
+            );
+        }
+        assert!(
+            c.contains("protocol static promote0 {\n  ipv4 { preference 250; };"),
+            "{c}"
+        );
+        // promoted one prepend, else a backup's two
+        let line = c
+            .lines()
+            .find(|l| l.contains("if net = 198.51.100.12/32"))
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "if net = 198.51.100.12/32 then { if proto = \"promote0\" then { \
+             bgp_path.prepend(65001); } else { bgp_path.prepend(65001); \
+             bgp_path.prepend(65001); } bgp_community.add((65000, 1)); accept; }"
+        );
+        // an adopted prefix is a backup, and never one the node announces
+        n.adopt[0].announce[0].role = Role::Primary;
+        assert!(n.check().is_err());
+        n.adopt[0].announce[0].role = Role::Backup;
+        n.adopt[0].announce[0].prefix = "198.51.100.10/32".parse().unwrap();
+        assert!(n.check().unwrap_err().contains("twice"));
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! | 9 | [`Repr::BulkQuery`] | — |
 //! | 10 | [`Repr::BulkStatus`] | epoch u64, done u8, sent u64, address or none |
 //! | 11 | [`Repr::Steer`] | port u8, frame (the rest) |
+//! | 12 | [`Repr::NewPrimary`] | address |
 //!
 //! An address is a family byte (4 or 6; 0 for none where allowed), the IP
 //! (4 or 16 bytes) and the port (u16).
@@ -85,6 +86,8 @@ pub enum Kind {
     BulkStatus = 10,
     /// [`Repr::Steer`].
     Steer = 11,
+    /// [`Repr::NewPrimary`].
+    NewPrimary = 12,
 }
 
 impl TryFrom<u8> for Kind {
@@ -102,6 +105,7 @@ impl TryFrom<u8> for Kind {
             9 => Kind::BulkQuery,
             10 => Kind::BulkStatus,
             11 => Kind::Steer,
+            12 => Kind::NewPrimary,
             k => return Err(Malformed::Kind(k)),
         })
     }
@@ -200,7 +204,7 @@ impl<T: AsRef<[u8]>> Message<T> {
                 b.len()
             }
             Kind::Heartbeat | Kind::Alive | Kind::BulkStop | Kind::BulkQuery => field::BODY,
-            Kind::NewSecondary | Kind::BulkStart => {
+            Kind::NewSecondary | Kind::BulkStart | Kind::NewPrimary => {
                 need(b, field::BODY + 1)?;
                 match b[field::BODY] {
                     0 => return Err(Malformed::Family(0)),
@@ -395,6 +399,12 @@ pub enum Repr<'a> {
         /// The new secondary's replication port.
         to: SocketAddr,
     },
+    /// Watch this node as the primary this one backs up from now on (the
+    /// pool re-paired after a failure).
+    NewPrimary {
+        /// The new primary's replication port.
+        to: SocketAddr,
+    },
     /// Copy the whole table to this node.
     BulkStart {
         /// The node's replication port.
@@ -469,6 +479,9 @@ impl<'a> Repr<'a> {
             Kind::BulkStart => Repr::BulkStart {
                 to: m.addr().ok_or(Malformed::Family(0))?,
             },
+            Kind::NewPrimary => Repr::NewPrimary {
+                to: m.addr().ok_or(Malformed::Family(0))?,
+            },
             Kind::BulkStatus => Repr::BulkStatus {
                 epoch: m.epoch(),
                 done: m.done(),
@@ -491,6 +504,7 @@ impl<'a> Repr<'a> {
             Repr::Heartbeat => Kind::Heartbeat,
             Repr::Alive => Kind::Alive,
             Repr::NewSecondary { .. } => Kind::NewSecondary,
+            Repr::NewPrimary { .. } => Kind::NewPrimary,
             Repr::BulkStart { .. } => Kind::BulkStart,
             Repr::BulkStop => Kind::BulkStop,
             Repr::BulkQuery => Kind::BulkQuery,
@@ -506,7 +520,7 @@ impl<'a> Repr<'a> {
             Repr::Install { entry, .. } => field::INSTALL_ENTRY + entry.len(),
             Repr::Ack { .. } => field::ACK_SEQ + 4,
             Repr::Heartbeat | Repr::Alive | Repr::BulkStop | Repr::BulkQuery => field::BODY,
-            Repr::NewSecondary { to } | Repr::BulkStart { to } => {
+            Repr::NewSecondary { to } | Repr::BulkStart { to } | Repr::NewPrimary { to } => {
                 field::BODY + addr_bytes(Some(*to))
             }
             Repr::BulkStatus { to, .. } => field::STATUS_ADDR + addr_bytes(*to),
@@ -546,7 +560,9 @@ impl<'a> Repr<'a> {
             }
             Repr::Ack { seq } => m.put(field::ACK_SEQ, &seq.to_be_bytes()),
             Repr::Heartbeat | Repr::Alive | Repr::BulkStop | Repr::BulkQuery => {}
-            Repr::NewSecondary { to } | Repr::BulkStart { to } => m.set_addr(field::BODY, Some(to)),
+            Repr::NewSecondary { to } | Repr::BulkStart { to } | Repr::NewPrimary { to } => {
+                m.set_addr(field::BODY, Some(to))
+            }
             Repr::BulkStatus {
                 epoch,
                 done,
@@ -628,6 +644,7 @@ mod tests {
             Just(Owned::Plain(Repr::BulkQuery)),
             addr().prop_map(|to| Owned::Plain(Repr::NewSecondary { to })),
             addr().prop_map(|to| Owned::Plain(Repr::BulkStart { to })),
+            addr().prop_map(|to| Owned::Plain(Repr::NewPrimary { to })),
             (
                 any::<u64>(),
                 any::<bool>(),
@@ -695,7 +712,7 @@ mod tests {
         #[test]
         fn any_bytes_parse_or_are_refused_and_what_parses_emits_the_same_bytes(
             d in proptest::collection::vec(any::<u8>(), 0..64),
-            kind in 0u8..13,
+            kind in 0u8..14,
         ) {
             let mut d = d;
             // often a real header, so the fields behind it are reached

@@ -92,6 +92,7 @@ impl Port {
                 self.secondary.set(to);
                 Consumed::Control
             }
+            Repr::NewPrimary { .. } => Consumed::Control,
             Repr::Heartbeat | Repr::BulkQuery => {
                 let _ = self.bulk.status();
                 Consumed::Control

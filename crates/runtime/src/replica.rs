@@ -235,15 +235,21 @@ pub(crate) struct ReplicaRx {
     /// The primary's heartbeats, watched (with pair heartbeats on and a
     /// primary named).
     primary: Option<PrimaryWatch>,
+    /// Pair heartbeats' period and missed beats (when on): a new primary is
+    /// watched the same way; and the flag a lost first primary sets.
+    pair_cfg: Option<(u64, u32, runspec::Flag)>,
+    /// Primaries found lost before the current one was named.
+    primary_lost_before: u64,
 }
 
 /// A node's watch over the primary it backs up: its pair heartbeats arrive
 /// at this node's port; silent for the timeout, the primary is lost (the
-/// flag is set) until it beats again.
+/// flag, if any, is set: the node's speaker then announces itself promoted)
+/// until it beats again.
 struct PrimaryWatch {
     from: SocketAddr,
     watch: pool::detect::PeerWatch,
-    lost: runspec::Flag,
+    lost: Option<runspec::Flag>,
 }
 
 /// A node's watch over its secondary (Sirius §3.2: each pair exchanges
@@ -276,6 +282,8 @@ impl ReplicaRx {
             bulk,
             pair: None,
             primary: None,
+            pair_cfg: None,
+            primary_lost_before: 0,
         })
     }
 
@@ -293,6 +301,7 @@ impl ReplicaRx {
         }
         let period = u64::from(runspec::PAIR_BEAT_MS) * 1_000_000;
         let missed = timeout_ms.div_ceil(runspec::PAIR_BEAT_MS).max(1);
+        self.pair_cfg = Some((period, missed, lost.clone()));
         self.pair = Some(PairWatch {
             beats: pool::detect::Beats::new(period),
             watch: pool::detect::PeerWatch::new(period, missed),
@@ -300,7 +309,7 @@ impl ReplicaRx {
         self.primary = primary.map(|from| PrimaryWatch {
             from,
             watch: pool::detect::PeerWatch::new(period, missed),
-            lost: lost.clone(),
+            lost: Some(lost.clone()),
         });
     }
 
@@ -327,7 +336,9 @@ impl ReplicaRx {
                 w.watch.round(now);
             }
             if w.watch.check(now) {
-                w.lost.set(true);
+                if let Some(l) = &w.lost {
+                    l.set(true);
+                }
             }
         }
     }
@@ -338,13 +349,15 @@ impl ReplicaRx {
             return;
         };
         if w.watch.heard(now) {
-            w.lost.set(false);
+            if let Some(l) = &w.lost {
+                l.set(false);
+            }
         }
     }
 
     /// Times this node found its primary lost.
     pub fn primary_lost(&self) -> u64 {
-        self.primary.as_ref().map_or(0, |w| w.watch.times_lost())
+        self.primary_lost_before + self.primary.as_ref().map_or(0, |w| w.watch.times_lost())
     }
 
     /// Takes `d` from `from` if it is the secondary's answer to a pair
@@ -400,9 +413,32 @@ impl ReplicaRx {
                 self.secondary.set(to);
                 self.alive(from);
             }
+            Repr::NewPrimary { to } => {
+                self.new_primary(to);
+                self.alive(from);
+            }
             _ => return false,
         }
         true
+    }
+
+    /// Watches `to` as the primary from now on (with pair heartbeats on), a
+    /// primary the pool gave this node once its first was gone for good:
+    /// the node is promoted for good for the prefixes it took over (another
+    /// node backs them up from now on: demoted, it would tie with that
+    /// backup), so the new primary's loss is counted but changes no flag.
+    fn new_primary(&mut self, to: SocketAddr) {
+        let Some((period, missed, lost)) = self.pair_cfg.clone() else {
+            return;
+        };
+        lost.set(true);
+        self.primary_lost_before += self.primary.as_ref().map_or(0, |w| w.watch.times_lost());
+        // (its first beat starts the watch; until then it is not lost)
+        self.primary = Some(PrimaryWatch {
+            from: to,
+            watch: pool::detect::PeerWatch::new(period, missed),
+            lost: None,
+        });
     }
 
     /// Answers a heartbeat from `to` (a lost answer is a missed beat).
