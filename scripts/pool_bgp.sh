@@ -10,7 +10,7 @@
 #   failover [ROUNDS [FILTER]] the failover test (crates/cli/tests/pool_bgp.rs:
 #                    200 downloads through a controller kill -9, a node kill
 #                    -9 and a drain; FILTER picks others: `link`, `split`,
-#                    `plan`, `spill`, `split_by_hash`, or `_` for all) ROUNDS times (default 20) with
+#                    `plan`, `spill`, `split_by_hash`, `re_pairs`, or `_` for all) ROUNDS times (default 20) with
 #                    two busy loops beside; prints each round's re-route
 #                    times and the rounds that failed (a broken download, or
 #                    a route of a living node that moved: a false failover);

@@ -411,6 +411,27 @@ fn report(out: &str, i: usize) -> serde_json::Value {
     serde_json::from_str(&t).unwrap()
 }
 
+/// Stops `nodes` of the pool whose output is in `out` (Ctrl-C: each drains
+/// and writes its report) and returns their reports.
+fn stop_for_reports(prefix: &str, out: &str, nodes: &[usize]) -> Vec<serde_json::Value> {
+    for &i in nodes {
+        signal(node_pid(prefix, i), libc::SIGINT);
+    }
+    let dir = tmp(out);
+    for _ in 0..100 {
+        if nodes
+            .iter()
+            .all(|i| std::fs::metadata(dir.join(format!("node{i}.json"))).is_ok())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // (a report is written whole before its file is renamed into place)
+    std::thread::sleep(Duration::from_millis(200));
+    nodes.iter().map(|&i| report(out, i)).collect()
+}
+
 #[test]
 fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() {
     const PREFIX: &str = "fspg";
@@ -479,21 +500,8 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
     let r2 = report("pool-bgp", 2);
     assert!(r2["packets_out"].as_u64().unwrap() > 100, "{r2}");
     // the others are stopped here (no controller is left to do it)
-    for i in [1, 3] {
-        signal(node_pid(PREFIX, i), libc::SIGINT);
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    for _ in 0..100 {
-        if [1, 3]
-            .iter()
-            .all(|i| std::fs::metadata(tmp("pool-bgp").join(format!("node{i}.json"))).is_ok())
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for (i, heir_of) in [(1, 0), (3, 2)] {
-        let r = report("pool-bgp", i);
+    let reports = stop_for_reports(PREFIX, "pool-bgp", &[1, 3]);
+    for ((i, heir_of), r) in [(1, 0), (3, 2)].into_iter().zip(&reports) {
         let p = &r["pool"];
         // it installed the copies of its predecessor's flows, and then
         // carried them
@@ -501,7 +509,7 @@ fn pairs_fail_over_by_bgp_with_the_controller_dead_and_a_drain_breaks_nothing() 
             p["installed"].as_u64().unwrap() >= 3 * 10,
             "node {i} (heir of {heir_of}): {p}"
         );
-        common::assert_accounted(&r, &format!("node {i}"));
+        common::assert_accounted(r, &format!("node {i}"));
         assert_eq!(p["replica_bad"], 0, "node {i}");
     }
     drop(pool);
@@ -651,20 +659,10 @@ fn under_split_brain_the_primary_keeps_the_traffic() {
     assert!(log1.contains("its prefixes announced as backup"), "{log1}");
     // node 0 found its secondary lost, sent its packets unprotected, then
     // replicated again
-    for i in 0..NODES {
-        signal(node_pid(PREFIX, i), libc::SIGINT);
-    }
-    for _ in 0..100 {
-        if std::fs::metadata(tmp("pool-bgp-split").join("node0.json")).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let r0 = report("pool-bgp-split", 0);
+    let reports = stop_for_reports(PREFIX, "pool-bgp-split", &(0..NODES).collect::<Vec<_>>());
+    let (r0, r1) = (&reports[0], &reports[1]);
     let p = &r0["pool"];
     assert!(p["secondary_lost"].as_u64().unwrap() >= 1, "{p}");
-    let r1 = report("pool-bgp-split", 1);
     assert!(
         r1["pool"]["primary_lost"].as_u64().unwrap() >= 1,
         "{}",
@@ -798,20 +796,11 @@ fn a_node_past_its_capacity_spills_new_connections_to_another_pair_breaking_none
     if broken > 0 {
         dump("pool-bgp-spill", NODES, &changes);
     }
-    for i in 0..NODES {
-        signal(node_pid(PREFIX, i), libc::SIGINT);
-    }
-    let out = tmp("pool-bgp-spill");
-    for _ in 0..100 {
-        if (0..NODES).all(|i| std::fs::metadata(out.join(format!("node{i}.json"))).is_ok()) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let pools: Vec<serde_json::Value> = (0..NODES)
-        .map(|i| report("pool-bgp-spill", i)["pool"].clone())
-        .collect();
+    let pools: Vec<serde_json::Value> =
+        stop_for_reports(PREFIX, "pool-bgp-spill", &(0..NODES).collect::<Vec<_>>())
+            .into_iter()
+            .map(|r| r["pool"].clone())
+            .collect();
     let n = |i: usize, k: &str| pools[i][k].as_u64().unwrap();
     let spilled: Vec<u64> = (0..NODES).map(|i| n(i, "spilled")).collect();
     let steered_out: Vec<u64> = (0..NODES).map(|i| n(i, "steered_out")).collect();
@@ -893,18 +882,7 @@ fn a_tenant_larger_than_a_node_is_split_by_hash_and_its_first_node_killed_breaks
     if broken > 0 {
         dump("pool-bgp-parts", NODES, &changes);
     }
-    for i in 1..NODES {
-        signal(node_pid(PREFIX, i), libc::SIGINT);
-    }
-    let out = tmp("pool-bgp-parts");
-    for _ in 0..100 {
-        if (1..NODES).all(|i| std::fs::metadata(out.join(format!("node{i}.json"))).is_ok()) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let p1 = report("pool-bgp-parts", 1)["pool"].clone();
+    let p1 = stop_for_reports(PREFIX, "pool-bgp-parts", &[1, 2, 3])[0]["pool"].clone();
     println!(
         "{CONNECTIONS} downloads over {TENANTS} tenants, `big` split over nodes 0 and 1: \
          {broken} broken; node 0 killed, its routes at node 1 {moved:?} ms later; node 1 took \

@@ -20,7 +20,6 @@
 //! not acknowledged within [`RESEND_NS`] is sent again, as the entry is then
 //! (at most a step's worth per loop).
 
-use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -282,23 +281,10 @@ impl BulkTx {
             self.failed += 1;
             return;
         }
-        loop {
-            match self.sealed.send(sock, &self.buf) {
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    std::thread::yield_now()
-                }
-                Err(_) => {
-                    // the node is gone: the controller's query never says done
-                    self.failed += 1;
-                    return;
-                }
-            }
+        if self.sealed.send_waiting(sock, &self.buf).is_err() {
+            // the node is gone: the controller's query never says done
+            self.failed += 1;
+            return;
         }
         self.out.sent(seq, flow, now);
         self.sent += 1;

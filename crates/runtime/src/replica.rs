@@ -174,26 +174,15 @@ impl ReplicaTx {
             self.failed += 1;
             return None;
         }
-        loop {
-            match self.sealed.send(&self.sock, &self.buf) {
-                Ok(_) => {
-                    self.sent += 1;
-                    return Some(seq);
-                }
-                // (non-blocking for the acknowledgements: a full send
-                // buffer waits, as a blocking socket would)
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    std::thread::yield_now();
-                }
-                Err(_) => {
-                    self.failed += 1;
-                    return None;
-                }
+        // (non-blocking for the acknowledgements: a full send buffer waits)
+        match self.sealed.send_waiting(&self.sock, &self.buf) {
+            Ok(()) => {
+                self.sent += 1;
+                Some(seq)
+            }
+            Err(_) => {
+                self.failed += 1;
+                None
             }
         }
     }

@@ -36,10 +36,25 @@ impl Sealed {
         }
     }
 
-    /// Sends `body` on connected socket `sock`.
-    pub fn send(&mut self, sock: &UdpSocket, body: &[u8]) -> io::Result<usize> {
+    /// Sends `body` on connected non-blocking socket `sock`, waiting while
+    /// its send buffer is full (as a blocking socket would): an error only
+    /// when the socket refuses it (the peer is gone).
+    pub fn send_waiting(&mut self, sock: &UdpSocket, body: &[u8]) -> io::Result<()> {
         self.seal.seal(now_us(), body, &mut self.buf);
-        sock.send(&self.buf)
+        loop {
+            match sock.send(&self.buf) {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Sends `body` to `to` from `sock`.

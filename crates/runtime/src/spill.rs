@@ -188,25 +188,11 @@ impl SpillTx {
             self.failed += 1;
             return false;
         }
-        loop {
-            match self.sealed.send(sock, &self.buf) {
-                Ok(_) => {
-                    self.steered += 1;
-                    return true;
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    std::thread::yield_now();
-                }
-                Err(_) => {
-                    self.failed += 1;
-                    return false;
-                }
-            }
+        if self.sealed.send_waiting(sock, &self.buf).is_err() {
+            self.failed += 1;
+            return false;
         }
+        self.steered += 1;
+        true
     }
 }
