@@ -59,6 +59,9 @@ pub struct Daemon {
     child: Child,
     /// Its control socket.
     pub socket: PathBuf,
+    /// With [`Tie::DiesWithParent`]: the process that kills it as soon as
+    /// this one starts to exit (`crate::guard`).
+    guard: Option<u32>,
 }
 
 impl Daemon {
@@ -111,9 +114,18 @@ impl Daemon {
         let t = Instant::now();
         loop {
             if Control::connect(socket).is_ok() {
+                // PR_SET_PDEATHSIG acts only once this process is torn down
+                // (seconds, loaded); the guard as soon as it starts to exit
+                let guard = match tie {
+                    Tie::DiesWithParent => {
+                        Some(crate::guard::spawn(std::process::id(), child.id())?)
+                    }
+                    Tie::Detached => None,
+                };
                 return Ok(Daemon {
                     child,
                     socket: socket.to_path_buf(),
+                    guard,
                 });
             }
             if let Some(st) = child.try_wait()? {
@@ -150,6 +162,15 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(g) = self.guard {
+            let mut status = 0;
+            // SAFETY: kill(2) and waitpid(2) on the guard, this process's
+            // own child; `status` is a local
+            unsafe {
+                libc::kill(g as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(g as libc::pid_t, &mut status, 0);
+            }
+        }
     }
 }
 

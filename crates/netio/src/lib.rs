@@ -19,10 +19,12 @@
 //!   spreading flows with resilient nexthop groups whose buckets a pool
 //!   controller sets, or BGP routes its nodes announce.
 //! - [`bird`]: the BIRD 2 daemons of the pool's routing, and their control
-//!   sockets.
+//!   sockets; [`guard`]: a process that kills a node's BIRD as soon as the
+//!   node starts to exit.
 
 pub mod bird;
 pub mod bpf;
+pub mod guard;
 pub mod netns;
 pub mod poolbed;
 mod ring;
