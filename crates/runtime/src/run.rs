@@ -147,7 +147,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         .map(|_| Arc::new(WorkerStats::new(chain.buckets(), shards_n)))
         .collect();
     let wiring = Wiring::new(cfg);
-    let threads = Threads {
+    let mut threads = Threads {
         chain,
         cfg,
         shared: &shared,
@@ -204,6 +204,21 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     );
     out.input_failure = shared.input_failure().cloned();
     out.streamed = streamed;
+    // closing a packet socket waits for an RCU grace period, which took the
+    // kernel seconds a socket on a loaded machine: the report does not wait
+    // for it (what is set back when dropped — receive packet steering, an
+    // XDP program and its sockets — is, here)
+    if let Some(p) = ports.as_mut().filter(|p| p._xdp.is_empty()) {
+        let sockets = (
+            std::mem::take(&mut p.rx),
+            std::mem::take(&mut p.tx),
+            std::mem::take(&mut threads.tx),
+            std::mem::take(&mut *threads.per_core.lock().unwrap_or_else(|e| e.into_inner())),
+        );
+        let _ = std::thread::Builder::new()
+            .name("close-sockets".into())
+            .spawn(move || drop(sockets));
+    }
     Ok(out)
 }
 
