@@ -411,6 +411,17 @@ fn report(out: &str, i: usize) -> serde_json::Value {
     serde_json::from_str(&t).unwrap()
 }
 
+/// Eight tenants, two of which fill a node (`pool plan --tenants`).
+const EIGHT_TENANTS: &str = "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
+     [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 8\n";
+
+/// A tenants file `name` holding `text`.
+fn plan_file(name: &str, text: &str) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 /// Stops `nodes` of the pool whose output is in `out` (Ctrl-C: each drains
 /// and writes its report) and returns their reports.
 fn stop_for_reports(prefix: &str, out: &str, nodes: &[usize]) -> Vec<serde_json::Value> {
@@ -683,13 +694,7 @@ fn a_plans_tenants_are_announced_by_their_pairs_and_fail_over_with_them() {
         return;
     }
     // two tenants fill a node: eight need all four
-    let plan = tmp("pool-bgp-plan.toml");
-    std::fs::write(
-        &plan,
-        "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
-         [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 8\n",
-    )
-    .unwrap();
+    let plan = plan_file("pool-bgp-plan.toml", EIGHT_TENANTS);
     let (pool, said) = start_with(
         PREFIX,
         NODES,
@@ -774,13 +779,7 @@ fn a_node_past_its_capacity_spills_new_connections_to_another_pair_breaking_none
     if !privileged(PREFIX) {
         return;
     }
-    let plan = tmp("pool-bgp-spill-plan.toml");
-    std::fs::write(
-        &plan,
-        "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
-         [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 8\n",
-    )
-    .unwrap();
+    let plan = plan_file("pool-bgp-spill-plan.toml", EIGHT_TENANTS);
     // 20 connections a second a node (one a core every 100 ms): the 20 that
     // reach each node at once mostly spill to the node two ahead
     let (pool, _) = start_with(
@@ -844,14 +843,12 @@ fn a_tenant_larger_than_a_node_is_split_by_hash_and_its_first_node_killed_breaks
     }
     // `big` takes one and a half nodes: two parts, each half of its
     // connections by hash
-    let plan = tmp("pool-bgp-split-plan.toml");
-    std::fs::write(
-        &plan,
+    let plan = plan_file(
+        "pool-bgp-split-plan.toml",
         "[node]\ncps = 100\npps = 100\nflows = 100\ngbps = 100\n\
          [[tenant]]\nname = \"big\"\ncps = 150\npps = 20\nflows = 20\ngbps = 20\n\
          [[tenant]]\nname = \"t\"\ncps = 45\npps = 10\nflows = 10\ngbps = 10\ncount = 4\n",
-    )
-    .unwrap();
+    );
     let (pool, said) = start_with(
         PREFIX,
         NODES,
