@@ -160,6 +160,22 @@ impl Drop for Running {
     }
 }
 
+/// A TCP server in namespace `ns` at `at` that runs `serve` on each
+/// connection in a thread of its own. Returns once it listens.
+fn serve_each(ns: &str, at: SocketAddr, serve: impl Fn(TcpStream) + Send + Copy + 'static) {
+    let ns = ns.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        netio::netns::enter(&ns).unwrap();
+        let l = std::net::TcpListener::bind(at).unwrap();
+        tx.send(()).unwrap();
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || serve(s));
+        }
+    });
+    rx.recv().unwrap();
+}
+
 /// A paced TCP server in namespace `ns` at `at`: each connection's first byte
 /// seeds it, then `chunks` chunks of `chunk` bytes, byte `i` being
 /// `pattern(seed, i)`, one chunk every `pace`. Returns once it listens.
@@ -169,32 +185,21 @@ pub fn paced_server(
     (chunks, chunk, pace): (usize, usize, Duration),
     pattern: fn(u8, usize) -> u8,
 ) {
-    let ns = ns.to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netio::netns::enter(&ns).unwrap();
-        let l = std::net::TcpListener::bind(at).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 1];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                for c in 0..chunks {
-                    let b: Vec<u8> = (c * chunk..(c + 1) * chunk)
-                        .map(|i| pattern(seed[0], i))
-                        .collect();
-                    if s.write_all(&b).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(pace);
-                }
-            });
+    serve_each(ns, at, move |mut s| {
+        let mut seed = [0u8; 1];
+        if s.read_exact(&mut seed).is_err() {
+            return;
+        }
+        for c in 0..chunks {
+            let b: Vec<u8> = (c * chunk..(c + 1) * chunk)
+                .map(|i| pattern(seed[0], i))
+                .collect();
+            if s.write_all(&b).is_err() {
+                return;
+            }
+            std::thread::sleep(pace);
         }
     });
-    rx.recv().unwrap();
 }
 
 /// A paced TCP server in namespace `ns` at `at` until `stop` (or a minute):
@@ -209,34 +214,23 @@ pub fn server_until(
     pattern: fn(u16, usize) -> u8,
 ) {
     use std::sync::atomic::Ordering;
-    let ns = ns.to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netio::netns::enter(&ns).unwrap();
-        let l = std::net::TcpListener::bind(at).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 2];
-                if s.read_exact(&mut seed).is_err() {
-                    return;
-                }
-                let seed = u16::from_be_bytes(seed);
-                let t = std::time::Instant::now();
-                let mut i = 0;
-                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
-                    let c: Vec<u8> = (i..i + chunk).map(|k| pattern(seed, k)).collect();
-                    if s.write_all(&c).is_err() {
-                        return;
-                    }
-                    i += chunk;
-                    std::thread::sleep(pace);
-                }
-            });
+    serve_each(ns, at, move |mut s| {
+        let mut seed = [0u8; 2];
+        if s.read_exact(&mut seed).is_err() {
+            return;
+        }
+        let seed = u16::from_be_bytes(seed);
+        let t = std::time::Instant::now();
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(60) {
+            let c: Vec<u8> = (i..i + chunk).map(|k| pattern(seed, k)).collect();
+            if s.write_all(&c).is_err() {
+                return;
+            }
+            i += chunk;
+            std::thread::sleep(pace);
         }
     });
-    rx.recv().unwrap();
 }
 
 /// The sum of a run report's `drops` (every cause).
