@@ -105,8 +105,10 @@ pub struct RunArgs {
     /// With `--routing bgp`: place tenants on the nodes, each with a virtual
     /// IP 198.51.100.(10 + t) that its node announces (its secondary as
     /// backup): a tenants file as `pool plan --tenants` reads, or a number of
-    /// fNICs drawn as `pool plan --count N` draws them; packed first fit, no
-    /// tenant split [default: node i serves virtual IP i].
+    /// fNICs drawn as `pool plan --count N` draws them; packed first fit, a
+    /// tenant larger than a node split by hash over several (its first node
+    /// steers the other parts' connections) [default: node i serves virtual
+    /// IP i].
     #[arg(long)]
     pub plan: Option<String>,
     /// With `--routing bgp`: intervals of silence before a BFD session is down.
