@@ -11,31 +11,9 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod bed;
-mod bench;
-mod bench_kernel;
-mod bench_mvt;
-mod bench_pool;
-mod calibrate;
-mod chain;
-mod compare;
-mod forwarding;
-mod gen;
-mod memcap;
-mod metrics;
-mod output;
-mod packets;
-mod plots;
-mod pool;
-mod pool_bgp;
-mod pool_repair;
-mod pool_run;
-mod run;
-mod sim;
-mod speaker;
-mod stats;
-mod steer;
-mod validate;
+mod cmd;
+
+use cmd::{bed, chain, gen, pool, sim, stats, steer};
 
 /// flowshift — stateful network functions on many cores, with load moved between
 /// cores while traffic flows.
@@ -49,26 +27,26 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a chain on worker threads over a trace, moving load between cores.
-    Run(run::RunArgs),
+    Run(launch::run::RunArgs),
     /// The same run in the discrete-event simulator (any number of cores).
     Sim(sim::SimArgs),
     /// Several balancers and core counts on one trace (runtime or --sim): one
     /// table, JSON and plots.
-    Compare(compare::CompareArgs),
+    Compare(bench::compare::CompareArgs),
     /// Measure the simulator's cost model on this machine's runtime.
-    Calibrate(calibrate::CalibrateArgs),
+    Calibrate(bench::calibrate::CalibrateArgs),
     /// Runtime vs simulator on the same trace at 1 and 2 cores: relative errors.
-    Validate(validate::ValidateArgs),
+    Validate(bench::validate::ValidateArgs),
     /// Generate a synthetic trace (pcap, nanosecond timestamps) from a spec.
     Gen(gen::GenArgs),
     /// Runtime capacity: empty chain vs firewall → NAT, 1…N workers, one run.
-    Bench(bench::BenchArgs),
+    Bench(bench::micro::BenchArgs),
     /// flowshift FW → NAT on real interfaces vs the kernel's nftables NAT +
     /// conntrack, same namespaces and traffic, one run (needs root).
-    BenchKernel(bench_kernel::BenchKernelArgs),
+    BenchKernel(bench::kernel::BenchKernelArgs),
     /// NFLOW/MVT Figs. 5a–c: entangled vs disjoint entries, a shared locked
     /// monitor vs per-core counters, a shared NAT pool vs per-shard pools.
-    BenchMvt(bench_mvt::BenchMvtArgs),
+    BenchMvt(bench::mvt::BenchMvtArgs),
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -103,25 +81,20 @@ enum TraceCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => {
-            // a restarted NAT hands out other ports than the run before
-            // (servers may still hold those tuples in TIME_WAIT)
-            nf::nat::set_port_salt(rand::random());
-            run::run(a)
-        }
+        Command::Run(a) => cmd::run::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bed(a) => bed::run(a),
-        Command::Compare(a) => compare::run(a),
-        Command::Calibrate(a) => calibrate::run(a),
-        Command::Validate(a) => validate::run(a),
+        Command::Compare(a) => bench::compare::run(a),
+        Command::Calibrate(a) => bench::calibrate::run(a),
+        Command::Validate(a) => bench::validate::run(a),
         Command::Gen(a) => gen::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::BenchKernel(a) => bench_kernel::run(a),
+        Command::Bench(a) => bench::micro::run(a),
+        Command::BenchKernel(a) => bench::kernel::run(a),
         Command::Trace(TraceCommand::Stats(a)) => stats::run(a),
         Command::Chain(ChainCommand::Check(a)) => chain::run(a),
         Command::Steer(c) => steer::run(c),
         Command::Pool(c) => pool::run(c),
-        Command::BenchMvt(a) => bench_mvt::run(a),
+        Command::BenchMvt(a) => bench::mvt::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,7 +26,7 @@ use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
 
-use crate::pool_bgp::{adoptable, sync, Layout};
+use crate::bgp::{adoptable, sync, Layout};
 
 /// A re-pairing, ms since the nodes were started.
 #[derive(Clone, Debug, Serialize)]
@@ -54,7 +54,7 @@ pub struct Synced {
 }
 
 /// The controller's re-pairing.
-pub(crate) struct Repair {
+pub struct Repair {
     sock: UdpSocket,
     seal: pool::auth::Seal,
     open: pool::auth::Open,

@@ -306,7 +306,7 @@ fn monotone(points: Vec<(f64, f64)>) -> Curve {
 
 pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     // the same file `run` takes: its `[run]` table (if any) does not change prices
-    let (cfg, _, base) = crate::run::load(a.config.as_deref())?;
+    let (cfg, _, base) = launch::run::load(a.config.as_deref())?;
     // prices are per packet on one shard (the shard term is measured on its own)
     let user_cfg = cfg.clone();
     let mut cfg = cfg;
@@ -531,7 +531,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     if let Some(dir) = a.out.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    crate::output::atomically(&a.out, |t| Ok(std::fs::write(t, &text)?))?;
+    launch::output::atomically(&a.out, |t| Ok(std::fs::write(t, &text)?))?;
     print!("{text}");
     eprintln!(
         "flowshift calibrate: wrote {} (use it with `flowshift sim --model {}`)",

@@ -120,7 +120,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
             .expect("static template"),
     );
     let packets = gen.inspect(|_| bar.inc(1)).map(|p| (p.ts_ns, p.frame));
-    let n = crate::output::capture(&a.output, packets)?;
+    let n = launch::output::capture(&a.output, packets)?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     println!(

@@ -18,8 +18,8 @@ use runtime::RunReport;
 use sim::Prepared;
 
 use crate::plots::{self, Labeled};
-use crate::run::{balancer_kind, setup, RunArgs, Setup};
-use crate::sim::{prepare, simulate, ModelArg};
+use launch::run::{balancer_kind, setup, RunArgs, Setup};
+use launch::sim::{prepare, simulate, ModelArg};
 
 /// Options of `flowshift compare`: those of `flowshift run` (but `--balancers`
 /// instead of `--balancer`, and no `--output`), the balancers and core counts.
@@ -61,7 +61,7 @@ fn parse_spec(spec: &str) -> anyhow::Result<(&str, Option<usize>)> {
     }
 }
 
-pub(crate) fn parse_list(s: &str) -> anyhow::Result<Vec<usize>> {
+pub fn parse_list(s: &str) -> anyhow::Result<Vec<usize>> {
     s.split(',')
         .map(str::trim)
         .filter(|x| !x.is_empty())
@@ -85,7 +85,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         "compare takes --balancers a,b,c (not --balancer)"
     );
     if let Some(p) = &a.run.json {
-        crate::output::check(p)?;
+        launch::output::check(p)?;
     }
     let Setup {
         chain,
@@ -96,7 +96,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         sec,
         ifaces,
         ..
-    } = setup(&a.run, crate::packets::Hold::Memory)?;
+    } = setup(&a.run, launch::packets::Hold::Memory)?;
     let trace = packets.into_trace();
     if ifaces.is_some() {
         anyhow::bail!("`compare` replays a trace: --iface is for `flowshift run`");
@@ -175,7 +175,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
                         .entry(shards)
                         .or_insert_with(|| prepare(chain, &trace, cfg.priority_dscp));
                     eprintln!("flowshift compare: simulating {label}…");
-                    crate::sim::agree_residual(&mut cfg, &sec, m, &preps[&shards])?;
+                    launch::sim::agree_residual(&mut cfg, &sec, m, &preps[&shards])?;
                     simulate(&preps[&shards], &trace, &cfg, m)
                         .with_context(|| label.clone())?
                         .report
@@ -199,7 +199,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     );
     if let Some(p) = &a.run.json {
         let all: Vec<&RunReport> = reports.iter().map(|(_, r)| r).collect();
-        crate::output::json(p, &all)?;
+        launch::output::json(p, &all)?;
     }
     if !a.no_plots && !reports.is_empty() {
         let runs: Vec<Labeled<'_>> = reports

@@ -34,7 +34,7 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
         b.add(&chunk);
     }
     let tl = r.timeline();
-    crate::packets::warn_read(&a.file, tl.back, filled, tl.jumps);
+    launch::packets::warn_read(&a.file, tl.back, filled, tl.jumps);
     let s = b.finish(a.top);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

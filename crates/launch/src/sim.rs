@@ -1,7 +1,7 @@
-//! `flowshift sim`: the run `flowshift run` would do, in the simulator — same
-//! flags, same config file, same report (`mode = "sim"`), plus the per-core load
-//! over time — at any number of cores, with a cost model measured by
-//! `flowshift calibrate`.
+//! A run in the simulator: the cost model (`--model`, `--nic-mpps`), a trace
+//! prepared for the model (each packet's NFLOW key and work), the residual
+//! cost both Dyssect and the model must agree on, and the simulation itself —
+//! for `flowshift sim`, `compare --sim` and `validate`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -10,16 +10,7 @@ use anyhow::bail;
 use clap::Args;
 use sim::{CostModel, Prepared};
 
-use crate::run::{balancer_kind, print_report, setup, RunArgs, RunSection, Setup};
-
-/// Options of `flowshift sim`: those of `flowshift run` (no `--output`) and the model.
-#[derive(Args, Debug)]
-pub struct SimArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    #[command(flatten)]
-    pub model: ModelArg,
-}
+use crate::run::{balancer_kind, RunSection};
 
 /// The cost model option shared by `sim`, `compare` and `validate`.
 #[derive(Args, Debug, Clone)]
@@ -67,7 +58,7 @@ pub fn prepare(chain: &nf::Chain, trace: &trace::Trace, dscp: u8) -> Prepared {
 /// an offloaded packet's cost left on its working core (the lookup and the
 /// hand-off, `overhead_ns`, of the chain's cost) — unless `[run.dyssect]
 /// residual` sets it; says which on stderr. Other balancers are untouched.
-pub(crate) fn agree_residual(
+pub fn agree_residual(
     cfg: &mut runtime::RunConfig,
     sec: &RunSection,
     model: &CostModel,
@@ -129,61 +120,4 @@ pub fn simulate(
         );
     }
     Ok(out)
-}
-
-pub fn run(a: SimArgs) -> anyhow::Result<()> {
-    if a.run.output.is_some() {
-        bail!("the simulator forwards no real packets: --output is for `flowshift run`");
-    }
-    if let Some(p) = &a.run.json {
-        crate::output::check(p)?;
-    }
-    let Setup {
-        chain,
-        mut cfg,
-        packets,
-        ifaces,
-        sec,
-        ..
-    } = setup(&a.run, crate::packets::Hold::Memory)?;
-    let trace = packets.into_trace();
-    if ifaces.is_some() {
-        anyhow::bail!("`sim` simulates a trace: --iface is for `flowshift run`");
-    }
-    cfg.progress = None;
-    let model = a.model.load()?;
-    eprintln!(
-        "flowshift: simulating {} packets, {} working + {} offloading cores, balancer {}",
-        trace.len(),
-        cfg.workers,
-        cfg.offloaders,
-        cfg.balancer.name()
-    );
-    let prep = prepare(&chain, &trace, cfg.priority_dscp);
-    agree_residual(&mut cfg, &sec, &model, &prep)?;
-    let out = simulate(&prep, &trace, &cfg, &model)?;
-    print_report(&out.report);
-    print_load_over_time(&out.report);
-    if let Some(p) = &a.run.json {
-        crate::output::json(p, &out.report)?;
-    }
-    Ok(())
-}
-
-/// Per-core load over time, at most 12 rows (evenly picked periods).
-pub fn print_load_over_time(r: &runtime::RunReport) {
-    let l = &r.load_over_time;
-    if l.is_empty() {
-        return;
-    }
-    println!("load over time (per core, %):");
-    let step = l.len().div_ceil(12);
-    for s in l.iter().step_by(step) {
-        let loads: Vec<String> = s
-            .load
-            .iter()
-            .map(|x| format!("{:5.1}", 100.0 * x))
-            .collect();
-        println!("  {:9.3} ms  {}", s.t_ns as f64 / 1e6, loads.join(" "));
-    }
 }

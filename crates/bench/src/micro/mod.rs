@@ -135,7 +135,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         in_runtime(&a)?
     };
     if let Some(p) = &a.json {
-        crate::output::json(
+        launch::output::json(
             p,
             &Results {
                 memory: mem,

@@ -250,7 +250,7 @@ fn sync(i: usize) -> SocketAddr {
 
 /// Writes a new random pool key to `dir/pool.key`, readable by its owner
 /// alone; its path and the key.
-pub(crate) fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth::Key)> {
+pub fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth::Key)> {
     use std::os::unix::fs::OpenOptionsExt;
     let key = pool::auth::Key::new(rand::random());
     let path = dir.join("pool.key");
@@ -268,7 +268,7 @@ pub(crate) fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth:
 /// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1
 /// (with `replicate`), its messages sealed with the key in `key_file` (none:
 /// bare, `insecure`).
-pub(crate) fn node_config(
+pub fn node_config(
     chain: Option<&Path>,
     i: usize,
     nodes: usize,
@@ -328,12 +328,7 @@ pub(crate) fn node_config(
 
 /// Starts node `i` with `workers` working cores, its config, log and report
 /// `node{i}.toml`, `.log`, `.json` in `dir`.
-pub(crate) fn start_node(
-    bed: &PoolBed,
-    dir: &Path,
-    workers: usize,
-    i: usize,
-) -> anyhow::Result<Child> {
+pub fn start_node(bed: &PoolBed, dir: &Path, workers: usize, i: usize) -> anyhow::Result<Child> {
     let (f, b) = bed.node_ifaces(i);
     // (appended to: a restarted node's log follows its first run's)
     let log = std::fs::OpenOptions::new()
@@ -361,12 +356,12 @@ pub(crate) fn start_node(
 
 /// The length of node `i`'s log in `dir` (0 before its first start): a
 /// restarted node's lines follow it.
-pub(crate) fn node_log_len(dir: &Path, i: usize) -> u64 {
+pub fn node_log_len(dir: &Path, i: usize) -> u64 {
     std::fs::metadata(dir.join(format!("node{i}.log"))).map_or(0, |m| m.len())
 }
 
 /// The nodes' processes: on an early return, killed (their bed goes too).
-pub(crate) struct Nodes(pub Vec<Option<Child>>);
+pub struct Nodes(pub Vec<Option<Child>>);
 
 impl Drop for Nodes {
     fn drop(&mut self) {
@@ -942,7 +937,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .map(|d| humantime::parse_duration(d).with_context(|| format!("--duration {d}")))
         .transpose()?;
     if a.routing == Routing::Bgp {
-        return crate::pool_bgp::run(&a, duration);
+        return crate::bgp::run(&a, duration);
     }
     if a.plan.is_some() {
         bail!("--plan places tenants by the routes nodes announce: it needs --routing bgp");
@@ -976,8 +971,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     }
     // a config the nodes would refuse fails here, before the bed is built
-    crate::run::load(Some(&a.out.join("node0.toml")))?;
-    let stop = crate::run::stop_on_signals()?;
+    launch::run::load(Some(&a.out.join("node0.toml")))?;
+    let stop = launch::run::stop_on_signals()?;
     let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &weights)
         .context("building the pool bed (needs root: network namespaces)")?;
     if a.spares > 0 {
@@ -1161,7 +1156,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     };
     print_report(&report);
     if let Some(p) = &a.json {
-        crate::output::json(p, &report)?;
+        launch::output::json(p, &report)?;
     }
     drop(bed);
     Ok(())
@@ -1256,7 +1251,7 @@ fn print_report(r: &PoolReport) {
 }
 
 /// Each node's line of the pool's report: packets, replication, drops.
-pub(crate) fn print_nodes(reports: &[serde_json::Value]) {
+pub fn print_nodes(reports: &[serde_json::Value]) {
     println!(
         "node  packets in  out        replicated  lag p50/p99 µs  installed  unprotected  \
          synced  drops"

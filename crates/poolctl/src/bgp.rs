@@ -23,7 +23,7 @@ use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC, SYNC_PORT};
 use pool::bgp::{node_asn, Announce, Bfd, Peer, Role, Router, Side};
 use serde::Serialize;
 
-use crate::pool_run::{node_config, start_node, write_pool_key, Nodes, RunArgs};
+use crate::groups::{node_config, start_node, write_pool_key, Nodes, RunArgs};
 
 /// Pair heartbeats' timeout: a node whose secondary is silent this long
 /// sends its packets out unprotected. Live nodes were silent for up to 91 ms
@@ -55,8 +55,8 @@ pub struct BgpReport {
     pub tenants: Vec<Placed>,
     /// The pool's re-pairings after failures, and the bulk syncs they
     /// ordered.
-    pub repairs: Vec<crate::pool_repair::RePair>,
-    pub syncs: Vec<crate::pool_repair::Synced>,
+    pub repairs: Vec<crate::repair::RePair>,
+    pub syncs: Vec<crate::repair::Synced>,
     /// Each node's run report (`null` for a node that did not end with one:
     /// killed).
     pub node_reports: Vec<serde_json::Value>,
@@ -64,7 +64,7 @@ pub struct BgpReport {
 
 /// Where the tenants are.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Layout {
+pub struct Layout {
     /// Which virtual IPs each node announces as their primary: `vips[i]`
     /// node `i`'s (tenants' indices; without a plan, node i serves virtual
     /// IP i). A split tenant's is its first part's node.
@@ -91,7 +91,7 @@ pub struct Placed {
 /// node's secondary) as their backup, and the virtual IP of each split
 /// tenant it serves another part of as that (the longest path: used once
 /// neither the tenant's primary nor its backup announces it).
-pub(crate) fn announcements(i: usize, layout: &Layout) -> Vec<Announce> {
+pub fn announcements(i: usize, layout: &Layout) -> Vec<Announce> {
     let n = layout.vips.len();
     let prev = (i + n - 1) % n;
     let prefix = |s: String| s.parse().expect("the bed's prefixes parse");
@@ -129,10 +129,10 @@ fn own(j: usize, layout: &Layout, role: Role) -> Vec<Announce> {
 }
 
 /// What node `i` may be asked to back up once the pool re-pairs after a
-/// failure (`crate::pool_repair`): every node's own prefixes but its own and
+/// failure (`crate::repair`): every node's own prefixes but its own and
 /// its primary's (which it backs up from the start), less any it announces
 /// already.
-pub(crate) fn adoptable(i: usize, layout: &Layout) -> Vec<pool::bgp::Adopt> {
+pub fn adoptable(i: usize, layout: &Layout) -> Vec<pool::bgp::Adopt> {
     let n = layout.vips.len();
     let mine = announcements(i, layout);
     (0..n)
@@ -148,7 +148,7 @@ pub(crate) fn adoptable(i: usize, layout: &Layout) -> Vec<pool::bgp::Adopt> {
 }
 
 /// A node's replication port.
-pub(crate) fn sync(i: usize) -> std::net::SocketAddr {
+pub fn sync(i: usize) -> std::net::SocketAddr {
     std::net::SocketAddr::new(
         PoolBed::sync_addr(i).parse().expect("an address"),
         SYNC_PORT,
@@ -186,16 +186,16 @@ fn place(plan: &str, nodes: usize) -> anyhow::Result<(Layout, Vec<String>)> {
     if plan == "0" {
         bail!("--plan 0: place at least one tenant (a number of fNICs, or a tenants file)");
     }
-    let args = crate::pool::PlanArgs {
+    let args = crate::tenants::PlanArgs {
         tenants: plan.parse::<usize>().is_err().then(|| plan.into()),
-        mix: crate::pool::MixArg::Equal,
+        mix: crate::tenants::MixArg::Equal,
         count: plan.parse().unwrap_or(0),
         seed: 1,
         split: "oversize".into(),
         show: false,
         json: false,
     };
-    let (names, demands, node) = crate::pool::load(&args)?;
+    let (names, demands, node) = crate::tenants::load(&args)?;
     if names.len() > netio::poolbed::MAX_VIPS {
         bail!(
             "--plan: {} tenants; the bed has virtual IPs for {}",
@@ -348,11 +348,11 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     let out = std::fs::canonicalize(&a.out)?;
     let (layout, tenants) = tenants(a)?;
-    let stop = crate::run::stop_on_signals()?;
+    let stop = launch::run::stop_on_signals()?;
     let (bed, mut nodes, ctl, key) = provision(a, &out, bfd, &layout, tenants.len())?;
     let t0 = Instant::now();
     let mut seen = Sessions::new(&ctl, a.nodes, t0)?;
-    let mut repair = crate::pool_repair::Repair::new(&bed, &key, &layout, out.clone(), t0)?;
+    let mut repair = crate::repair::Repair::new(&bed, &key, &layout, out.clone(), t0)?;
     let mut up_at: Option<Instant> = None;
     while !stop.0.load(Ordering::Relaxed) {
         if let (Some(u), Some(d)) = (up_at, duration) {
@@ -410,7 +410,7 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     };
     print_report(&report);
     if let Some(p) = &a.json {
-        crate::output::json(p, &report)?;
+        launch::output::json(p, &report)?;
     }
     drop(bed);
     Ok(())
@@ -472,7 +472,7 @@ fn provision(
         }
     }
     // a config the nodes would refuse fails here, before they start
-    crate::run::load(Some(&out.join("node0.toml")))?;
+    launch::run::load(Some(&out.join("node0.toml")))?;
     let conf = out.join("router.bird.conf");
     std::fs::write(&conf, router(&bed, bfd).bird_config())?;
     netio::bird::check(&conf)?;
@@ -585,7 +585,7 @@ fn stop_nodes(nodes: &mut Nodes, out: &Path) -> anyhow::Result<Vec<serde_json::V
 }
 
 fn print_report(report: &BgpReport) {
-    crate::pool_run::print_nodes(&report.node_reports);
+    crate::groups::print_nodes(&report.node_reports);
     let lost = |k: &str| {
         report
             .node_reports

@@ -21,7 +21,7 @@ use netio::bird::{Control, Daemon, Tie};
 use pool::bgp::{Act, Node, Seen, Watch, Withdraw, ANNOUNCE, PROMOTE};
 
 /// A node's running speaker.
-pub(crate) struct Speaker {
+pub struct Speaker {
     _daemon: Daemon,
     /// Its control socket.
     pub ctl: PathBuf,
@@ -54,7 +54,7 @@ impl Speaker {
 
 /// Announces (`on`) or withdraws everything through the speaker at `ctl`
 /// (promoted prefixes too).
-pub(crate) fn announce(ctl: &Path, on: bool) -> std::io::Result<()> {
+pub fn announce(ctl: &Path, on: bool) -> std::io::Result<()> {
     let mut c = Control::connect(ctl)?;
     if on {
         c.enable(ANNOUNCE)
@@ -66,7 +66,7 @@ pub(crate) fn announce(ctl: &Path, on: bool) -> std::io::Result<()> {
 
 /// Ctrl-C and SIGTERM set the returned flag (the node drains); a second one
 /// exits at once.
-pub(crate) fn drain_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+pub fn drain_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let drain = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
@@ -137,7 +137,7 @@ fn promote(ctl: &Path, on: bool) -> std::io::Result<()> {
 /// primary this node backs up is silent), announces that primary's prefixes
 /// promoted (`Role::Promoted`: preferred to a backup, not to a primary that
 /// still announces). What it does goes to stderr.
-pub(crate) fn watch(
+pub fn watch(
     s: Speaker,
     ifaces: Vec<String>,
     drain: Arc<AtomicBool>,

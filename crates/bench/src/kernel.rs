@@ -371,7 +371,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(p) = &a.json {
-        crate::output::json(p, &samples)?;
+        launch::output::json(p, &samples)?;
     }
     Ok(())
 }
@@ -476,7 +476,7 @@ fn addressed(frames: &[Vec<u8>], dst: [u8; 6], src: [u8; 6], round: usize) -> Ve
         .collect()
 }
 
-pub(crate) fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+pub fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
     let v: Vec<u8> = s
         .split(':')
         .map(|x| u8::from_str_radix(x, 16))
@@ -510,7 +510,7 @@ fn nft_in(ns: &str, rules: &str) -> anyhow::Result<()> {
 /// Blasts `frames` (in a loop) out of `iface` in namespace `ns` for `dur` or
 /// until `max` are sent, at most `mpps` million frames a second, from a
 /// thread pinned to `cpu`; returns the frames the interface took.
-pub(crate) fn send(
+pub fn send(
     ns: &str,
     iface: &str,
     frames: &[Vec<u8>],
@@ -613,7 +613,7 @@ fn wait_forwarding(
 ) -> anyhow::Result<u64> {
     let t0 = Instant::now();
     let limit = Duration::from_secs(30);
-    crate::forwarding::wait(&f.json.with_extension("log"), 0, &mut f.child, limit)
+    launch::forwarding::wait(&f.json.with_extension("log"), 0, &mut f.child, limit)
         .context("flowshift run")?;
     let probe = &frames[..frames.len().min(16)];
     let mut probes = 0;
@@ -769,7 +769,7 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
                         bed.endpoints_to_middle(false)?;
                         let json = dir.join(format!("tcp-{round}-{steer}.json"));
                         let mut f = start_flowshift(bed, steer, v.io(), &chain, &json)?;
-                        crate::forwarding::wait(
+                        launch::forwarding::wait(
                             &json.with_extension("log"),
                             0,
                             &mut f.child,
@@ -845,7 +845,7 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &a.json {
-        crate::output::json(p, &samples)?;
+        launch::output::json(p, &samples)?;
     }
     Ok(())
 }

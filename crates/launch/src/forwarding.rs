@@ -10,17 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 /// What `flowshift run --iface` prints once it forwards.
-pub(crate) const LINE: &str = "flowshift: forwarding";
+pub const LINE: &str = "flowshift: forwarding";
 
 /// Waits until `child`, its standard error going to `log`, prints [`LINE`]
 /// past byte `from` of the log (a restarted node appends to its first run's);
 /// fails with what it printed if it ends first or takes `limit`.
-pub(crate) fn wait(
-    log: &Path,
-    from: u64,
-    child: &mut Child,
-    limit: Duration,
-) -> anyhow::Result<()> {
+pub fn wait(log: &Path, from: u64, child: &mut Child, limit: Duration) -> anyhow::Result<()> {
     let t0 = Instant::now();
     loop {
         let text = std::fs::read(log).unwrap_or_default();

@@ -13,8 +13,8 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::compare::parse_list;
-use crate::run::{setup, RunArgs, Setup};
-use crate::sim::{prepare, simulate, ModelArg};
+use launch::run::{setup, RunArgs, Setup};
+use launch::sim::{prepare, simulate, ModelArg};
 
 /// Options of `flowshift validate`: those of `flowshift run` (its `--workers` is
 /// replaced by `--cores`), the model and the tolerance.
@@ -69,7 +69,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<()> {
         packets,
         ifaces,
         ..
-    } = setup(&a.run, crate::packets::Hold::Memory)?;
+    } = setup(&a.run, launch::packets::Hold::Memory)?;
     let trace = packets.into_trace();
     if ifaces.is_some() {
         anyhow::bail!("`validate` replays a trace: --iface is for `flowshift run`");

@@ -230,7 +230,7 @@ pub fn measure(
     laps: u32,
 ) -> anyhow::Result<Measured> {
     let mut work = pristine.to_vec();
-    let rss0 = crate::memcap::process_bytes("VmRSS").unwrap_or(0);
+    let rss0 = launch::memcap::process_bytes("VmRSS").unwrap_or(0);
     let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
     let mut m = Measured::default();
     let span = pristine
@@ -253,7 +253,7 @@ pub fn measure(
             let tables = shards.iter().flatten().map(|s| &s.table);
             m.flows = tables.clone().map(|t| t.len() as u64).sum();
             m.index_grown = tables.map(|t| t.stats().index_grown).sum();
-            let rss = crate::memcap::process_bytes("VmRSS").unwrap_or(0);
+            let rss = launch::memcap::process_bytes("VmRSS").unwrap_or(0);
             m.rss_per_flow = rss.saturating_sub(rss0) as f64 / m.flows.max(1) as f64;
         } else {
             measured_lap(chain, &mut shards, &mut work, lap * span, &mut out);

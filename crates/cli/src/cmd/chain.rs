@@ -15,7 +15,7 @@ pub struct CheckArgs {
 
 pub fn run(a: CheckArgs) -> anyhow::Result<()> {
     // the file `run` takes: the chain, and a `[run]` table checked too
-    let (cfg, _run, base) = crate::run::load(a.config.as_deref())?;
+    let (cfg, _run, base) = launch::run::load(a.config.as_deref())?;
     let chain = cfg.build(&base)?;
     print!("{}", chain.describe());
     Ok(())

@@ -160,7 +160,7 @@ pub struct RunArgs {
 /// The `[run]` table.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RunSection {
+pub struct RunSection {
     /// True when `[run.dyssect]` sets `residual` (the simulator otherwise takes
     /// it from its cost model).
     #[serde(skip)]
@@ -198,7 +198,7 @@ pub(crate) struct RunSection {
 /// The `[pool]` table: this node's replication in a Sirius pool.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct PoolSection {
+pub struct PoolSection {
     /// Where this node receives its primaries' copies, `IP:PORT` (UDP).
     pub listen: std::net::SocketAddr,
     /// Its secondary's `listen`.
@@ -235,7 +235,7 @@ pub(crate) struct PoolSection {
 /// `[pool] listen`, in part order) of which this node serves `local`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SplitSection {
+pub struct SplitSection {
     /// The tenant's address.
     pub vip: std::net::IpAddr,
     /// The part this node serves.
@@ -248,7 +248,7 @@ pub(crate) struct SplitSection {
 /// second go to the node at `to` (`runspec::SpillTo`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SpillSection {
+pub struct SpillSection {
     /// The spill node's `[pool] listen`.
     pub to: std::net::SocketAddr,
     /// The tenants' addresses whose new connections may spill.
@@ -296,7 +296,7 @@ fn pool_key(p: &PoolSection, base: &Path) -> anyhow::Result<Option<[u8; 32]>> {
 /// uses them; `run`'s flags of the same names override it.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct IoSection {
+pub struct IoSection {
     /// `"IN,OUT"` or one interface, as `--iface`.
     pub iface: Option<String>,
     /// `user` or `kernel`, as `--steer`.
@@ -333,7 +333,7 @@ fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
 }
 
 /// The chain and the `[run]` table of a config file (or the defaults).
-pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
+pub fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
     let Some(path) = config else {
         return Ok((
             ChainConfig::default_chain(),
@@ -396,7 +396,7 @@ pub(crate) fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSec
 }
 
 /// What a run needs, from the flags and the config file.
-pub(crate) struct Setup {
+pub struct Setup {
     pub chain: nf::Chain,
     /// The chain's configuration and the directory its paths resolve against.
     pub chain_cfg: ChainConfig,
@@ -458,7 +458,7 @@ fn io_backend(flag: Option<IoArg>, io: &IoSection) -> anyhow::Result<netio::Io> 
 /// [`RunConfig`]'s).
 const IFACE_RING: usize = 4096;
 
-pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
+pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let chain = chain_cfg.build(&base)?;
     let name = a
@@ -695,7 +695,7 @@ pub(crate) fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<S
 
 /// Ctrl-C / SIGTERM end the run (it drains and reports); a second one exits at
 /// once.
-pub(crate) fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
+pub fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = runtime::Stop::default();
     for sig in [SIGINT, SIGTERM] {
@@ -707,7 +707,18 @@ pub(crate) fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
     Ok(stop)
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<()> {
+/// How a finished run went: its report, and why its input ended early if it
+/// did (the report covers the run up to then).
+pub struct Ran {
+    /// The run's report (also written to `--json`).
+    pub report: RunReport,
+    /// Why the input failed, if it did.
+    pub input_failure: Option<String>,
+}
+
+/// Runs the chain as `a` says until its input ends or a signal stops it;
+/// writes `--json` and `--output`.
+pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     let Setup {
         chain,
         mut cfg,
@@ -717,7 +728,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         steering,
         io_memory,
         ..
-    } = setup(&a, crate::packets::Hold::Stream)?;
+    } = setup(a, crate::packets::Hold::Stream)?;
     // output paths are checked before the run, not after it
     for p in a.json.iter().chain(&a.output) {
         crate::output::check(p)?;
@@ -814,7 +825,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             out.leftover_leases
         );
     }
-    print_report(&out.report);
     if let Some(p) = &a.json {
         crate::output::json(p, &out.report)?;
     }
@@ -823,136 +833,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         let n = w.finish()?;
         eprintln!("flowshift: wrote {n} packets to {}", p.display());
     }
-    if let Some(why) = &out.input_failure {
-        bail!("the run ended early ({why}); the report above covers it up to then");
-    }
-    Ok(())
-}
-
-pub(crate) fn print_report(r: &RunReport) {
-    println!(
-        "packets     in {}  out {}  dropped {}",
-        r.packets_in,
-        r.packets_out,
-        r.dropped()
-    );
-    let drops: Vec<String> = r
-        .drops
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    if !drops.is_empty() {
-        println!("drops       {}", drops.join(", "));
-    }
-    println!("reordered   {}", r.reordered);
-    println!(
-        "throughput  offered {:.3} Mpps, achieved {:.3} Mpps, {:.3} Gbps",
-        r.throughput["offered_mpps"], r.throughput["mpps"], r.throughput["gbps"]
-    );
-    for class in ["all", "priority", "regular"] {
-        let l = &r.latency_ns[class];
-        if l.max == 0 {
-            continue;
-        }
-        println!(
-            "latency     {class:<8} p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
-            l.p50 as f64 / 1e3,
-            l.p99 as f64 / 1e3,
-            l.p999 as f64 / 1e3,
-            l.max as f64 / 1e3
-        );
-    }
-    let mut more = String::new();
-    for (k, what) in [
-        ("undone", "undone (dropped later in the chain)"),
-        ("evicted", "evicted"),
-        ("emergencies", "emergency-mode entries"),
-    ] {
-        if r.flows.get(k).is_some_and(|n| *n > 0) {
-            more.push_str(&format!(", {} {what}", r.flows[k]));
-        }
-    }
-    println!(
-        "flows       created {}, expired {}{more}",
-        r.flows["created"], r.flows["expired"]
-    );
-    if let (Some(start), Some(peak)) = (r.memory.get("rss_start"), r.memory.get("max_rss")) {
-        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
-        let xdp = r.memory.get("xdp_umem").map_or(String::new(), |x| {
-            format!(", AF_XDP UMEM and rings {:.1} MiB", mib(*x))
-        });
-        println!(
-            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full{xdp}",
-            mib(*peak),
-            mib(*start),
-            mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))
-        );
-    }
-    if !r.pool.is_empty() {
-        let p = |k: &str| r.pool.get(k).copied().unwrap_or(0);
-        println!(
-            "pool        replicated {}, acknowledged {}, installed {}, from primaries {}; \
-             refused {} (bad seal {}, stale {}, replayed {}, malformed {}), acknowledgements refused {}",
-            p("replicated"),
-            p("acked"),
-            p("installed"),
-            p("replicas_in"),
-            p("refused_bad_tag") + p("refused_stale") + p("refused_replayed") + p("refused_malformed"),
-            p("refused_bad_tag"),
-            p("refused_stale"),
-            p("refused_replayed"),
-            p("refused_malformed"),
-            p("acks_refused")
-        );
-    }
-    println!(
-        "migrations  {} shard moves, {} flow entries moved, {} packets held then drained (move p50 {:.0} µs, max {:.0} µs)",
-        r.migrations["shard_moves"],
-        r.migrations["entries_moved"],
-        r.migrations["packets_held"],
-        r.controller["move_us_p50"],
-        r.controller["move_us_max"]
-    );
-    if r.cores["offloading"] > 0 {
-        println!(
-            "offload     {} ratio/core changes, {} flows offloaded, {} recalled, {} packets waited for a recall",
-            r.migrations["offload_changes"],
-            r.migrations["flows_offloaded"],
-            r.migrations["flows_recalled"],
-            r.migrations["packets_pended"]
-        );
-    }
-    for (name, counters) in &r.nf {
-        let nonzero: Vec<String> = counters
-            .iter()
-            .filter(|(_, v)| **v > 0)
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        if !nonzero.is_empty() {
-            println!("nf {name:<8} {}", nonzero.join(", "));
-        }
-    }
-    for c in &r.per_core {
-        println!(
-            "core {:<6} {:<10} load {:>5.1} %  {} packets",
-            c.core,
-            c.role,
-            100.0 * c.load,
-            c.packets
-        );
-    }
-    println!(
-        "imbalance   max/min load {:.3} (working cores)",
-        r.imbalance["max_over_min"]
-    );
-    if let Some(o) = r.imbalance.get("offloading_max_over_min") {
-        println!("            max/min load {o:.3} (offloading cores)");
-    }
+    Ok(Ran {
+        report: out.report,
+        input_failure: out.input_failure,
+    })
 }
 
 /// The balancer called `name`, with its `[run.*]` parameters.
-pub(crate) fn balancer_kind(name: &str, sec: &RunSection) -> anyhow::Result<BalancerKind> {
+pub fn balancer_kind(name: &str, sec: &RunSection) -> anyhow::Result<BalancerKind> {
     Ok(match name {
         "static" => BalancerKind::Static,
         "random" => BalancerKind::Random,

@@ -19,7 +19,7 @@ use netio::netns;
 use netio::poolbed::{PoolBed, SERVER};
 use serde::Serialize;
 
-use crate::bench_kernel::{parse_mac, send};
+use crate::kernel::{parse_mac, send};
 
 /// Options of `flowshift pool bench`.
 #[derive(Args, Debug)]
@@ -134,7 +134,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("flowshift-pool-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // replication sealed with a pool key, as `pool run` seals it
-    let (key_file, _) = crate::pool_run::write_pool_key(&dir)?;
+    let (key_file, _) = poolctl::groups::write_pool_key(&dir)?;
     let dur = Duration::from_secs_f64(a.seconds);
     eprintln!(
         "flowshift pool bench: {NODES} nodes (FW → NAT, one working core each), 64 B UDP, \
@@ -153,12 +153,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 let salt = (round * 4 + k.min(1) * 2 + usize::from(traffic == "new")) as u8;
                 let batch = frames(flows, r_mac, c_mac, salt & 0x0f);
                 // killed if the bench fails before stopping them
-                let mut nodes = crate::pool_run::Nodes(Vec::new());
+                let mut nodes = poolctl::groups::Nodes(Vec::new());
                 for i in 0..NODES {
                     // room for every flow of a `new` run (1 M per node)
                     let cfg = format!(
                         "[table]\ncapacity = 65536\n{}",
-                        crate::pool_run::node_config(
+                        poolctl::groups::node_config(
                             None,
                             i,
                             NODES,
@@ -168,13 +168,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     );
                     std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
                     let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
-                    let from = crate::pool_run::node_log_len(&dir, i);
-                    let node = crate::pool_run::start_node(&bed, &dir, 1, i)?;
+                    let from = poolctl::groups::node_log_len(&dir, i);
+                    let node = poolctl::groups::start_node(&bed, &dir, 1, i)?;
                     let limit = Duration::from_secs(30);
                     nodes.0.push(Some(node));
                     let node = nodes.0[i].as_mut().expect("started");
                     let log = dir.join(format!("node{i}.log"));
-                    crate::forwarding::wait(&log, from, node, limit)
+                    launch::forwarding::wait(&log, from, node, limit)
                         .with_context(|| format!("node {i}"))?;
                 }
                 // forwarding once every probe crosses (the odd neighbour
@@ -282,7 +282,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &a.json {
-        crate::output::json(p, &samples)?;
+        launch::output::json(p, &samples)?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
