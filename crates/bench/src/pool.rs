@@ -21,6 +21,13 @@ use serde::Serialize;
 
 use crate::kernel::{parse_mac, send};
 
+/// The nodes' chain: the pool's default (a firewall, a NAT to the node's
+/// addresses), with flow tables for every flow of a `new` run (1 M per
+/// node).
+const BENCH_CHAIN: &str = "[table]\ncapacity = 65536\n\n\
+    [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\n\
+    [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = []\n";
+
 /// Options of `flowshift pool bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -135,6 +142,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     // replication sealed with a pool key, as `pool run` seals it
     let (key_file, _) = poolctl::groups::write_pool_key(&dir)?;
+    // room for every flow of a `new` run (1 M per node)
+    let chain = dir.join("chain.toml");
+    std::fs::write(&chain, BENCH_CHAIN)?;
     let dur = Duration::from_secs_f64(a.seconds);
     eprintln!(
         "flowshift pool bench: {NODES} nodes (FW → NAT, one working core each), 64 B UDP, \
@@ -155,18 +165,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 // killed if the bench fails before stopping them
                 let mut nodes = poolctl::groups::Nodes(Vec::new());
                 for i in 0..NODES {
-                    // room for every flow of a `new` run (1 M per node)
-                    let cfg = format!(
-                        "[table]\ncapacity = 65536\n{}",
-                        poolctl::groups::node_config(
-                            None,
-                            i,
-                            NODES,
-                            replication != "off",
-                            (replication == "on").then_some(key_file.as_path()),
-                        )?
-                    );
-                    std::fs::write(dir.join(format!("node{i}.toml")), cfg)?;
+                    let cfg = poolctl::groups::node_config(
+                        Some(&chain),
+                        i,
+                        NODES,
+                        replication != "off",
+                        (replication == "on").then_some(key_file.as_path()),
+                    )?;
+                    cfg.write(&dir.join(format!("node{i}.toml")))?;
                     let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
                     let from = poolctl::groups::node_log_len(&dir, i);
                     let node = poolctl::groups::start_node(&bed, &dir, 1, i)?;

@@ -20,7 +20,7 @@ use crate::kingman::utilisation_cap;
 use crate::model::{solve, Instance, Objective, SolveError};
 
 /// Parameters of the Dyssect controller.
-#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DyssectConfig {
     /// Long timescale τ, ns (1 s).
@@ -80,7 +80,7 @@ impl Default for DyssectConfig {
 }
 
 /// The short-timescale model's objective (`[run.dyssect] objective`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ShortObjective {
     /// Table III: fewest shard migrations and re-associations that meet every

@@ -12,6 +12,7 @@
 //! - [`speaker`]: a pool node's BGP speaker (`[pool.bgp]`).
 //! - [`forwarding`]: waiting for a child `flowshift run` to forward.
 
+pub mod file;
 pub mod forwarding;
 pub mod memcap;
 pub mod metrics;

@@ -1,14 +1,12 @@
 //! `flowshift run`: a chain on worker threads over a trace, with live load moved by
 //! the configured balancer; prints a report and optionally writes it as JSON.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use nf::ChainConfig;
 use runtime::{BalancerKind, RunConfig, RunReport};
-use serde::Deserialize;
 use trace::Pace;
 
 /// `run --rx`.
@@ -157,243 +155,8 @@ pub struct RunArgs {
     pub replay_memory: Option<String>,
 }
 
-/// The `[run]` table.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunSection {
-    /// True when `[run.dyssect]` sets `residual` (the simulator otherwise takes
-    /// it from its cost model).
-    #[serde(skip)]
-    pub dyssect_residual_set: bool,
-    workers: Option<usize>,
-    offloaders: Option<usize>,
-    offload_ratio: Option<f64>,
-    offload_select: Option<String>,
-    ring_size: Option<usize>,
-    burst: Option<usize>,
-    balancer: Option<String>,
-    period: Option<String>,
-    nic_update_delay: Option<String>,
-    speed: Option<f64>,
-    presteer: Option<bool>,
-    nic_threads: Option<usize>,
-    replay_memory: Option<String>,
-    loops: Option<u32>,
-    duration: Option<String>,
-    seed: Option<u64>,
-    /// Moved to `[io] iface`: refused with a message saying so.
-    iface: Option<toml::Value>,
-    /// RSS++ parameters (`[run.rsspp]`).
-    rsspp: Option<balance::balancers::RssppConfig>,
-    /// Dyssect parameters (`[run.dyssect]`).
-    pub dyssect: Option<dyssect::DyssectConfig>,
-    /// The `[io]` table (a table of its own in the file).
-    #[serde(skip)]
-    pub io: IoSection,
-    /// The `[pool]` table (a table of its own in the file).
-    #[serde(skip)]
-    pub pool: Option<PoolSection>,
-}
-
-/// The `[pool]` table: this node's replication in a Sirius pool.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PoolSection {
-    /// Where this node receives its primaries' copies, `IP:PORT` (UDP).
-    pub listen: std::net::SocketAddr,
-    /// Its secondary's `listen`.
-    pub secondary: std::net::SocketAddr,
-    /// A file holding the pool's key (64 hexadecimal digits; readable by
-    /// its owner alone): every pool message is sealed with it, and one that
-    /// is not is refused. Relative to the config file.
-    pub key_file: Option<PathBuf>,
-    /// No key on a non-loopback `listen`: only on a fabric that nothing but
-    /// the pool reaches.
-    #[serde(default)]
-    pub insecure: bool,
-    /// The node's BGP speaker (`[pool.bgp]`, `pool::bgp::Node`): what it
-    /// announces to the pool's router, started with the node and dying with
-    /// it. Needs `--iface`.
-    pub bgp: Option<pool::bgp::Node>,
-    /// Pair heartbeats: ms without an answer from the secondary before this
-    /// node takes it for lost and sends its packets out unprotected
-    /// (`runspec::Replica::pair_timeout_ms`) [default: off].
-    pub pair_timeout_ms: Option<u32>,
-    /// The `listen` of the node this one is the secondary of: with pair
-    /// heartbeats on, a primary silent as long is lost, and the node's BGP
-    /// speaker announces itself promoted.
-    pub primary: Option<std::net::SocketAddr>,
-    /// Spill-over (`[pool.spill]`, Sirius §3.3.4).
-    pub spill: Option<SpillSection>,
-    /// Tenants split over several nodes (`[[pool.split]]`,
-    /// `runspec::SplitTenant`).
-    #[serde(default)]
-    pub split: Vec<SplitSection>,
-}
-
-/// `[[pool.split]]`: a tenant split over `parts` (each part's node's
-/// `[pool] listen`, in part order) of which this node serves `local`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SplitSection {
-    /// The tenant's address.
-    pub vip: std::net::IpAddr,
-    /// The part this node serves.
-    pub local: u16,
-    /// Each part's node.
-    pub parts: Vec<std::net::SocketAddr>,
-}
-
-/// `[pool.spill]`: new TCP connections to `vips` beyond `capacity` per
-/// second go to the node at `to` (`runspec::SpillTo`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SpillSection {
-    /// The spill node's `[pool] listen`.
-    pub to: std::net::SocketAddr,
-    /// The tenants' addresses whose new connections may spill.
-    pub vips: Vec<std::net::IpAddr>,
-    /// New connections per second this node takes.
-    pub capacity: u32,
-    /// How long a spilled connection's later packets still follow it after
-    /// the last spill, ms [default: 10000].
-    pub linger_ms: Option<u32>,
-}
-
-/// The pool's key from `[pool] key_file` (relative to `base`), refused if
-/// other users may read it; none without a file, which a non-loopback
-/// `listen` allows only with `insecure = true`.
-fn pool_key(p: &PoolSection, base: &Path) -> anyhow::Result<Option<[u8; 32]>> {
-    use std::os::unix::fs::PermissionsExt;
-    let Some(f) = &p.key_file else {
-        if !p.listen.ip().is_loopback() && !p.insecure {
-            bail!(
-                "`pool.listen` = {} is reachable from the network and there is no                  `pool.key_file`: anyone who reaches that port could install flow state and                  send frames out of this node. Give a key file (64 hexadecimal digits, mode                  600; e.g. `openssl rand -hex 32 > pool.key`), or `insecure = true` on a fabric                  nothing but the pool reaches",
-                p.listen
-            );
-        }
-        return Ok(None);
-    };
-    let path = base.join(f);
-    let meta = std::fs::metadata(&path)
-        .with_context(|| format!("`pool.key_file` = {}", path.display()))?;
-    let mode = meta.permissions().mode();
-    if mode & 0o077 != 0 {
-        bail!(
-            "`pool.key_file` = {}: other users may read it (mode {:o}); `chmod 600` it",
-            path.display(),
-            mode & 0o777
-        );
-    }
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("`pool.key_file` = {}", path.display()))?;
-    let key = pool::auth::Key::parse(&text)
-        .map_err(|e| anyhow::anyhow!("`pool.key_file` = {}: {e}", path.display()))?;
-    Ok(Some(key.bytes()))
-}
-
-/// The `[io]` table: the interfaces a run is a network function on, and how it
-/// uses them; `run`'s flags of the same names override it.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IoSection {
-    /// `"IN,OUT"` or one interface, as `--iface`.
-    pub iface: Option<String>,
-    /// `user` or `kernel`, as `--steer`.
-    pub steer: Option<String>,
-    /// `recvmmsg` or `ring`, as `--rx`.
-    pub rx: Option<String>,
-    /// `sendmmsg` or `ring`, as `--tx`.
-    pub tx: Option<String>,
-    /// Receive packet steering on single-queue interfaces for the run
-    /// (default true); false, as `--no-rps`.
-    pub rps: Option<bool>,
-    /// `packet` or `xdp`, as `--io`.
-    pub backend: Option<String>,
-    /// AF_XDP: UMEM frames of 2 KiB per socket (a power of two, default
-    /// 4096).
-    pub xdp_frames: Option<u32>,
-    /// AF_XDP: descriptors per ring (a power of two, default 2048).
-    pub xdp_ring: Option<u32>,
-    /// AF_XDP: `native` (the driver runs the program; refused where it
-    /// cannot) or `auto` (generic mode where the driver cannot) [default:
-    /// auto].
-    pub xdp_mode: Option<String>,
-    /// An address to serve Prometheus metrics at, as `--metrics`.
-    pub metrics: Option<String>,
-    /// Serve metrics on an address other than loopback (the endpoint has no
-    /// authentication) [default: false].
-    #[serde(default)]
-    pub metrics_public: bool,
-}
-
-fn duration(field: &str, s: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(s)
-        .with_context(|| format!("`{field}` = `{s}`: write e.g. \"100ms\" or \"10s\""))
-}
-
-/// The chain and the `[run]` table of a config file (or the defaults).
-pub fn load(config: Option<&Path>) -> anyhow::Result<(ChainConfig, RunSection, PathBuf)> {
-    let Some(path) = config else {
-        return Ok((
-            ChainConfig::default_chain(),
-            RunSection::default(),
-            PathBuf::from("."),
-        ));
-    };
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut table: toml::Table =
-        toml::from_str(&text).with_context(|| path.display().to_string())?;
-    let run: RunSection = match table.remove("run") {
-        Some(toml::Value::Table(t)) => {
-            let residual = t.get("dyssect").and_then(|d| d.get("residual")).is_some();
-            let mut run: RunSection =
-                nf::config::from_table("run", t).with_context(|| path.display().to_string())?;
-            run.dyssect_residual_set = residual;
-            run
-        }
-        Some(_) => anyhow::bail!("{}: `run` must be a table ([run])", path.display()),
-        None => RunSection::default(),
-    };
-    let mut run = run;
-    if run.iface.is_some() {
-        anyhow::bail!(
-            "{}: `[run] iface` is now `[io] iface` (with `steer`, `rx`, `tx`, `metrics`)",
-            path.display()
-        );
-    }
-    run.io = match table.remove("io") {
-        Some(toml::Value::Table(t)) => {
-            nf::config::from_table("io", t).with_context(|| path.display().to_string())?
-        }
-        Some(_) => anyhow::bail!("{}: `io` must be a table ([io])", path.display()),
-        None => IoSection::default(),
-    };
-    run.pool = match table.remove("pool") {
-        Some(toml::Value::Table(t)) => {
-            Some(nf::config::from_table("pool", t).with_context(|| path.display().to_string())?)
-        }
-        Some(_) => anyhow::bail!("{}: `pool` must be a table ([pool])", path.display()),
-        None => None,
-    };
-    let has_chain = table.contains_key("nf");
-    let mut chain: ChainConfig =
-        nf::config::from_table("", table).with_context(|| path.display().to_string())?;
-    if !has_chain {
-        // a file of run settings alone runs them on the default chain
-        chain.nf = ChainConfig::default_chain().nf;
-        eprintln!(
-            "flowshift: {} has no [[nf]]: the default chain (firewall → NAT → seqcheck)",
-            path.display()
-        );
-    }
-    Ok((
-        chain,
-        run,
-        path.parent().map(Path::to_path_buf).unwrap_or_default(),
-    ))
-}
+use crate::file::{duration, pool_key};
+pub use crate::file::{load, IoSection, PoolSection, RunSection};
 
 /// What a run needs, from the flags and the config file.
 pub struct Setup {
@@ -459,7 +222,14 @@ fn io_backend(flag: Option<IoArg>, io: &IoSection) -> anyhow::Result<netio::Io> 
 const IFACE_RING: usize = 4096;
 
 pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
-    let (chain_cfg, sec, base) = load(a.config.as_deref())?;
+    let (mut chain_cfg, sec, base) = load(a.config.as_deref())?;
+    if let Some(ext) = &sec.nat_external {
+        for nf in &mut chain_cfg.nf {
+            if let nf::config::NfSection::Nat(n) = nf {
+                n.external.clone_from(ext);
+            }
+        }
+    }
     let chain = chain_cfg.build(&base)?;
     let name = a
         .balancer

@@ -19,18 +19,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use netio::bird::{Control, Daemon, Tie};
-use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC, SYNC_PORT};
+use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC};
 use pool::bgp::{node_asn, Announce, Bfd, Peer, Role, Router, Side};
 use serde::Serialize;
 
-use crate::groups::{node_config, start_node, write_pool_key, Nodes, RunArgs};
+use crate::groups::{node_config, start_node, sync, write_pool_key, Nodes, RunArgs};
+use launch::file::{NodeFile, SpillSection, SplitSection};
 
 /// Pair heartbeats' timeout: a node whose secondary is silent this long
 /// sends its packets out unprotected. Live nodes were silent for up to 91 ms
 /// on this loaded 2-CPU machine (`pool run`'s longest silence, with
 /// downloads and two busy loops beside); a false loss costs protection, not
 /// packets.
-const PAIR_TIMEOUT_MS: i64 = 150;
+const PAIR_TIMEOUT_MS: u32 = 150;
 
 /// A change of a router's session with a node, ms since the nodes were started.
 #[derive(Clone, Debug, Serialize)]
@@ -147,34 +148,20 @@ pub fn adoptable(i: usize, layout: &Layout) -> Vec<pool::bgp::Adopt> {
         .collect()
 }
 
-/// A node's replication port.
-pub fn sync(i: usize) -> std::net::SocketAddr {
-    std::net::SocketAddr::new(
-        PoolBed::sync_addr(i).parse().expect("an address"),
-        SYNC_PORT,
-    )
-}
-
-/// Node `i`'s split tenants as `[[pool.split]]` tables: those whose primary
-/// it is, and those whose primary it backs up (it serves their first part
-/// once promoted) — unless it also serves one of their parts (it then holds
-/// the state of both and serves every connection itself).
-fn splits(i: usize, layout: &Layout) -> Vec<toml::Value> {
+/// Node `i`'s split tenants (`[[pool.split]]`): those whose primary it is,
+/// and those whose primary it backs up (it serves their first part once
+/// promoted) — unless it also serves one of their parts (it then holds the
+/// state of both and serves every connection itself).
+fn splits(i: usize, layout: &Layout) -> Vec<SplitSection> {
     let n = layout.vips.len();
     layout
         .parts
         .iter()
         .filter(|(_, nodes)| nodes[0] == i || ((nodes[0] + 1) % n == i && !nodes.contains(&i)))
-        .map(|(&t, nodes)| {
-            let mut s = toml::Table::new();
-            s.insert("vip".into(), PoolBed::vip(t).into());
-            s.insert("local".into(), 0.into());
-            let parts: Vec<toml::Value> = nodes
-                .iter()
-                .map(|&k| format!("{}:{SYNC_PORT}", PoolBed::sync_addr(k)).into())
-                .collect();
-            s.insert("parts".into(), parts.into());
-            s.into()
+        .map(|(&t, nodes)| SplitSection {
+            vip: PoolBed::vip(t).parse().expect("an address"),
+            local: 0,
+            parts: nodes.iter().map(|&k| sync(k)).collect(),
         })
         .collect()
 }
@@ -278,10 +265,10 @@ fn config(
     key: &Path,
     bfd: Bfd,
     layout: &Layout,
-) -> anyhow::Result<String> {
-    let text = node_config(a.config.as_deref(), i, bed.nodes, true, Some(key))?;
-    let mut t: toml::Table = toml::from_str(&text)?;
-    let speaker = pool::bgp::Node {
+) -> anyhow::Result<NodeFile> {
+    let mut f = node_config(a.config.as_deref(), i, bed.nodes, true, Some(key))?;
+    let pool = f.pool.as_mut().expect("node_config writes [pool]");
+    pool.bgp = Some(pool::bgp::Node {
         local: PoolBed::sync_addr(i).parse()?,
         asn: node_asn(i),
         peer: ROUTER_SYNC.parse()?,
@@ -290,44 +277,29 @@ fn config(
         bfd,
         announce: announcements(i, layout),
         adopt: adoptable(i, layout),
-    };
-    let pool = t
-        .get_mut("pool")
-        .and_then(toml::Value::as_table_mut)
-        .expect("node_config writes [pool]");
-    pool.insert("bgp".into(), toml::Value::try_from(&speaker)?);
+    });
     // with no controller to re-ring it, a node finds a lost secondary itself,
     // and a lost primary
-    pool.insert("pair_timeout_ms".into(), PAIR_TIMEOUT_MS.into());
-    let prev = (i + bed.nodes - 1) % bed.nodes;
-    let primary = std::net::SocketAddr::new(PoolBed::sync_addr(prev).parse()?, SYNC_PORT);
-    pool.insert("primary".into(), primary.to_string().into());
+    pool.pair_timeout_ms = Some(PAIR_TIMEOUT_MS);
+    pool.primary = Some(sync((i + bed.nodes - 1) % bed.nodes));
     if let Some(capacity) = a.spill_capacity {
-        // the node two ahead is in another pair (i and i + 1 are one)
-        let to = (i + 2) % bed.nodes;
-        let mut spill = toml::Table::new();
-        spill.insert(
-            "to".into(),
-            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(to)).into(),
-        );
-        let mine: Vec<toml::Value> = layout.vips[i]
+        let vips: Vec<std::net::IpAddr> = layout.vips[i]
             .iter()
             .filter(|t| !layout.parts.contains_key(t))
-            .map(|&t| PoolBed::vip(t).into())
+            .map(|&t| PoolBed::vip(t).parse().expect("an address"))
             .collect();
-        let any = !mine.is_empty();
-        spill.insert("vips".into(), mine.into());
-        spill.insert("capacity".into(), i64::from(capacity).into());
-        spill.insert("linger_ms".into(), i64::from(a.spill_linger_ms).into());
-        if any {
-            pool.insert("spill".into(), spill.into());
+        if !vips.is_empty() {
+            pool.spill = Some(SpillSection {
+                // the node two ahead is in another pair (i and i + 1 are one)
+                to: sync((i + 2) % bed.nodes),
+                vips,
+                capacity,
+                linger_ms: Some(a.spill_linger_ms),
+            });
         }
     }
-    let split = splits(i, layout);
-    if !split.is_empty() {
-        pool.insert("split".into(), split.into());
-    }
-    Ok(toml::to_string(&t)?)
+    pool.split = splits(i, layout);
+    Ok(f)
 }
 
 pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
@@ -463,16 +435,11 @@ fn provision(
     let bed = PoolBed::up_bgp(&a.prefix, a.nodes, n_vips)
         .context("building the pool bed (needs root: network namespaces)")?;
     for i in 0..a.nodes {
-        std::fs::write(
-            out.join(format!("node{i}.toml")),
-            config(a, &bed, i, &key_file, bfd, layout)?,
-        )?;
+        config(a, &bed, i, &key_file, bfd, layout)?.write(&out.join(format!("node{i}.toml")))?;
         for old in ["json", "log", "bird.log"] {
             let _ = std::fs::remove_file(out.join(format!("node{i}.{old}")));
         }
     }
-    // a config the nodes would refuse fails here, before they start
-    launch::run::load(Some(&out.join("node0.toml")))?;
     let conf = out.join("router.bird.conf");
     std::fs::write(&conf, router(&bed, bfd).bird_config())?;
     netio::bird::check(&conf)?;
@@ -659,13 +626,10 @@ mod tests {
         let parts = |i| {
             splits(i, &l)
                 .into_iter()
-                .map(|v| (v["local"].as_integer().unwrap(), v["parts"].clone()))
+                .map(|v| (v.local, v.parts))
                 .collect::<Vec<_>>()
         };
-        let both = toml::Value::Array(vec![
-            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(0)).into(),
-            format!("{}:{SYNC_PORT}", PoolBed::sync_addr(2)).into(),
-        ]);
+        let both = vec![sync(0), sync(2)];
         assert_eq!(parts(0), vec![(0, both.clone())]);
         assert_eq!(parts(1), vec![(0, both)], "its backup, once promoted");
         assert!(parts(2).is_empty(), "a part's node serves what it is sent");

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use launch::file::{NodeFile, PoolSection};
 use netio::poolbed::{PoolBed, SYNC_PORT};
 use pool::detect::{Detector, Down};
 use pool::jobs::{Jobs, Order, Then};
@@ -241,7 +242,8 @@ fn exiting(pid: u32) -> bool {
 /// A node starting, or found down, is heartbeaten every this many rounds.
 const SLOW_BEAT: u64 = 50;
 
-fn sync(i: usize) -> SocketAddr {
+/// Node `i`'s replication address (its `[pool] listen`).
+pub fn sync(i: usize) -> SocketAddr {
     SocketAddr::new(
         PoolBed::sync_addr(i).parse().expect("an address"),
         SYNC_PORT,
@@ -274,56 +276,25 @@ pub fn node_config(
     nodes: usize,
     replicate: bool,
     key_file: Option<&Path>,
-) -> anyhow::Result<String> {
-    let mut t: toml::Table = match chain {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str(&text).with_context(|| p.display().to_string())?
-        }
-        None => toml::from_str(
-            "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
-             [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = []\n",
-        )
-        .expect("the default chain parses"),
-    };
-    for k in ["io", "pool"] {
-        if t.remove(k).is_some() {
-            eprintln!("flowshift pool: the chain's [{k}] table is the pool's to set: ignored");
-        }
-    }
-    if let Some(toml::Value::Array(nfs)) = t.get_mut("nf") {
-        for nf in nfs {
-            if let Some(nf) = nf.as_table_mut() {
-                if nf.get("kind").and_then(toml::Value::as_str) == Some("nat") {
-                    nf.insert(
-                        "external".into(),
-                        toml::Value::Array(vec![PoolBed::nat_pool(i).into()]),
-                    );
-                }
-            }
-        }
-    }
+) -> anyhow::Result<NodeFile> {
+    let mut f = NodeFile::from_chain(chain)?;
+    f.run.nat_external = Some(vec![PoolBed::nat_pool(i)]);
     // the pool's processes share the machine's CPUs: a node's core may be
     // away for tens of milliseconds, and its ring must hold what arrives
     // meanwhile (a full ring drops, counted `ring_full`)
-    let run = t
-        .entry("run")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    if let Some(run) = run.as_table_mut() {
-        run.entry("ring_size").or_insert(8192.into());
-    }
-    if replicate {
-        let mut pool = toml::Table::new();
-        pool.insert("listen".into(), sync(i).to_string().into());
-        pool.insert("secondary".into(), sync((i + 1) % nodes).to_string().into());
-        match key_file {
-            Some(k) => pool.insert("key_file".into(), k.display().to_string().into()),
-            None => pool.insert("insecure".into(), true.into()),
-        };
-        t.insert("pool".into(), toml::Value::Table(pool));
-    }
-    Ok(toml::to_string(&t)?)
+    f.run.ring_size.get_or_insert(8192);
+    f.pool = replicate.then(|| PoolSection {
+        listen: sync(i),
+        secondary: sync((i + 1) % nodes),
+        key_file: key_file.map(Path::to_path_buf),
+        insecure: key_file.is_none(),
+        bgp: None,
+        pair_timeout_ms: None,
+        primary: None,
+        spill: None,
+        split: Vec::new(),
+    });
+    Ok(f)
 }
 
 /// Starts node `i` with `workers` working cores, its config, log and report
@@ -964,14 +935,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let (key_file, key) = write_pool_key(&a.out)?;
     let key_file = std::fs::canonicalize(&key_file)?;
     for i in 0..total {
-        let text = node_config(a.config.as_deref(), i, total, true, Some(&key_file))?;
-        std::fs::write(a.out.join(format!("node{i}.toml")), text)?;
+        node_config(a.config.as_deref(), i, total, true, Some(&key_file))?
+            .write(&a.out.join(format!("node{i}.toml")))?;
         for old in ["json", "log"] {
             let _ = std::fs::remove_file(a.out.join(format!("node{i}.{old}")));
         }
     }
-    // a config the nodes would refuse fails here, before the bed is built
-    launch::run::load(Some(&a.out.join("node0.toml")))?;
     let stop = launch::run::stop_on_signals()?;
     let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &weights)
         .context("building the pool bed (needs root: network namespaces)")?;

@@ -26,7 +26,8 @@ use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
 
-use crate::bgp::{adoptable, sync, Layout};
+use crate::bgp::{adoptable, Layout};
+use crate::groups::sync;
 
 /// A re-pairing, ms since the nodes were started.
 #[derive(Clone, Debug, Serialize)]

@@ -31,7 +31,7 @@ use super::{Balancer, Plan, Snapshot};
 use crate::{CoreId, ShardId};
 
 /// RSS++ parameters (published defaults).
-#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RssppConfig {
     /// Imbalance threshold around the mean load (0.02).
