@@ -322,7 +322,7 @@ fn run_rejects_what_it_cannot_do() {
     let o = flowshift(&["run", "--balancer", "magic"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("`balancer` = `magic`"));
     let o = flowshift(&["run", "--nic-threads", "0"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("`nic_threads` = 0: must be between 1"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run.nic_threads = 0: must be between 1"));
     let o = flowshift(&["run", "--nic-threads", "2", "--presteer"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("with `presteer`"));
     let cfg = tmp("run-bad.toml");

@@ -248,12 +248,6 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
         cfg.offloaders = o;
     }
     if let Some(r) = a.offload_ratio.or(sec.offload_ratio) {
-        if !(0.0..=1.0).contains(&r) {
-            bail!("`offload_ratio` = {r}: must be between 0 and 1");
-        }
-        if cfg.offloaders == 0 && r > 0.0 {
-            bail!("`offload_ratio` = {r} needs offloading cores: add --offloaders N");
-        }
         cfg.offload_ratio = r;
     }
     if let Some(r) = sec.ring_size {
@@ -281,18 +275,6 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     }
     cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
     if let Some(k) = a.nic_threads.or(sec.nic_threads) {
-        if !(1..=runspec::MAX_NIC_THREADS).contains(&k) {
-            bail!(
-                "`nic_threads` = {k}: must be between 1 and {}",
-                runspec::MAX_NIC_THREADS
-            );
-        }
-        if k > 1 && cfg.presteer {
-            bail!(
-                "`nic_threads` = {k} with `presteer`: a pre-steered trace is parsed before \
-                 the run, there is nothing left for more NIC-model threads to do"
-            );
-        }
         cfg.nic_threads = k;
     }
     cfg.replica = match &sec.pool {

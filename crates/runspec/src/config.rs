@@ -372,6 +372,21 @@ impl RunConfig {
                 format!("must be between 1 and {MAX_NIC_THREADS}"),
             ));
         }
+        if self.offloaders == 0 && self.offload_ratio > 0.0 {
+            return Err(ConfigError::new(
+                "offload_ratio",
+                self.offload_ratio,
+                "needs offloading cores: add --offloaders N",
+            ));
+        }
+        if self.nic_threads > 1 && self.presteer {
+            return Err(ConfigError::new(
+                "nic_threads",
+                self.nic_threads,
+                "with `presteer`: a pre-steered trace is parsed before the run, there is \
+                 nothing left for more NIC-model threads to do",
+            ));
+        }
         if self.period < std::time::Duration::from_micros(10) {
             return Err(ConfigError::new(
                 "period",
