@@ -889,6 +889,72 @@ impl Controller<'_> {
     }
 }
 
+/// `pool run`'s flags, checked: the groups controller's durations and the
+/// pool's size.
+struct Checked {
+    duration: Option<Duration>,
+    join_after: Duration,
+    restart_after: Option<Duration>,
+    weights: Vec<u8>,
+    total: usize,
+}
+
+fn check(a: &RunArgs) -> anyhow::Result<Checked> {
+    if a.plan.is_some() {
+        bail!("--plan places tenants by the routes nodes announce: it needs --routing bgp");
+    }
+    if a.spill_capacity.is_some() {
+        bail!("--spill-capacity spills a node's tenants to another pair: it needs --routing bgp");
+    }
+    let join_after = humantime::parse_duration(&a.join_after)
+        .with_context(|| format!("--join-after {}", a.join_after))?;
+    let total = a.nodes + a.spares;
+    if total > 16 {
+        bail!("--nodes plus --spares: at most 16 nodes");
+    }
+    let weights = weights(a.weights.as_deref(), a.nodes)?;
+    let restart_after = match a.restart_after.as_str() {
+        "off" => None,
+        d => Some(
+            humantime::parse_duration(d)
+                .with_context(|| format!("--restart-after {d} (a duration, or `off`)"))?,
+        ),
+    };
+    Ok(Checked {
+        duration: None,
+        join_after,
+        restart_after,
+        weights,
+        total,
+    })
+}
+
+/// The controller's sockets on the sync network, in the router's namespace:
+/// one for orders and answers, one connected to each node for heartbeats.
+fn controller_sockets(bed: &PoolBed, total: usize) -> anyhow::Result<(UdpSocket, Vec<UdpSocket>)> {
+    let router = bed.router();
+    std::thread::scope(|s| {
+        s.spawn(|| -> anyhow::Result<(UdpSocket, Vec<UdpSocket>)> {
+            netio::netns::enter(&router)?;
+            let bind = || -> std::io::Result<UdpSocket> {
+                let sock = UdpSocket::bind(("10.77.0.254", 0))?;
+                sock.set_nonblocking(true)?;
+                Ok(sock)
+            };
+            let hb = (0..total)
+                .map(|i| {
+                    let h = bind()?;
+                    h.connect(sync(i))?;
+                    Ok(h)
+                })
+                .collect::<std::io::Result<Vec<_>>>()?;
+            Ok((bind()?, hb))
+        })
+        .join()
+        .expect("binding thread")
+    })
+}
+
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if !(2..=16).contains(&a.nodes) {
         bail!(
@@ -910,26 +976,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if a.routing == Routing::Bgp {
         return crate::bgp::run(&a, duration);
     }
-    if a.plan.is_some() {
-        bail!("--plan places tenants by the routes nodes announce: it needs --routing bgp");
-    }
-    if a.spill_capacity.is_some() {
-        bail!("--spill-capacity spills a node's tenants to another pair: it needs --routing bgp");
-    }
-    let join_after = humantime::parse_duration(&a.join_after)
-        .with_context(|| format!("--join-after {}", a.join_after))?;
-    let total = a.nodes + a.spares;
-    if total > 16 {
-        bail!("--nodes plus --spares: at most 16 nodes");
-    }
-    let weights = weights(a.weights.as_deref(), a.nodes)?;
-    let restart_after = match a.restart_after.as_str() {
-        "off" => None,
-        d => Some(
-            humantime::parse_duration(d)
-                .with_context(|| format!("--restart-after {d} (a duration, or `off`)"))?,
-        ),
+    let ck = Checked {
+        duration,
+        ..check(&a)?
     };
+    let total = ck.total;
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
     // every message between the nodes and the controller is sealed with it
     let (key_file, key) = write_pool_key(&a.out)?;
@@ -942,7 +993,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     }
     let stop = launch::run::stop_on_signals()?;
-    let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &weights)
+    let bed = PoolBed::up_weighted(&a.prefix, total, a.buckets, &ck.weights)
         .context("building the pool bed (needs root: network namespaces)")?;
     if a.spares > 0 {
         // the spares wait outside the groups
@@ -964,28 +1015,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     for i in 0..total {
         nodes.0.push(Some(start_node(&bed, &a.out, a.workers, i)?));
     }
-    // the controller lives on the sync network, in the router's namespace
-    let router = bed.router();
-    let (sock, hb) = std::thread::scope(|s| {
-        s.spawn(|| -> anyhow::Result<(UdpSocket, Vec<UdpSocket>)> {
-            netio::netns::enter(&router)?;
-            let bind = || -> std::io::Result<UdpSocket> {
-                let sock = UdpSocket::bind(("10.77.0.254", 0))?;
-                sock.set_nonblocking(true)?;
-                Ok(sock)
-            };
-            let hb = (0..total)
-                .map(|i| {
-                    let h = bind()?;
-                    h.connect(sync(i))?;
-                    Ok(h)
-                })
-                .collect::<std::io::Result<Vec<_>>>()?;
-            Ok((bind()?, hb))
-        })
-        .join()
-        .expect("binding thread")
-    })?;
+    let (sock, hb) = controller_sockets(&bed, total)?;
     let period = Duration::from_micros(a.heartbeat_us);
     let mut c = Controller {
         a: &a,
@@ -999,7 +1029,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         det: Detector::new(total, period.as_nanos() as u64, a.missed),
         ring: Ring::new(&(0..a.nodes as u16).collect::<Vec<_>>(), a.buckets),
         carrier: (0..total).collect(),
-        restart_after,
+        restart_after: ck.restart_after,
         down_at: vec![None; total],
         heard: vec![None; total],
         back: (0..total).map(|_| None).collect(),
@@ -1015,99 +1045,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         round: 0,
         t0: Instant::now(),
     };
-    let mut up_at: Option<Instant> = None;
-    let mut next_status = Instant::now();
-    let mut joins_ordered = 0u32;
-    while !stop.0.load(Ordering::Relaxed) {
-        if up_at.is_none() && c.now() > Duration::from_secs(30) {
-            bail!(
-                "the nodes did not answer within 30 s (see {}/node*.log)",
-                a.out.display()
-            );
-        }
-        if let (Some(u), Some(d)) = (up_at, duration) {
-            if u.elapsed() >= d {
-                break;
-            }
-        }
-        c.beat(period)?;
-        if up_at.is_none() && c.det.all_up() {
-            up_at = Some(Instant::now());
-            c.say(format!(
-                "{} nodes up ({} spare); traffic from the client namespace `{}` \
-                 (10.0.0.2) to the server `{}` (198.51.100.2); Ctrl-C to stop",
-                total,
-                a.spares,
-                bed.client(),
-                bed.server()
-            ));
-            c.say(format!(
-                "no server is started: run one, e.g. `ip netns exec {} python3 -m http.server \
-                 8080 --bind 198.51.100.2`, and send from the client: `ip netns exec {} curl \
-                 http://198.51.100.2:8080/`",
-                bed.server(),
-                bed.client()
-            ));
-        }
-        let now = c.now().as_nanos() as u64;
-        for (i, l) in c.longest_silence.iter_mut().enumerate() {
-            *l = (*l).max(c.det.silence(i as u16, now).unwrap_or(0));
-        }
-        for (dead, why) in c.det.check(now) {
-            c.fail(dead, why)?;
-        }
-        c.rejoin()?;
-        if let Some(u) = up_at {
-            if c.spare.iter().any(|&s| s) && u.elapsed() >= join_after * (joins_ordered + 1) {
-                joins_ordered += 1;
-                c.start_join();
-            }
-        }
-        c.finish_join()?;
-        if up_at.is_some() && Instant::now() >= next_status {
-            next_status = Instant::now() + Duration::from_secs(1);
-            let live: Vec<String> = (0..total)
-                .map(|i| {
-                    let s = match (&c.down_at[i], &c.back[i]) {
-                        (None, _) if c.spare[i] => "spare",
-                        (None, _) => "up",
-                        (Some(_), None) => "down",
-                        (Some(_), Some(_)) => "rejoining",
-                    };
-                    format!("n{i} {s}")
-                })
-                .collect();
-            eprint!(
-                "\r{:8.1} s  {}  failovers {}  rejoins {}  syncs running {}   ",
-                ms(c.now()) / 1e3,
-                live.join("  "),
-                c.failovers.len(),
-                c.rejoins.len(),
-                c.jobs.jobs().len()
-            );
-        }
-    }
-    eprintln!();
-    // the nodes end with their reports
-    for ch in c.nodes.0.iter().flatten() {
-        let _ = Command::new("kill")
-            .args(["-INT", &ch.id().to_string()])
-            .status();
-    }
-    let mut reports = Vec::new();
-    for i in 0..total {
-        let mut ch = c.nodes.0[i].take().expect("every node was started");
-        let st = ch.wait()?;
-        let path = a.out.join(format!("node{i}.json"));
-        let r = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(serde_json::Value::Null);
-        if r.is_null() && c.down_at[i].is_none() {
-            eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
-        }
-        reports.push(r);
-    }
+    c.serve(&stop, period, &ck)?;
+    let reports = c.stop_nodes();
     let report = PoolReport {
         nodes: total,
         start_buckets,
@@ -1129,6 +1068,131 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     drop(bed);
     Ok(())
+}
+
+impl Controller<'_> {
+    /// Heartbeats, failovers, rejoins and joins until `stop` or the run's
+    /// duration; a status line each second.
+    fn serve(
+        &mut self,
+        stop: &runtime::Stop,
+        period: Duration,
+        ck: &Checked,
+    ) -> anyhow::Result<()> {
+        let a = self.a;
+        let mut up_at: Option<Instant> = None;
+        let mut next_status = Instant::now();
+        let mut joins_ordered = 0u32;
+        while !stop.0.load(Ordering::Relaxed) {
+            if up_at.is_none() && self.now() > Duration::from_secs(30) {
+                bail!(
+                    "the nodes did not answer within 30 s (see {}/node*.log)",
+                    a.out.display()
+                );
+            }
+            if let (Some(u), Some(d)) = (up_at, ck.duration) {
+                if u.elapsed() >= d {
+                    break;
+                }
+            }
+            self.beat(period)?;
+            if up_at.is_none() && self.det.all_up() {
+                up_at = Some(Instant::now());
+                self.say_up(ck.total);
+            }
+            let now = self.now().as_nanos() as u64;
+            for (i, l) in self.longest_silence.iter_mut().enumerate() {
+                *l = (*l).max(self.det.silence(i as u16, now).unwrap_or(0));
+            }
+            for (dead, why) in self.det.check(now) {
+                self.fail(dead, why)?;
+            }
+            self.rejoin()?;
+            if let Some(u) = up_at {
+                if self.spare.iter().any(|&s| s)
+                    && u.elapsed() >= ck.join_after * (joins_ordered + 1)
+                {
+                    joins_ordered += 1;
+                    self.start_join();
+                }
+            }
+            self.finish_join()?;
+            if up_at.is_some() && Instant::now() >= next_status {
+                next_status = Instant::now() + Duration::from_secs(1);
+                self.status(ck.total);
+            }
+        }
+        eprintln!();
+        Ok(())
+    }
+
+    /// Says the pool is up and how to send traffic through it.
+    fn say_up(&self, total: usize) {
+        let bed = self.bed;
+        self.say(format!(
+            "{} nodes up ({} spare); traffic from the client namespace `{}` \
+             (10.0.0.2) to the server `{}` (198.51.100.2); Ctrl-C to stop",
+            total,
+            self.a.spares,
+            bed.client(),
+            bed.server()
+        ));
+        self.say(format!(
+            "no server is started: run one, e.g. `ip netns exec {} python3 -m http.server \
+             8080 --bind 198.51.100.2`, and send from the client: `ip netns exec {} curl \
+             http://198.51.100.2:8080/`",
+            bed.server(),
+            bed.client()
+        ));
+    }
+
+    /// The status line: each node's state and the counts so far.
+    fn status(&self, total: usize) {
+        let live: Vec<String> = (0..total)
+            .map(|i| {
+                let s = match (&self.down_at[i], &self.back[i]) {
+                    (None, _) if self.spare[i] => "spare",
+                    (None, _) => "up",
+                    (Some(_), None) => "down",
+                    (Some(_), Some(_)) => "rejoining",
+                };
+                format!("n{i} {s}")
+            })
+            .collect();
+        eprint!(
+            "\r{:8.1} s  {}  failovers {}  rejoins {}  syncs running {}   ",
+            ms(self.now()) / 1e3,
+            live.join("  "),
+            self.failovers.len(),
+            self.rejoins.len(),
+            self.jobs.jobs().len()
+        );
+    }
+
+    /// Stops every node (SIGINT: each ends with its report) and reads their
+    /// reports (null for a node that wrote none).
+    fn stop_nodes(&mut self) -> Vec<serde_json::Value> {
+        for ch in self.nodes.0.iter().flatten() {
+            let _ = Command::new("kill")
+                .args(["-INT", &ch.id().to_string()])
+                .status();
+        }
+        let mut reports = Vec::new();
+        for i in 0..self.nodes.0.len() {
+            let mut ch = self.nodes.0[i].take().expect("every node was started");
+            let st = ch.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            let path = self.a.out.join(format!("node{i}.json"));
+            let r = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(serde_json::Value::Null);
+            if r.is_null() && self.down_at[i].is_none() {
+                eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
+            }
+            reports.push(r);
+        }
+        reports
+    }
 }
 
 /// `--weights`: one weight (1..=255) per node, or 1 each.
