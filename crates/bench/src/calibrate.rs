@@ -38,6 +38,7 @@
 //! larger working set can measure a little cheaper, and the simulator should not
 //! reward it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -304,12 +305,196 @@ fn monotone(points: Vec<(f64, f64)>) -> Curve {
     )
 }
 
+fn say(what: &str, s: &Sample) {
+    eprintln!(
+        "flowshift calibrate: {what:<34} {:7.1} ns/packet  ({:.2} Mpps)",
+        s.ns, s.mpps
+    );
+}
+
+/// What every measurement of a calibration shares: the bench's size, the
+/// chain on one shard and as the user gave it, where its paths resolve.
+struct Calibration<'a> {
+    bench: Bench,
+    cfg: ChainConfig,
+    user_cfg: ChainConfig,
+    base: &'a Path,
+    quick: bool,
+}
+
+impl Calibration<'_> {
+    /// Each NF kind's price in memory: the chain with it against the chain
+    /// without it, interleaved, fastest of several rounds each (more rounds
+    /// only while noise hides an NF); and the chain's own in-memory cost.
+    fn nf_prices(&self, work: &Trace) -> anyhow::Result<(f64, BTreeMap<String, f64>)> {
+        let (cfg, base) = (&self.cfg, self.base);
+        let laps = (self.bench.packets / work.len().max(1) as u64).clamp(3, 20) as u32;
+        let mut chains = vec![("chain".to_string(), cfg.clone())];
+        for (i, sec) in cfg.nf.iter().enumerate() {
+            let mut rest = cfg.nf.clone();
+            rest.remove(i);
+            let kind = build(&with_nfs(cfg, vec![sec.clone()]), base)?.nfs()[0]
+                .kind()
+                .to_string();
+            chains.push((kind, with_nfs(cfg, rest)));
+        }
+        let mut best = vec![f64::MAX; chains.len()];
+        let rounds = self.bench.repeat + 2;
+        for round in 0..3 * rounds {
+            // after the planned rounds, more only while noise hides an NF (the
+            // chain without it no faster than the chain with it)
+            let hidden: Vec<bool> = (0..chains.len())
+                .map(|i| i > 0 && best[0] <= best[i])
+                .collect();
+            if round >= rounds && !hidden.contains(&true) {
+                break;
+            }
+            for (i, (_, c)) in chains.iter().enumerate() {
+                if round >= rounds && i > 0 && !hidden[i] {
+                    continue;
+                }
+                let mut chain = if c.nf.is_empty() {
+                    Chain::new(Vec::new(), nf::ChainOptions::default())?
+                } else {
+                    build(c, base)?
+                };
+                best[i] = best[i].min(in_memory_ns(&mut chain, work, laps));
+            }
+        }
+        eprintln!(
+            "flowshift calibrate: {:<34} {:7.1} ns/packet (in memory, one thread)",
+            "chain, workload", best[0]
+        );
+        let mut nf_ns = BTreeMap::new();
+        for (i, (kind, _)) in chains.iter().enumerate().skip(1) {
+            eprintln!(
+                "flowshift calibrate: {:<34} {:7.1} ns/packet (in memory, one thread)",
+                format!("chain without {kind}"),
+                best[i]
+            );
+            *nf_ns.entry(kind.clone()).or_insert(0.0) += (best[0] - best[i]).max(0.0);
+        }
+        Ok((best[0], nf_ns))
+    }
+
+    /// A new flow's extra cost: many new flows once against the same flows
+    /// four times.
+    fn new_flow_ns(&self) -> anyhow::Result<f64> {
+        let f_new = if self.quick { 32_768 } else { 131_072 };
+        let t_new = flows_trace(f_new)?;
+        let mut c = self.cfg.clone();
+        c.table.capacity = c.table.capacity.max(2 * f_new as usize);
+        let big = build(&c, self.base)?;
+        let once = self.bench.measure(&big, &t_new, 1, false)?;
+        say(&format!("chain, {} K new flows", f_new / 1024), &once);
+        let four = self.bench.measure(&big, &t_new, 4, false)?;
+        say(&format!("chain, {} K flows × 4", f_new / 1024), &four);
+        Ok(((once.ns - four.ns) * 4.0 / 3.0).max(0.0))
+    }
+
+    /// The extra cost per packet against the working set (flows), beyond
+    /// the smallest's.
+    fn flows_curve(&self, t_small: &Trace, new_flow_ns: f64) -> anyhow::Result<Curve> {
+        let sizes: &[u32] = if self.quick {
+            &[1024, 16_384]
+        } else {
+            &[1024, 4096, 16_384, 65_536, 262_144]
+        };
+        let mut pts = Vec::new();
+        let mut base_cost = None;
+        for &f in sizes {
+            let t = if f == SMALL {
+                t_small.clone()
+            } else {
+                flows_trace(f)?
+            };
+            let loops = self.bench.loops(f).max(2);
+            // room for every flow in the one shard
+            let mut c = self.cfg.clone();
+            c.table.capacity = c.table.capacity.max(2 * f as usize);
+            let ch = build(&c, self.base)?;
+            let s = self.bench.measure(&ch, &t, loops, false)?;
+            say(&format!("chain, {} K flows", f / 1024), &s);
+            let cost = s.ns - new_flow_ns / f64::from(loops);
+            let b = *base_cost.get_or_insert(cost);
+            pts.push((f64::from(f), (cost - b).max(0.0)));
+        }
+        Ok(monotone(pts))
+    }
+
+    /// The extra cost per packet against the shards per core, beyond one's.
+    fn shards_curve(&self) -> anyhow::Result<Curve> {
+        let shard_counts: &[usize] = if self.quick {
+            &[1, 16]
+        } else {
+            &[1, 4, 16, 64]
+        };
+        let f_sh = 16_384;
+        let t_sh = flows_trace(f_sh)?;
+        let mut pts = Vec::new();
+        let mut one_shard = None;
+        for &s_n in shard_counts {
+            let mut c = self.user_cfg.clone();
+            c.steering.shards = s_n;
+            c.steering.buckets = c.steering.buckets.max(s_n);
+            let ch = build(&c, self.base)?;
+            let s = self
+                .bench
+                .measure(&ch, &t_sh, self.bench.loops(f_sh).max(2), false)?;
+            say(&format!("chain, {s_n} shards, 16 K flows"), &s);
+            let b = *one_shard.get_or_insert(s.ns);
+            pts.push((s_n as f64, (s.ns - b).max(0.0)));
+        }
+        Ok(monotone(pts))
+    }
+
+    /// What a packet costs the offloading core beyond the working core's
+    /// price for it.
+    fn offload_ns(
+        &self,
+        full: &Chain,
+        work: &Trace,
+        l_work: u32,
+        whole_ns: f64,
+    ) -> anyhow::Result<f64> {
+        let s = self.bench.measure(full, work, l_work, true)?;
+        // three threads (NIC model, working and offloading core) share the CPUs:
+        // with fewer CPUs, take the time sharing out
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let share = (cpus / 3.0).min(1.0);
+        let off = s.offload_ns.unwrap_or(whole_ns) * share;
+        eprintln!(
+            "flowshift calibrate: {:<34} {off:7.1} ns/packet on the offloading core",
+            "chain offloaded, workload"
+        );
+        Ok((off - whole_ns).max(0.0))
+    }
+}
+
+/// Flows of the small working set (the base of the flows curve).
+const SMALL: u32 = 1024;
+
+/// The machine line of a model measured here.
+fn machine(a: &CalibrateArgs) -> String {
+    format!(
+        "measured by `flowshift calibrate{}` on {} ({} CPUs){}",
+        if a.quick { " --quick" } else { "" },
+        std::fs::read_to_string("/etc/hostname")
+            .unwrap_or_default()
+            .trim(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        a.config
+            .as_ref()
+            .map(|p| format!(", chain {}", p.display()))
+            .unwrap_or_default()
+    )
+}
+
 pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     // the same file `run` takes: its `[run]` table (if any) does not change prices
-    let (cfg, _, base) = launch::run::load(a.config.as_deref())?;
+    let (user_cfg, _, base) = launch::run::load(a.config.as_deref())?;
     // prices are per packet on one shard (the shard term is measured on its own)
-    let user_cfg = cfg.clone();
-    let mut cfg = cfg;
+    let mut cfg = user_cfg.clone();
     cfg.steering.shards = 1;
     let full = build(&cfg, &base)?;
     if !full.has_per_flow_state() {
@@ -326,15 +511,16 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
             repeat: 3,
         }
     };
-    let say = |what: &str, s: &Sample| {
-        eprintln!(
-            "flowshift calibrate: {what:<34} {:7.1} ns/packet  ({:.2} Mpps)",
-            s.ns, s.mpps
-        );
+    let cal = Calibration {
+        bench,
+        cfg,
+        user_cfg,
+        base: &base,
+        quick: a.quick,
     };
-    let small = 1024;
-    let t_small = flows_trace(small)?;
-    let l_small = bench.loops(small);
+    let bench = &cal.bench;
+    let t_small = flows_trace(SMALL)?;
+    let l_small = bench.loops(SMALL);
     // first touches of memory, thread start-up: not part of any price
     for _ in 0..2 {
         let _ = bench.measure(&full, &t_small, l_small, false)?;
@@ -361,128 +547,14 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         "NIC model alone"
     );
 
-    // each NF kind: the chain with it against the chain without it
     let whole = bench.measure(&full, &work, l_work, false)?;
     say("chain, workload", &whole);
-    // each NF's share in memory: the chain with it against the chain without it,
-    // interleaved, fastest of several rounds each
-    let laps = (bench.packets / work.len().max(1) as u64).clamp(3, 20) as u32;
-    let mut chains = vec![("chain".to_string(), cfg.clone())];
-    for (i, sec) in cfg.nf.iter().enumerate() {
-        let mut rest = cfg.nf.clone();
-        rest.remove(i);
-        let kind = build(&with_nfs(&cfg, vec![sec.clone()]), &base)?.nfs()[0]
-            .kind()
-            .to_string();
-        chains.push((kind, with_nfs(&cfg, rest)));
-    }
-    let mut best = vec![f64::MAX; chains.len()];
-    let rounds = bench.repeat + 2;
-    for round in 0..3 * rounds {
-        // after the planned rounds, more only while noise hides an NF (the
-        // chain without it no faster than the chain with it)
-        let hidden: Vec<bool> = (0..chains.len())
-            .map(|i| i > 0 && best[0] <= best[i])
-            .collect();
-        if round >= rounds && !hidden.contains(&true) {
-            break;
-        }
-        for (i, (_, c)) in chains.iter().enumerate() {
-            if round >= rounds && i > 0 && !hidden[i] {
-                continue;
-            }
-            let mut chain = if c.nf.is_empty() {
-                Chain::new(Vec::new(), nf::ChainOptions::default())?
-            } else {
-                build(c, &base)?
-            };
-            best[i] = best[i].min(in_memory_ns(&mut chain, &work, laps));
-        }
-    }
-    eprintln!(
-        "flowshift calibrate: {:<34} {:7.1} ns/packet (in memory, one thread)",
-        "chain, workload", best[0]
-    );
-    let mut nf_ns = std::collections::BTreeMap::new();
-    for (i, (kind, _)) in chains.iter().enumerate().skip(1) {
-        eprintln!(
-            "flowshift calibrate: {:<34} {:7.1} ns/packet (in memory, one thread)",
-            format!("chain without {kind}"),
-            best[i]
-        );
-        *nf_ns.entry(kind.clone()).or_insert(0.0) += (best[0] - best[i]).max(0.0);
-    }
+    let (_, nf_ns) = cal.nf_prices(&work)?;
     let overhead = (whole.ns - nf_ns.values().sum::<f64>()).max(0.0);
-
-    // new flows
-    let f_new = if a.quick { 32_768 } else { 131_072 };
-    let t_new = flows_trace(f_new)?;
-    let mut c = cfg.clone();
-    c.table.capacity = c.table.capacity.max(2 * f_new as usize);
-    let big = build(&c, &base)?;
-    let once = bench.measure(&big, &t_new, 1, false)?;
-    say(&format!("chain, {} K new flows", f_new / 1024), &once);
-    let four = bench.measure(&big, &t_new, 4, false)?;
-    say(&format!("chain, {} K flows × 4", f_new / 1024), &four);
-    let new_flow_ns = ((once.ns - four.ns) * 4.0 / 3.0).max(0.0);
-
-    // the working set
-    let sizes: &[u32] = if a.quick {
-        &[1024, 16_384]
-    } else {
-        &[1024, 4096, 16_384, 65_536, 262_144]
-    };
-    let mut pts = Vec::new();
-    let mut base_cost = None;
-    for &f in sizes {
-        let t = if f == small {
-            t_small.clone()
-        } else {
-            flows_trace(f)?
-        };
-        let loops = bench.loops(f).max(2);
-        // room for every flow in the one shard
-        let mut c = cfg.clone();
-        c.table.capacity = c.table.capacity.max(2 * f as usize);
-        let ch = build(&c, &base)?;
-        let s = bench.measure(&ch, &t, loops, false)?;
-        say(&format!("chain, {} K flows", f / 1024), &s);
-        let cost = s.ns - new_flow_ns / f64::from(loops);
-        let b = *base_cost.get_or_insert(cost);
-        pts.push((f64::from(f), (cost - b).max(0.0)));
-    }
-    let flows = monotone(pts);
-
-    // shards per core
-    let shard_counts: &[usize] = if a.quick { &[1, 16] } else { &[1, 4, 16, 64] };
-    let f_sh = 16_384;
-    let t_sh = flows_trace(f_sh)?;
-    let mut pts = Vec::new();
-    let mut one_shard = None;
-    for &s_n in shard_counts {
-        let mut c = user_cfg.clone();
-        c.steering.shards = s_n;
-        c.steering.buckets = c.steering.buckets.max(s_n);
-        let ch = build(&c, &base)?;
-        let s = bench.measure(&ch, &t_sh, bench.loops(f_sh).max(2), false)?;
-        say(&format!("chain, {s_n} shards, 16 K flows"), &s);
-        let b = *one_shard.get_or_insert(s.ns);
-        pts.push((s_n as f64, (s.ns - b).max(0.0)));
-    }
-    let shards = monotone(pts);
-
-    // offloading
-    let s = bench.measure(&full, &work, l_work, true)?;
-    // three threads (NIC model, working and offloading core) share the CPUs:
-    // with fewer CPUs, take the time sharing out
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let share = (cpus / 3.0).min(1.0);
-    let off = s.offload_ns.unwrap_or(whole.ns) * share;
-    eprintln!(
-        "flowshift calibrate: {:<34} {off:7.1} ns/packet on the offloading core",
-        "chain offloaded, workload"
-    );
-    let offload_ns = (off - whole.ns).max(0.0);
+    let new_flow_ns = cal.new_flow_ns()?;
+    let flows = cal.flows_curve(&t_small, new_flow_ns)?;
+    let shards = cal.shards_curve()?;
+    let offload_ns = cal.offload_ns(&full, &work, l_work, whole.ns)?;
 
     let warm = cold_entry_cost(full.nfs().len());
     eprintln!(
@@ -496,18 +568,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         .filter(|n| n.state_kind() == nf::StateKind::PerFlow)
         .count() as u64;
     let model = CostModel {
-        machine: format!(
-            "measured by `flowshift calibrate{}` on {} ({} CPUs){}",
-            if a.quick { " --quick" } else { "" },
-            std::fs::read_to_string("/etc/hostname")
-                .unwrap_or_default()
-                .trim(),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            a.config
-                .as_ref()
-                .map(|p| format!(", chain {}", p.display()))
-                .unwrap_or_default()
-        ),
+        machine: machine(&a),
         caches: Caches {
             l1: cache_bytes(1),
             l2: cache_bytes(2),
