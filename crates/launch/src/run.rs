@@ -231,117 +231,10 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
         }
     }
     let chain = chain_cfg.build(&base)?;
-    let name = a
-        .balancer
-        .as_deref()
-        .or(sec.balancer.as_deref())
-        .unwrap_or("static");
-    let balancer = balancer_kind(name, &sec)?;
-    let mut cfg = RunConfig {
-        balancer,
-        ..RunConfig::default()
-    };
-    if let Some(w) = a.workers.or(sec.workers) {
-        cfg.workers = w;
-    }
-    if let Some(o) = a.offloaders.or(sec.offloaders) {
-        cfg.offloaders = o;
-    }
-    if let Some(r) = a.offload_ratio.or(sec.offload_ratio) {
-        cfg.offload_ratio = r;
-    }
-    if let Some(r) = sec.ring_size {
-        cfg.ring_size = r;
-    }
-    if let Some(b) = a.burst.or(sec.burst) {
-        cfg.burst = b;
-    }
-    if let Some(m) = a
-        .offload_select
-        .as_deref()
-        .or(sec.offload_select.as_deref())
-    {
-        cfg.offload_select = match m {
-            "hash" => runtime::OffloadSelect::Hash,
-            "heaviest" => runtime::OffloadSelect::Heaviest,
-            other => bail!("`offload_select` = `{other}`: expected `hash` or `heaviest`"),
-        };
-    }
-    if let Some(p) = a.period.as_deref().or(sec.period.as_deref()) {
-        cfg.period = duration("period", p)?;
-    }
-    if let Some(d) = a.nic_delay.as_deref().or(sec.nic_update_delay.as_deref()) {
-        cfg.nic_update_delay = duration("nic_update_delay", d)?;
-    }
-    cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
-    if let Some(k) = a.nic_threads.or(sec.nic_threads) {
-        cfg.nic_threads = k;
-    }
-    cfg.replica = match &sec.pool {
-        Some(p) => Some(runspec::Replica {
-            listen: p.listen,
-            secondary: p.secondary,
-            key: pool_key(p, &base)?,
-            pair_timeout_ms: p.pair_timeout_ms.unwrap_or(0),
-            primary: p.primary,
-            primary_lost: runspec::Flag::default(),
-            spill: match &p.spill {
-                Some(s) if s.vips.is_empty() => bail!("`[pool.spill] vips` is empty"),
-                Some(s) => Some(runspec::SpillTo {
-                    to: s.to,
-                    vips: s.vips.clone(),
-                    capacity: s.capacity,
-                    linger_ms: s.linger_ms.unwrap_or(10_000),
-                }),
-                None => None,
-            },
-            splits: p
-                .split
-                .iter()
-                .map(|t| {
-                    if t.parts.len() < 2 || usize::from(t.local) >= t.parts.len() {
-                        bail!(
-                            "`[[pool.split]]` for {}: {} parts and local part {}: a split \
-                             tenant has two parts or more, this node's among them",
-                            t.vip,
-                            t.parts.len(),
-                            t.local
-                        );
-                    }
-                    Ok(runspec::SplitTenant {
-                        vip: t.vip,
-                        local: t.local,
-                        parts: t.parts.clone(),
-                    })
-                })
-                .collect::<anyhow::Result<_>>()?,
-        }),
-        None => None,
-    };
+    let mut cfg = run_config(a, &sec)?;
+    cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
-    let io = &sec.io;
-    let rx = match (a.rx, io.rx.as_deref()) {
-        (Some(r), _) => r,
-        (None, None | Some("recvmmsg")) => RxArg::Recvmmsg,
-        (None, Some("ring")) => RxArg::Ring,
-        (None, Some(o)) => bail!("[io] rx = `{o}`: expected `recvmmsg` or `ring`"),
-    };
-    netio::set_rx_mode(match rx {
-        RxArg::Recvmmsg => netio::RxMode::Recvmmsg,
-        RxArg::Ring => netio::RxMode::Ring,
-    });
-    let tx = match (a.tx, io.tx.as_deref()) {
-        (Some(t), _) => t,
-        (None, None | Some("sendmmsg")) => TxArg::Sendmmsg,
-        (None, Some("ring")) => TxArg::Ring,
-        (None, Some(o)) => bail!("[io] tx = `{o}`: expected `sendmmsg` or `ring`"),
-    };
-    cfg.rps = !a.no_rps && io.rps.unwrap_or(true);
-    netio::set_io(io_backend(a.io, io)?);
-    netio::set_tx_mode(match tx {
-        TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
-        TxArg::Ring => netio::TxMode::Ring,
-    });
+    cfg.rps = io_modes(a, &sec.io)?;
     if let Some(s) = a.speed.or(sec.speed) {
         if !(s.is_finite() && s > 0.0) {
             bail!("`speed` = {s}: must be a positive factor");
@@ -359,23 +252,7 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     }
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // live per-core load, once per controller period
-        cfg.progress = Some(runtime::Progress(std::sync::Arc::new(
-            |s: &balance::Snapshot| {
-                let loads: Vec<String> = s
-                    .core_load
-                    .iter()
-                    .map(|l| format!("{:5.1}%", 100.0 * l))
-                    .collect();
-                let pkts: u64 = s.core_packets.iter().sum();
-                eprint!(
-                    "\r{:8.2} s  core load {}  {:.2} Mpps  moving {}   ",
-                    s.now_ns as f64 / 1e9,
-                    loads.join(" "),
-                    pkts as f64 / (s.period_ns.max(1) as f64 / 1e3),
-                    s.moving.len()
-                );
-            },
-        )));
+        cfg.progress = Some(progress_line());
     }
     let ifaces: Option<Vec<String>> = a
         .iface
@@ -443,6 +320,154 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
         steering,
         io_memory,
     })
+}
+
+/// The run's parameters from the flags and `[run]` (a flag wins), before
+/// the checks `RunConfig::validate` makes.
+fn run_config(a: &RunArgs, sec: &RunSection) -> anyhow::Result<RunConfig> {
+    let name = a
+        .balancer
+        .as_deref()
+        .or(sec.balancer.as_deref())
+        .unwrap_or("static");
+    let balancer = balancer_kind(name, &sec)?;
+    let mut cfg = RunConfig {
+        balancer,
+        ..RunConfig::default()
+    };
+    if let Some(w) = a.workers.or(sec.workers) {
+        cfg.workers = w;
+    }
+    if let Some(o) = a.offloaders.or(sec.offloaders) {
+        cfg.offloaders = o;
+    }
+    if let Some(r) = a.offload_ratio.or(sec.offload_ratio) {
+        cfg.offload_ratio = r;
+    }
+    if let Some(r) = sec.ring_size {
+        cfg.ring_size = r;
+    }
+    if let Some(b) = a.burst.or(sec.burst) {
+        cfg.burst = b;
+    }
+    if let Some(m) = a
+        .offload_select
+        .as_deref()
+        .or(sec.offload_select.as_deref())
+    {
+        cfg.offload_select = match m {
+            "hash" => runtime::OffloadSelect::Hash,
+            "heaviest" => runtime::OffloadSelect::Heaviest,
+            other => bail!("`offload_select` = `{other}`: expected `hash` or `heaviest`"),
+        };
+    }
+    if let Some(p) = a.period.as_deref().or(sec.period.as_deref()) {
+        cfg.period = duration("period", p)?;
+    }
+    if let Some(d) = a.nic_delay.as_deref().or(sec.nic_update_delay.as_deref()) {
+        cfg.nic_update_delay = duration("nic_update_delay", d)?;
+    }
+    cfg.presteer = a.presteer || sec.presteer.unwrap_or(false);
+    if let Some(k) = a.nic_threads.or(sec.nic_threads) {
+        cfg.nic_threads = k;
+    }
+    Ok(cfg)
+}
+
+/// This node's replication, from `[pool]` (relative paths against `base`).
+fn replica(
+    pool: Option<&PoolSection>,
+    base: &std::path::Path,
+) -> anyhow::Result<Option<runspec::Replica>> {
+    Ok(match pool {
+        Some(p) => Some(runspec::Replica {
+            listen: p.listen,
+            secondary: p.secondary,
+            key: pool_key(p, base)?,
+            pair_timeout_ms: p.pair_timeout_ms.unwrap_or(0),
+            primary: p.primary,
+            primary_lost: runspec::Flag::default(),
+            spill: match &p.spill {
+                Some(s) if s.vips.is_empty() => bail!("`[pool.spill] vips` is empty"),
+                Some(s) => Some(runspec::SpillTo {
+                    to: s.to,
+                    vips: s.vips.clone(),
+                    capacity: s.capacity,
+                    linger_ms: s.linger_ms.unwrap_or(10_000),
+                }),
+                None => None,
+            },
+            splits: p
+                .split
+                .iter()
+                .map(|t| {
+                    if t.parts.len() < 2 || usize::from(t.local) >= t.parts.len() {
+                        bail!(
+                            "`[[pool.split]]` for {}: {} parts and local part {}: a split \
+                             tenant has two parts or more, this node's among them",
+                            t.vip,
+                            t.parts.len(),
+                            t.local
+                        );
+                    }
+                    Ok(runspec::SplitTenant {
+                        vip: t.vip,
+                        local: t.local,
+                        parts: t.parts.clone(),
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+        }),
+        None => None,
+    })
+}
+
+/// How the interfaces are read and written (`--rx`, `--tx`, `--io` or
+/// `[io]`), set for the process; whether the run turns on receive packet
+/// steering.
+fn io_modes(a: &RunArgs, io: &IoSection) -> anyhow::Result<bool> {
+    let rx = match (a.rx, io.rx.as_deref()) {
+        (Some(r), _) => r,
+        (None, None | Some("recvmmsg")) => RxArg::Recvmmsg,
+        (None, Some("ring")) => RxArg::Ring,
+        (None, Some(o)) => bail!("[io] rx = `{o}`: expected `recvmmsg` or `ring`"),
+    };
+    netio::set_rx_mode(match rx {
+        RxArg::Recvmmsg => netio::RxMode::Recvmmsg,
+        RxArg::Ring => netio::RxMode::Ring,
+    });
+    let tx = match (a.tx, io.tx.as_deref()) {
+        (Some(t), _) => t,
+        (None, None | Some("sendmmsg")) => TxArg::Sendmmsg,
+        (None, Some("ring")) => TxArg::Ring,
+        (None, Some(o)) => bail!("[io] tx = `{o}`: expected `sendmmsg` or `ring`"),
+    };
+    netio::set_io(io_backend(a.io, io)?);
+    netio::set_tx_mode(match tx {
+        TxArg::Sendmmsg => netio::TxMode::Sendmmsg,
+        TxArg::Ring => netio::TxMode::Ring,
+    });
+    Ok(!a.no_rps && io.rps.unwrap_or(true))
+}
+
+/// The live status line on a terminal: each core's load, the rate, the
+/// shards moving.
+fn progress_line() -> runtime::Progress {
+    runtime::Progress(std::sync::Arc::new(|s: &balance::Snapshot| {
+        let loads: Vec<String> = s
+            .core_load
+            .iter()
+            .map(|l| format!("{:5.1}%", 100.0 * l))
+            .collect();
+        let pkts: u64 = s.core_packets.iter().sum();
+        eprint!(
+            "\r{:8.2} s  core load {}  {:.2} Mpps  moving {}   ",
+            s.now_ns as f64 / 1e9,
+            loads.join(" "),
+            pkts as f64 / (s.period_ns.max(1) as f64 / 1e3),
+            s.moving.len()
+        );
+    }))
 }
 
 /// Ctrl-C / SIGTERM end the run (it drains and reports); a second one exits at
