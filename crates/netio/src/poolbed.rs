@@ -37,7 +37,7 @@
 use std::io;
 
 use crate::netns::{exec, ip, mac};
-use crate::testbed::neighbour;
+use crate::testbed::{neighbour, quiet};
 
 /// The client's address.
 pub const CLIENT: &str = "10.0.0.2";
@@ -221,6 +221,19 @@ impl PoolBed {
     }
 
     fn build(&self) -> io::Result<()> {
+        self.build_ends()?;
+        for i in 0..self.nodes {
+            self.build_node(i)?;
+        }
+        match self.routing {
+            Routing::Bgp => self.route_by_bgp(),
+            _ => self.route_by_groups(),
+        }
+    }
+
+    /// The client, the router and the server, their links, the router's
+    /// forwarding and its bridge for the sync network.
+    fn build_ends(&self) -> io::Result<()> {
         let p = &self.prefix;
         let (c, r, s) = (self.client(), self.router(), self.server());
         let (c0, rc, rs, s0) = (
@@ -239,17 +252,6 @@ impl PoolBed {
         ip(&[
             "link", "add", &s0, "netns", &s, "type", "veth", "peer", "name", &rs, "netns", &r,
         ])?;
-        let quiet = |ns: &str, dev: &str| -> io::Result<()> {
-            exec(ns, "ip", &["link", "set", dev, "up"])?;
-            // full checksums, MTU-sized segments
-            exec(
-                ns,
-                "ethtool",
-                &[
-                    "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
-                ],
-            )
-        };
         for (ns, dev) in [(&c, &c0), (&r, &rc), (&r, &rs), (&s, &s0)] {
             quiet(ns, dev)?;
         }
@@ -285,127 +287,148 @@ impl PoolBed {
         exec(&r, "ip", &["link", "set", &br, "up"])?;
         // the controller's address on the sync network
         exec(&r, "ip", &["addr", "add", "10.77.0.254/24", "dev", &br])?;
-        for i in 0..self.nodes {
-            let n = self.node(i);
-            let (a, b) = self.node_ifaces(i);
-            let (f, k) = (format!("{p}f{i}"), format!("{p}k{i}"));
-            ip(&["netns", "add", &n])?;
-            exec(&n, "ip", &["link", "set", "lo", "up"])?;
-            ip(&[
-                "link", "add", &f, "netns", &r, "type", "veth", "peer", "name", &a, "netns", &n,
-            ])?;
-            ip(&[
-                "link", "add", &k, "netns", &r, "type", "veth", "peer", "name", &b, "netns", &n,
-            ])?;
-            for (ns, dev) in [(&r, &f), (&r, &k), (&n, &a), (&n, &b)] {
-                quiet(ns, dev)?;
-            }
-            // a frame sent on f leaves a node by b unchanged: it must be
-            // addressed to k, and the other way round; every node's front
-            // links share one address and its back links another, so a frame
-            // its secondary sends out for a node is accepted too
-            exec(&r, "ip", &["link", "set", &f, "address", FRONT_MAC])?;
-            exec(&r, "ip", &["link", "set", &k, "address", BACK_MAC])?;
-            let (fmac, kmac) = (mac(&r, &f)?, mac(&r, &k)?);
-            let (fgw, kgw) = Self::gateways(i);
-            neighbour(&r, &fgw, &kmac, &f)?;
-            neighbour(&r, &kgw, &fmac, &k)?;
-            if self.routing == Routing::Bgp {
-                // BGP's next hops must be on a network of the router's
-                exec(
-                    &r,
-                    "ip",
-                    &["addr", "add", &format!("10.8.{i}.1/24"), "dev", &f],
-                )?;
-                exec(
-                    &r,
-                    "ip",
-                    &["addr", "add", &format!("10.9.{i}.1/24"), "dev", &k],
-                )?;
-            }
-            let (fid, kid) = (
-                (FRONT + 1 + i as u32).to_string(),
-                (BACK + 1 + i as u32).to_string(),
-            );
-            exec(
-                &r,
-                "ip",
-                &[
-                    "nexthop", "add", "id", &fid, "via", &fgw, "dev", &f, "onlink",
-                ],
-            )?;
-            exec(
-                &r,
-                "ip",
-                &[
-                    "nexthop", "add", "id", &kid, "via", &kgw, "dev", &k, "onlink",
-                ],
-            )?;
-            // the sync network: the node's third link, on a bridge in the
-            // router's namespace, for replication and heartbeats
-            let (y, z) = (format!("{p}y{i}"), format!("{p}z{i}"));
-            ip(&[
-                "link", "add", &y, "netns", &n, "type", "veth", "peer", "name", &z, "netns", &r,
-            ])?;
-            exec(&r, "ip", &["link", "set", &z, "master", &format!("{p}br")])?;
-            exec(&r, "ip", &["link", "set", &z, "up"])?;
-            exec(&n, "ip", &["link", "set", &y, "up"])?;
-            exec(
-                &n,
-                "ip",
-                &[
-                    "addr",
-                    "add",
-                    &format!("{}/24", Self::sync_addr(i)),
-                    "dev",
-                    &y,
-                ],
-            )?;
-            if self.routing == Routing::Bgp {
-                continue;
-            }
-            // the node's NAT pool comes back to it
-            exec(
-                &r,
-                "ip",
-                &[
-                    "route",
-                    "add",
-                    &Self::nat_pool(i),
-                    "nhid",
-                    &kid,
-                    "table",
-                    "20",
-                ],
-            )?;
+        Ok(())
+    }
+
+    /// Node `i`: its namespace, its front and back links to the router with
+    /// their next hops, and its link to the sync network.
+    fn build_node(&self, i: usize) -> io::Result<()> {
+        let p = &self.prefix;
+        let r = self.router();
+        let n = self.node(i);
+        let (a, b) = self.node_ifaces(i);
+        let (f, k) = (format!("{p}f{i}"), format!("{p}k{i}"));
+        ip(&["netns", "add", &n])?;
+        exec(&n, "ip", &["link", "set", "lo", "up"])?;
+        ip(&[
+            "link", "add", &f, "netns", &r, "type", "veth", "peer", "name", &a, "netns", &n,
+        ])?;
+        ip(&[
+            "link", "add", &k, "netns", &r, "type", "veth", "peer", "name", &b, "netns", &n,
+        ])?;
+        for (ns, dev) in [(&r, &f), (&r, &k), (&n, &a), (&n, &b)] {
+            quiet(ns, dev)?;
         }
+        // a frame sent on f leaves a node by b unchanged: it must be
+        // addressed to k, and the other way round; every node's front
+        // links share one address and its back links another, so a frame
+        // its secondary sends out for a node is accepted too
+        exec(&r, "ip", &["link", "set", &f, "address", FRONT_MAC])?;
+        exec(&r, "ip", &["link", "set", &k, "address", BACK_MAC])?;
+        let (fmac, kmac) = (mac(&r, &f)?, mac(&r, &k)?);
+        let (fgw, kgw) = Self::gateways(i);
+        neighbour(&r, &fgw, &kmac, &f)?;
+        neighbour(&r, &kgw, &fmac, &k)?;
         if self.routing == Routing::Bgp {
-            // the server answers at every virtual IP
-            let vips: String = (0..self.vips)
-                .map(|t| format!("addr add {}/32 dev {s0}\n", Self::vip(t)))
-                .collect();
-            batch(&s, &vips)?;
-            let t = BGP_TABLE.to_string();
-            for iif in [&rc, &rs] {
-                exec(&r, "ip", &["rule", "add", "iif", iif, "lookup", &t])?;
-            }
-            // what no node announces goes nowhere (not past the nodes by
-            // the main table)
-            return exec(
+            // BGP's next hops must be on a network of the router's
+            exec(
                 &r,
                 "ip",
-                &[
-                    "route",
-                    "add",
-                    "unreachable",
-                    "default",
-                    "table",
-                    &t,
-                    "metric",
-                    "4000",
-                ],
-            );
+                &["addr", "add", &format!("10.8.{i}.1/24"), "dev", &f],
+            )?;
+            exec(
+                &r,
+                "ip",
+                &["addr", "add", &format!("10.9.{i}.1/24"), "dev", &k],
+            )?;
         }
+        let (fid, kid) = (
+            (FRONT + 1 + i as u32).to_string(),
+            (BACK + 1 + i as u32).to_string(),
+        );
+        exec(
+            &r,
+            "ip",
+            &[
+                "nexthop", "add", "id", &fid, "via", &fgw, "dev", &f, "onlink",
+            ],
+        )?;
+        exec(
+            &r,
+            "ip",
+            &[
+                "nexthop", "add", "id", &kid, "via", &kgw, "dev", &k, "onlink",
+            ],
+        )?;
+        // the sync network: the node's third link, on a bridge in the
+        // router's namespace, for replication and heartbeats
+        let (y, z) = (format!("{p}y{i}"), format!("{p}z{i}"));
+        ip(&[
+            "link", "add", &y, "netns", &n, "type", "veth", "peer", "name", &z, "netns", &r,
+        ])?;
+        exec(&r, "ip", &["link", "set", &z, "master", &format!("{p}br")])?;
+        exec(&r, "ip", &["link", "set", &z, "up"])?;
+        exec(&n, "ip", &["link", "set", &y, "up"])?;
+        exec(
+            &n,
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{}/24", Self::sync_addr(i)),
+                "dev",
+                &y,
+            ],
+        )?;
+        if self.routing == Routing::Bgp {
+            return Ok(());
+        }
+        // the node's NAT pool comes back to it
+        exec(
+            &r,
+            "ip",
+            &[
+                "route",
+                "add",
+                &Self::nat_pool(i),
+                "nhid",
+                &kid,
+                "table",
+                "20",
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// With BGP routing: the server answers at every virtual IP, and the
+    /// router's clients' and server's traffic follows the BGP table.
+    fn route_by_bgp(&self) -> io::Result<()> {
+        let p = &self.prefix;
+        let (r, s) = (self.router(), self.server());
+        let (rc, rs, s0) = (format!("{p}rc"), format!("{p}rs"), format!("{p}s0"));
+        // the server answers at every virtual IP
+        let vips: String = (0..self.vips)
+            .map(|t| format!("addr add {}/32 dev {s0}\n", Self::vip(t)))
+            .collect();
+        batch(&s, &vips)?;
+        let t = BGP_TABLE.to_string();
+        for iif in [&rc, &rs] {
+            exec(&r, "ip", &["rule", "add", "iif", iif, "lookup", &t])?;
+        }
+        // what no node announces goes nowhere (not past the nodes by
+        // the main table)
+        return exec(
+            &r,
+            "ip",
+            &[
+                "route",
+                "add",
+                "unreachable",
+                "default",
+                "table",
+                &t,
+                "metric",
+                "4000",
+            ],
+        );
+    }
+
+    /// With the groups controller: the resilient nexthop groups carry the
+    /// client's and the server's traffic.
+    fn route_by_groups(&self) -> io::Result<()> {
+        let p = &self.prefix;
+        let r = self.router();
+        let (rc, rs) = (format!("{p}rc"), format!("{p}rs"));
         self.groups("add", &(0..self.nodes).collect::<Vec<_>>())?;
         exec(&r, "ip", &["rule", "add", "iif", &rc, "lookup", "10"])?;
         exec(&r, "ip", &["rule", "add", "iif", &rs, "lookup", "20"])?;

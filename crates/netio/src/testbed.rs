@@ -108,15 +108,7 @@ impl Bed {
             ])?;
         }
         for (ns, dev) in [(&c, &c0), (&f, &a), (&f, &b), (&s, &s0)] {
-            exec(ns, "ip", &["link", "set", dev, "up"])?;
-            // full checksums, MTU-sized segments
-            exec(
-                ns,
-                "ethtool",
-                &[
-                    "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
-                ],
-            )?;
+            quiet(ns, dev)?;
         }
         let (cmac, smac) = (mac(&c, &c0)?, mac(&s, &s0)?);
         exec(
@@ -306,6 +298,19 @@ impl Bed {
 }
 
 /// A permanent neighbour entry in namespace `ns`: `addr` is at `lladdr` on `dev`.
+/// Brings `dev` up with full checksums and MTU-sized segments (no
+/// offloads).
+pub(crate) fn quiet(ns: &str, dev: &str) -> io::Result<()> {
+    exec(ns, "ip", &["link", "set", dev, "up"])?;
+    exec(
+        ns,
+        "ethtool",
+        &[
+            "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ],
+    )
+}
+
 pub(crate) fn neighbour(ns: &str, addr: &str, lladdr: &str, dev: &str) -> io::Result<()> {
     exec(
         ns,
