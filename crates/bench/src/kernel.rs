@@ -176,6 +176,164 @@ const CHAIN: &str = "[table]\ncapacity = 262144\n\
 [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
 [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n";
 
+/// What every UDP sample of a bench-kernel run shares: the bed, its
+/// interfaces' names and addresses, the frames, flowshift's chain.
+struct Udp<'a> {
+    bed: &'a Bed,
+    c0: String,
+    s0: String,
+    a_mac: [u8; 6],
+    c_mac: [u8; 6],
+    s_mac: [u8; 6],
+    frames: Vec<Vec<u8>>,
+    dir: PathBuf,
+    chain: PathBuf,
+    dur: Duration,
+    rate: Option<f64>,
+    cpus: usize,
+    syscalls: bool,
+}
+
+impl Udp<'_> {
+    /// One variant's sample in `round`: the variant set up, the frames sent
+    /// for the run's duration, what the server got counted, torn down.
+    fn sample(&self, v: Variant, round: usize) -> anyhow::Result<Sample> {
+        // the kernel routes frames addressed to its interface; flowshift
+        // forwards frames as they are, addressed to the server
+        let dst = if v.flowshift().is_some() {
+            self.s_mac
+        } else {
+            self.a_mac
+        };
+        let batch = addressed(&self.frames, dst, self.c_mac, round);
+        let mut child = None;
+        let mut probes = 0;
+        match v.flowshift() {
+            None => {
+                if v == Variant::Nftables {
+                    nft(self.bed, NFT_RULES)?;
+                }
+                self.bed.set_forwarding(true)?;
+            }
+            Some(steer) => {
+                let json = self
+                    .dir
+                    .join(format!("run-{round}-{steer}-{}.json", v.io().join("")));
+                let mut f = start_flowshift(self.bed, steer, v.io(), &self.chain, &json)?;
+                probes = wait_forwarding(self.bed, (&self.c0, &self.s0), &batch, &mut f)?;
+                if matches!(v, Variant::FlowshiftXdp | Variant::FlowshiftXdpKernel) {
+                    // the XDP program's NAPI polled in batches, as a
+                    // NIC's interrupts are coalesced for a poll-mode
+                    // network function (without: 0.46 Mpps instead of
+                    // 0.67, EXPERIMENTS §8)
+                    self.bed.coalesce(COALESCE_US)?;
+                }
+                child = Some(f);
+                // the last probes leave before counting starts
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        let counting = match (&child, self.syscalls) {
+            (Some(f), true) => Some(SyscallCount::start(f.child.id())?),
+            _ => None,
+        };
+        let rx0 = netns::counter(&self.bed.server(), &self.s0, "rx_packets")?;
+        let sent = send(
+            &self.bed.client(),
+            &self.c0,
+            &batch,
+            (self.dur, u64::MAX),
+            self.rate,
+            self.cpus - 1,
+        )?;
+        let syscalls = counting.map(SyscallCount::stop).transpose()?;
+        std::thread::sleep(Duration::from_millis(200));
+        let delivered = netns::counter(&self.bed.server(), &self.s0, "rx_packets")? - rx0;
+        let mut fs = None;
+        match child {
+            None => {
+                self.bed.set_forwarding(false)?;
+                if v == Variant::Nftables {
+                    netns::exec(
+                        &self.bed.middle(),
+                        "nft",
+                        &["delete", "table", "ip", "fsbench"],
+                    )?;
+                }
+            }
+            Some(c) => fs = Some(stop_flowshift(c)?),
+        }
+        let secs = self.dur.as_secs_f64();
+        let s = Sample {
+            variant: v.name(),
+            round,
+            sent,
+            probes,
+            delivered,
+            offered_mpps: sent as f64 / secs / 1e6,
+            delivered_mpps: delivered as f64 / secs / 1e6,
+            flowshift: fs.clone(),
+            syscalls,
+        };
+        eprintln!(
+            "  round {round}: {:<39} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
+            s.variant,
+            s.offered_mpps,
+            s.delivered_mpps,
+            fs.map(|f| {
+                let [i, o, d] = f.counts;
+                format!(" (flowshift: in {i}, out {o}, dropped {d}: {:?})", f.drops)
+            })
+            .unwrap_or_default()
+        );
+        if let Some(n) = syscalls {
+            eprintln!(
+                "           system calls {n}: {:.1} per 1 000 packets delivered",
+                per_thousand(n, delivered)
+            );
+        }
+        Ok(s)
+    }
+}
+
+/// The medians of each variant's samples, beside nftables'.
+fn print_table(samples: &[Sample], chosen: &[Variant], syscalls: bool) {
+    let median = |v: Variant, f: fn(&Sample) -> f64| {
+        let mut x: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.variant == v.name())
+            .map(f)
+            .collect();
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    let nft_rate = median(Variant::Nftables, |s| s.delivered_mpps);
+    println!(
+        "{:<39} {:>13} {:>15} {:>12}",
+        "variant", "offered Mpps", "delivered Mpps", "vs nftables"
+    );
+    for &v in chosen {
+        let d = median(v, |s| s.delivered_mpps);
+        println!(
+            "{:<39} {:>13.3} {:>15.3} {:>12.2}",
+            v.name(),
+            median(v, |s| s.offered_mpps),
+            d,
+            d / nft_rate.max(1e-9)
+        );
+    }
+    if syscalls {
+        println!("\nsystem calls per 1 000 packets delivered (medians):");
+        for &v in chosen.iter().filter(|v| v.flowshift().is_some()) {
+            println!(
+                "{:<39} {:>10.1}",
+                v.name(),
+                median(v, |s| per_thousand(s.syscalls.unwrap_or(0), s.delivered))
+            );
+        }
+    }
+}
+
 pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         bail!(
@@ -230,7 +388,6 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let chain = dir.join("fw-nat.toml");
     std::fs::write(&chain, CHAIN)?;
-    let dur = Duration::from_secs_f64(a.seconds);
     let mut samples: Vec<Sample> = Vec::new();
     let chosen: Vec<Variant> = Variant::ALL
         .into_iter()
@@ -242,134 +399,28 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
                 })
         })
         .collect();
+    let udp = Udp {
+        bed: &bed,
+        c0,
+        s0,
+        a_mac,
+        c_mac,
+        s_mac,
+        frames,
+        dir,
+        chain,
+        dur: Duration::from_secs_f64(a.seconds),
+        rate: a.rate,
+        cpus,
+        syscalls: a.syscalls,
+    };
     for round in 0..a.rounds {
         for &v in &chosen {
-            // the kernel routes frames addressed to its interface; flowshift
-            // forwards frames as they are, addressed to the server
-            let dst = if v.flowshift().is_some() {
-                s_mac
-            } else {
-                a_mac
-            };
-            let batch = addressed(&frames, dst, c_mac, round);
-            let mut child = None;
-            let mut probes = 0;
-            match v.flowshift() {
-                None => {
-                    if v == Variant::Nftables {
-                        nft(&bed, NFT_RULES)?;
-                    }
-                    bed.set_forwarding(true)?;
-                }
-                Some(steer) => {
-                    let json = dir.join(format!("run-{round}-{steer}-{}.json", v.io().join("")));
-                    let mut f = start_flowshift(&bed, steer, v.io(), &chain, &json)?;
-                    probes = wait_forwarding(&bed, (&c0, &s0), &batch, &mut f)?;
-                    if matches!(v, Variant::FlowshiftXdp | Variant::FlowshiftXdpKernel) {
-                        // the XDP program's NAPI polled in batches, as a
-                        // NIC's interrupts are coalesced for a poll-mode
-                        // network function (without: 0.46 Mpps instead of
-                        // 0.67, EXPERIMENTS §8)
-                        bed.coalesce(COALESCE_US)?;
-                    }
-                    child = Some(f);
-                    // the last probes leave before counting starts
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-            let counting = match (&child, a.syscalls) {
-                (Some(f), true) => Some(SyscallCount::start(f.child.id())?),
-                _ => None,
-            };
-            let rx0 = netns::counter(&bed.server(), &s0, "rx_packets")?;
-            let sent = send(
-                &bed.client(),
-                &c0,
-                &batch,
-                (dur, u64::MAX),
-                a.rate,
-                cpus - 1,
-            )?;
-            let syscalls = counting.map(SyscallCount::stop).transpose()?;
-            std::thread::sleep(Duration::from_millis(200));
-            let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
-            let mut fs = None;
-            match child {
-                None => {
-                    bed.set_forwarding(false)?;
-                    if v == Variant::Nftables {
-                        netns::exec(&bed.middle(), "nft", &["delete", "table", "ip", "fsbench"])?;
-                    }
-                }
-                Some(c) => fs = Some(stop_flowshift(c)?),
-            }
-            let secs = dur.as_secs_f64();
-            let s = Sample {
-                variant: v.name(),
-                round,
-                sent,
-                probes,
-                delivered,
-                offered_mpps: sent as f64 / secs / 1e6,
-                delivered_mpps: delivered as f64 / secs / 1e6,
-                flowshift: fs.clone(),
-                syscalls,
-            };
-            eprintln!(
-                "  round {round}: {:<39} offered {:>6.3} Mpps, delivered {:>6.3} Mpps{}",
-                s.variant,
-                s.offered_mpps,
-                s.delivered_mpps,
-                fs.map(|f| {
-                    let [i, o, d] = f.counts;
-                    format!(" (flowshift: in {i}, out {o}, dropped {d}: {:?})", f.drops)
-                })
-                .unwrap_or_default()
-            );
-            if let Some(n) = syscalls {
-                eprintln!(
-                    "           system calls {n}: {:.1} per 1 000 packets delivered",
-                    per_thousand(n, delivered)
-                );
-            }
-            samples.push(s);
+            samples.push(udp.sample(v, round)?);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let median = |v: Variant, f: fn(&Sample) -> f64| {
-        let mut x: Vec<f64> = samples
-            .iter()
-            .filter(|s| s.variant == v.name())
-            .map(f)
-            .collect();
-        x.sort_by(f64::total_cmp);
-        x[x.len() / 2]
-    };
-    let nft_rate = median(Variant::Nftables, |s| s.delivered_mpps);
-    println!(
-        "{:<39} {:>13} {:>15} {:>12}",
-        "variant", "offered Mpps", "delivered Mpps", "vs nftables"
-    );
-    for &v in &chosen {
-        let d = median(v, |s| s.delivered_mpps);
-        println!(
-            "{:<39} {:>13.3} {:>15.3} {:>12.2}",
-            v.name(),
-            median(v, |s| s.offered_mpps),
-            d,
-            d / nft_rate.max(1e-9)
-        );
-    }
-    if a.syscalls {
-        println!("\nsystem calls per 1 000 packets delivered (medians):");
-        for &v in chosen.iter().filter(|v| v.flowshift().is_some()) {
-            println!(
-                "{:<39} {:>10.1}",
-                v.name(),
-                median(v, |s| per_thousand(s.syscalls.unwrap_or(0), s.delivered))
-            );
-        }
-    }
+    let _ = std::fs::remove_dir_all(&udp.dir);
+    print_table(&samples, &chosen, a.syscalls);
     if let Some(p) = &a.json {
         launch::output::json(p, &samples)?;
     }

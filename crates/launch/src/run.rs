@@ -330,7 +330,7 @@ fn run_config(a: &RunArgs, sec: &RunSection) -> anyhow::Result<RunConfig> {
         .as_deref()
         .or(sec.balancer.as_deref())
         .unwrap_or("static");
-    let balancer = balancer_kind(name, &sec)?;
+    let balancer = balancer_kind(name, sec)?;
     let mut cfg = RunConfig {
         balancer,
         ..RunConfig::default()

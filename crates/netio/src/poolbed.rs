@@ -407,7 +407,7 @@ impl PoolBed {
         }
         // what no node announces goes nowhere (not past the nodes by
         // the main table)
-        return exec(
+        exec(
             &r,
             "ip",
             &[
@@ -420,7 +420,7 @@ impl PoolBed {
                 "metric",
                 "4000",
             ],
-        );
+        )
     }
 
     /// With the groups controller: the resilient nexthop groups carry the
