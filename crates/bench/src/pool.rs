@@ -104,6 +104,196 @@ fn frames(flows: u32, dst: [u8; 6], src: [u8; 6], salt: u8) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// What every sample of a pool bench shares: the bed, its client and
+/// server links, the node's chain and key, the run's duration and rate.
+struct Bench<'a> {
+    bed: &'a PoolBed,
+    c0: String,
+    s0: String,
+    dir: PathBuf,
+    chain: PathBuf,
+    key_file: PathBuf,
+    dur: Duration,
+    rate: Option<f64>,
+    cpus: usize,
+}
+
+/// The nodes' report counters, summed.
+#[derive(Default)]
+struct Totals {
+    replicated: u64,
+    installed: u64,
+    dropped: u64,
+    drops: std::collections::BTreeMap<String, u64>,
+}
+
+impl Bench<'_> {
+    /// Fresh nodes with `replication` (`off`, `on`: sealed, `bare`), each
+    /// waited for until it forwards.
+    fn start_nodes(&self, replication: &str) -> anyhow::Result<poolctl::groups::Nodes> {
+        let dir = &self.dir;
+        // killed if the bench fails before stopping them
+        let mut nodes = poolctl::groups::Nodes(Vec::new());
+        for i in 0..NODES {
+            let cfg = poolctl::groups::node_config(
+                Some(&self.chain),
+                i,
+                NODES,
+                replication != "off",
+                (replication == "on").then_some(self.key_file.as_path()),
+            )?;
+            cfg.write(&dir.join(format!("node{i}.toml")))?;
+            let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
+            let from = poolctl::groups::node_log_len(dir, i);
+            let node = poolctl::groups::start_node(self.bed, dir, 1, i)?;
+            let limit = Duration::from_secs(30);
+            nodes.0.push(Some(node));
+            let node = nodes.0[i].as_mut().expect("started");
+            let log = dir.join(format!("node{i}.log"));
+            launch::forwarding::wait(&log, from, node, limit)
+                .with_context(|| format!("node {i}"))?;
+        }
+        Ok(nodes)
+    }
+
+    /// Waits until the pool forwards: every probe of `batch`'s first 16
+    /// frames crosses (the odd neighbour message the server hears cannot
+    /// pass for one).
+    fn wait_forwarding(&self, batch: &[Vec<u8>]) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        loop {
+            let before = netns::counter(&self.bed.server(), &self.s0, "rx_packets")?;
+            send(
+                &self.bed.client(),
+                &self.c0,
+                &batch[..16],
+                (Duration::from_secs(1), 16),
+                None,
+                0,
+            )?;
+            std::thread::sleep(Duration::from_millis(100));
+            if netns::counter(&self.bed.server(), &self.s0, "rx_packets")? >= before + 16 {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                bail!(
+                    "the pool did not forward within 20 s (see {})",
+                    self.dir.display()
+                );
+            }
+        }
+    }
+
+    /// Stops the nodes (each ends with its report) and sums their counters.
+    fn stop_nodes(&self, mut nodes: poolctl::groups::Nodes) -> anyhow::Result<Totals> {
+        let mut t = Totals::default();
+        for (i, c) in nodes.0.iter_mut().enumerate() {
+            let mut c = c.take().expect("started");
+            let _ = Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            c.wait()?;
+            let r: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(self.dir.join(format!("node{i}.json")))
+                    .with_context(|| format!("node {i}'s report"))?,
+            )?;
+            t.replicated += r["pool"]["replicated"].as_u64().unwrap_or(0);
+            t.installed += r["pool"]["installed"].as_u64().unwrap_or(0);
+            t.dropped += r["pool"]["replicas_dropped"].as_u64().unwrap_or(0);
+            for (k, v) in r["drops"].as_object().into_iter().flatten() {
+                let v = v.as_u64().unwrap_or(0);
+                if v > 0 {
+                    *t.drops.entry(k.clone()).or_insert(0) += v;
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// One sample: fresh nodes, `batch` sent for the run's duration (each
+    /// frame once for `new` traffic), what the server got.
+    fn sample(
+        &self,
+        traffic: &'static str,
+        replication: &'static str,
+        round: usize,
+        batch: &[Vec<u8>],
+    ) -> anyhow::Result<Sample> {
+        let nodes = self.start_nodes(replication)?;
+        self.wait_forwarding(batch)?;
+        std::thread::sleep(Duration::from_millis(200));
+        let (server, client) = (self.bed.server(), self.bed.client());
+        let rx0 = netns::counter(&server, &self.s0, "rx_packets")?;
+        // `new`: each frame once (a repeat would be an old flow)
+        let max = if traffic == "new" {
+            batch.len() as u64
+        } else {
+            u64::MAX
+        };
+        let t = Instant::now();
+        let sent = send(
+            &client,
+            &self.c0,
+            batch,
+            (self.dur, max),
+            self.rate,
+            self.cpus - 1,
+        )?;
+        let took = t.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_millis(200));
+        let delivered = netns::counter(&server, &self.s0, "rx_packets")? - rx0;
+        let t = self.stop_nodes(nodes)?;
+        let s = Sample {
+            traffic,
+            replication,
+            round,
+            sent,
+            delivered,
+            delivered_mpps: delivered as f64 / took / 1e6,
+            replicated: t.replicated,
+            installed: t.installed,
+            replicas_dropped: t.dropped,
+            drops: t.drops,
+        };
+        eprintln!(
+            "  round {round}: {traffic:<6} replication {replication:<4}: sent {:.3} Mpps, delivered {:.3} Mpps; replicated {}, installed {}, dropped at the secondary {}; node drops {:?}",
+            sent as f64 / took / 1e6,
+            s.delivered_mpps,
+            s.replicated,
+            s.installed,
+            s.replicas_dropped,
+            s.drops
+        );
+        Ok(s)
+    }
+}
+
+/// The medians per traffic and replication, and their ratios.
+fn print_table(samples: &[Sample]) {
+    println!(
+        "Mpps delivered (medians): replication off, on (sealed with the pool's key), bare (no key)"
+    );
+    println!("traffic       off      on    bare   on/off  bare/off  on/bare");
+    for traffic in ["steady", "new"] {
+        let median = |mode: &str| {
+            let mut v: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.traffic == traffic && s.replication == mode)
+                .map(|s| s.delivered_mpps)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (off, on, bare) = (median("off"), median("on"), median("bare"));
+        println!(
+            "{traffic:<8} {off:>8.3} {on:>7.3} {bare:>7.3} {:>8.2} {:>9.2} {:>8.2}",
+            on / off.max(1e-9),
+            bare / off.max(1e-9),
+            on / bare.max(1e-9)
+        );
+    }
+}
+
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         bail!(
@@ -145,7 +335,6 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     // room for every flow of a `new` run (1 M per node)
     let chain = dir.join("chain.toml");
     std::fs::write(&chain, BENCH_CHAIN)?;
-    let dur = Duration::from_secs_f64(a.seconds);
     eprintln!(
         "flowshift pool bench: {NODES} nodes (FW → NAT, one working core each), 64 B UDP, \
          {} s per variant at {}, {} round(s)",
@@ -154,6 +343,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             .map_or("full speed".to_string(), |r| format!("{r} Mpps")),
         a.rounds
     );
+    let bench = Bench {
+        bed: &bed,
+        c0,
+        s0,
+        dir,
+        chain,
+        key_file,
+        dur: Duration::from_secs_f64(a.seconds),
+        rate: a.rate,
+        cpus,
+    };
     let mut samples = Vec::new();
     for round in 0..a.rounds {
         for (traffic, flows) in [("steady", a.flows), ("new", NEW_FLOWS)] {
@@ -162,134 +362,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 // nodes each time), so the two differ only by the seal
                 let salt = (round * 4 + k.min(1) * 2 + usize::from(traffic == "new")) as u8;
                 let batch = frames(flows, r_mac, c_mac, salt & 0x0f);
-                // killed if the bench fails before stopping them
-                let mut nodes = poolctl::groups::Nodes(Vec::new());
-                for i in 0..NODES {
-                    let cfg = poolctl::groups::node_config(
-                        Some(&chain),
-                        i,
-                        NODES,
-                        replication != "off",
-                        (replication == "on").then_some(key_file.as_path()),
-                    )?;
-                    cfg.write(&dir.join(format!("node{i}.toml")))?;
-                    let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
-                    let from = poolctl::groups::node_log_len(&dir, i);
-                    let node = poolctl::groups::start_node(&bed, &dir, 1, i)?;
-                    let limit = Duration::from_secs(30);
-                    nodes.0.push(Some(node));
-                    let node = nodes.0[i].as_mut().expect("started");
-                    let log = dir.join(format!("node{i}.log"));
-                    launch::forwarding::wait(&log, from, node, limit)
-                        .with_context(|| format!("node {i}"))?;
-                }
-                // forwarding once every probe crosses (the odd neighbour
-                // message the server hears cannot pass for one)
-                let t0 = Instant::now();
-                loop {
-                    let before = netns::counter(&bed.server(), &s0, "rx_packets")?;
-                    send(
-                        &bed.client(),
-                        &c0,
-                        &batch[..16],
-                        (Duration::from_secs(1), 16),
-                        None,
-                        0,
-                    )?;
-                    std::thread::sleep(Duration::from_millis(100));
-                    if netns::counter(&bed.server(), &s0, "rx_packets")? >= before + 16 {
-                        break;
-                    }
-                    if t0.elapsed() > Duration::from_secs(20) {
-                        bail!(
-                            "the pool did not forward within 20 s (see {})",
-                            dir.display()
-                        );
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(200));
-                let rx0 = netns::counter(&bed.server(), &s0, "rx_packets")?;
-                // `new`: each frame once (a repeat would be an old flow)
-                let max = if traffic == "new" {
-                    u64::from(flows)
-                } else {
-                    u64::MAX
-                };
-                let t = Instant::now();
-                let sent = send(&bed.client(), &c0, &batch, (dur, max), a.rate, cpus - 1)?;
-                let took = t.elapsed().as_secs_f64();
-                std::thread::sleep(Duration::from_millis(200));
-                let delivered = netns::counter(&bed.server(), &s0, "rx_packets")? - rx0;
-                let (mut replicated, mut installed, mut dropped) = (0, 0, 0);
-                let mut drops = std::collections::BTreeMap::new();
-                for (i, c) in nodes.0.iter_mut().enumerate() {
-                    let mut c = c.take().expect("started");
-                    let _ = Command::new("kill")
-                        .args(["-INT", &c.id().to_string()])
-                        .status();
-                    c.wait()?;
-                    let r: serde_json::Value = serde_json::from_str(
-                        &std::fs::read_to_string(dir.join(format!("node{i}.json")))
-                            .with_context(|| format!("node {i}'s report"))?,
-                    )?;
-                    replicated += r["pool"]["replicated"].as_u64().unwrap_or(0);
-                    installed += r["pool"]["installed"].as_u64().unwrap_or(0);
-                    dropped += r["pool"]["replicas_dropped"].as_u64().unwrap_or(0);
-                    for (k, v) in r["drops"].as_object().into_iter().flatten() {
-                        let v = v.as_u64().unwrap_or(0);
-                        if v > 0 {
-                            *drops.entry(k.clone()).or_insert(0) += v;
-                        }
-                    }
-                }
-                let s = Sample {
-                    traffic,
-                    replication,
-                    round,
-                    sent,
-                    delivered,
-                    delivered_mpps: delivered as f64 / took / 1e6,
-                    replicated,
-                    installed,
-                    replicas_dropped: dropped,
-                    drops,
-                };
-                eprintln!(
-                    "  round {round}: {traffic:<6} replication {replication:<4}: sent {:.3} Mpps, delivered {:.3} Mpps; replicated {replicated}, installed {installed}, dropped at the secondary {dropped}; node drops {:?}",
-                    sent as f64 / took / 1e6,
-                    s.delivered_mpps,
-                    s.drops
-                );
-                samples.push(s);
+                samples.push(bench.sample(traffic, replication, round, &batch)?);
             }
         }
     }
     drop(sink);
-    println!(
-        "Mpps delivered (medians): replication off, on (sealed with the pool's key), bare (no key)"
-    );
-    println!("traffic       off      on    bare   on/off  bare/off  on/bare");
-    for traffic in ["steady", "new"] {
-        let median = |mode: &str| {
-            let mut v: Vec<f64> = samples
-                .iter()
-                .filter(|s| s.traffic == traffic && s.replication == mode)
-                .map(|s| s.delivered_mpps)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let (off, on, bare) = (median("off"), median("on"), median("bare"));
-        println!(
-            "{traffic:<8} {off:>8.3} {on:>7.3} {bare:>7.3} {:>8.2} {:>9.2} {:>8.2}",
-            on / off.max(1e-9),
-            bare / off.max(1e-9),
-            on / bare.max(1e-9)
-        );
-    }
+    print_table(&samples);
     if let Some(p) = &a.json {
         launch::output::json(p, &samples)?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&bench.dir);
     Ok(())
 }
