@@ -48,6 +48,23 @@ pub fn balance_start(
     if offloading > 0 && working < offloading * inst.min_served {
         return None;
     }
+    let active = active_cores(inst, working)?;
+    let (mut owner, mut u) = place(inst, &active)?;
+    improve(inst, &active, &mut owner, &mut u, alpha);
+    let (offload_core, ratio) = offload(inst, &active, &owner, &u, offloading);
+    Some(Start {
+        owner,
+        offload_core,
+        ratio,
+        working: active,
+        offloading: (0..nk).map(|k| k < offloading).collect(),
+    })
+}
+
+/// The `working` cores that stay active: those that carry the most (and a
+/// fixed shard's core); `None` if the fixed shards need more.
+fn active_cores(inst: &Instance, working: usize) -> Option<Vec<bool>> {
+    let nw = inst.workers;
     let mut per_core = vec![0.0; nw];
     for (s, &c) in inst.owner.iter().enumerate() {
         per_core[c] += inst.load[s];
@@ -70,6 +87,14 @@ pub fn balance_start(
         }
         active[c] = true;
     }
+    Some(active)
+}
+
+/// Every shard on an active core (those of inactive cores on the least
+/// loaded, heaviest first), every active core with a shard (Eq. 6); each
+/// core's load.
+fn place(inst: &Instance, active: &[bool]) -> Option<(Vec<usize>, Vec<f64>)> {
+    let (ns, nw) = (inst.load.len(), inst.workers);
     let mut owner = inst.owner.clone();
     let mut u = vec![0.0; nw];
     let mut homeless: Vec<usize> = Vec::new();
@@ -92,26 +117,38 @@ pub fn balance_start(
         owner[s] = c;
         u[c] += inst.load[s];
     }
-    let movable = |s: usize| !inst.fixed[s];
     // Eq. 6: every active core holds a shard
     for c in (0..nw).filter(|&c| active[c]) {
         if owner.contains(&c) {
             continue;
         }
         let s = (0..ns)
-            .filter(|&s| movable(s) && owner.iter().filter(|&&o| o == owner[s]).count() > 1)
+            .filter(|&s| !inst.fixed[s] && owner.iter().filter(|&&o| o == owner[s]).count() > 1)
             .min_by(|&a, &b| inst.load[a].total_cmp(&inst.load[b]))?;
         u[owner[s]] -= inst.load[s];
         owner[s] = c;
         u[c] += inst.load[s];
     }
-    // moves and swaps between the busiest and the least busy core
+    Some((owner, u))
+}
+
+/// Moves and swaps between the busiest and the least busy core while one
+/// gains more than it costs (`alpha` a migration).
+fn improve(inst: &Instance, active: &[bool], owner: &mut [usize], u: &mut [f64], alpha: f64) {
+    let (ns, nw) = (inst.load.len(), inst.workers);
+    let movable = |s: usize| !inst.fixed[s];
+    let least = |u: &[f64]| {
+        (0..nw)
+            .filter(|&c| active[c])
+            .min_by(|&a, &b| u[a].total_cmp(&u[b]))
+            .expect("an active core")
+    };
     for _ in 0..4 * ns {
         let hi = (0..nw)
             .filter(|&c| active[c])
             .max_by(|&a, &b| u[a].total_cmp(&u[b]))
             .expect("an active core");
-        let lo = least(&u);
+        let lo = least(u);
         let gain = |new_hi: f64, new_lo: f64| u[hi] - new_hi.max(new_lo);
         let mut best: Option<(f64, usize, Option<usize>)> = None;
         let on_hi: Vec<usize> = (0..ns).filter(|&s| owner[s] == hi && movable(s)).collect();
@@ -142,10 +179,22 @@ pub fn balance_start(
             u[hi] += inst.load[t];
         }
     }
-    // offloading: round-robin association, then a water level by bisection
+}
+
+/// Offloading: each active core associated round-robin with one of the
+/// first `offloading` offloading cores, then a water level found by
+/// bisection, each core offloading what is above it (heaviest shards
+/// first, none below its heaviest flow).
+fn offload(
+    inst: &Instance,
+    active: &[bool],
+    owner: &[usize],
+    u: &[f64],
+    offloading: usize,
+) -> (Vec<Option<usize>>, Vec<f64>) {
+    let (ns, nw, nk) = (inst.load.len(), inst.workers, inst.offloaders);
     let mut offload_core = vec![None; nw];
     let mut ratio = vec![0.0; ns];
-    let offloaders: Vec<bool> = (0..nk).map(|k| k < offloading).collect();
     if offloading > 0 {
         for (i, c) in (0..nw).filter(|&c| active[c]).enumerate() {
             offload_core[c] = Some(i % offloading);
@@ -208,13 +257,7 @@ pub fn balance_start(
             }
         }
     }
-    Some(Start {
-        owner,
-        offload_core,
-        ratio,
-        working: active,
-        offloading: offloaders,
-    })
+    (offload_core, ratio)
 }
 
 #[cfg(test)]
