@@ -149,7 +149,7 @@ impl Rsspp {
         for &o in &snap.owner {
             active[usize::from(o)] = true;
         }
-        let load: Vec<f64> = (0..w)
+        let mut load: Vec<f64> = (0..w)
             .map(|c| {
                 snap.core_load
                     .get(c)
@@ -158,68 +158,20 @@ impl Rsspp {
                     .clamp(0.0, 1.0)
             })
             .collect();
-        // fractional shard loads, per owner
-        let packets = snap.shard_packets();
-        let mut core_pkts = vec![0u64; w];
-        for (s, &o) in snap.owner.iter().enumerate() {
-            core_pkts[usize::from(o)] += packets[s];
-        }
-        let mut shards_of: Vec<Vec<ShardLoad>> = vec![Vec::new(); w];
-        for (s, &o) in snap.owner.iter().enumerate() {
-            let c = usize::from(o);
-            let frac = if core_pkts[c] > 0 {
-                packets[s] as f64 / core_pkts[c] as f64 * load[c]
-            } else {
-                0.0
-            };
-            if !snap.moving.contains(&(s as ShardId)) {
-                shards_of[c].push(ShardLoad {
-                    shard: s as ShardId,
-                    load: frac,
-                });
-            }
-        }
+        let mut shards_of = shard_loads(snap, &load);
         let mut cores: Vec<usize> = (0..w).filter(|&c| active[c]).collect();
-        let mut load = load;
-        let n = cores.len();
         self.last.before = sq_imbalance(&cores, &load);
         if self.cfg.autoscale {
-            let headroom: f64 = cores.iter().map(|&c| self.cfg.target_load - load[c]).sum();
-            let max_load = cores.iter().map(|&c| load[c]).fold(0.0, f64::max);
-            let keep = 1.0
-                + (1.0 - self.cfg.target_load)
-                + n as f64 * self.cfg.scale_alpha.max(max_load - self.cfg.target_load);
-            if n > 1 && headroom > keep {
-                // remove the least-loaded core: its shards heaviest first onto the
-                // least-loaded remaining core each time
-                let victim = *cores
-                    .iter()
-                    .min_by(|a, b| load[**a].total_cmp(&load[**b]))
-                    .expect("n > 2");
-                active[victim] = false;
-                cores.retain(|&c| c != victim);
-                let mut give = std::mem::take(&mut shards_of[victim]);
-                give.sort_by(|a, b| b.load.total_cmp(&a.load));
-                for sl in give {
-                    let to = *cores
-                        .iter()
-                        .min_by(|a, b| load[**a].total_cmp(&load[**b]))
-                        .expect("cores remain");
-                    load[to] += sl.load;
-                    plan.moves.push((sl.shard, to as CoreId));
-                }
-                self.last.removed = Some(victim as CoreId);
-                self.last.after = sq_imbalance(&cores, &load);
+            let mut scale = Scale {
+                active,
+                cores: &mut cores,
+                load: &mut load,
+                shards_of: &mut shards_of,
+                last: &mut self.last,
+            };
+            if let Some(plan) = scale.step(&self.cfg) {
                 self.received = plan.moves.iter().map(|m| m.1).collect();
                 return plan;
-            }
-            if headroom < -0.1 {
-                if let Some(c) = (0..w).find(|&c| !active[c]) {
-                    active[c] = true;
-                    cores.push(c);
-                    load[c] = 0.0;
-                    self.last.added = Some(c as CoreId);
-                }
             }
         }
         let n = cores.len();
@@ -243,6 +195,20 @@ impl Rsspp {
             return plan;
         }
         let solve = |allow: &[f64]| run(&cores, &load, mean, &shards_of, &over, &under, allow);
+        let (best, runs) = self.search(w, mean, solve);
+        self.last.runs = runs;
+        self.last.after = best.sq;
+        plan.moves
+            .extend(best.moves.iter().map(|&(s, c)| (s, c as CoreId)));
+        self.received = plan.moves.iter().map(|m| m.1).collect();
+        plan
+    }
+
+    /// The allowance search (§3.2): a run without allowances, then, while
+    /// the score is above `stop_score`, allowances of each underloaded
+    /// core's residual imbalance grown ×1.5 while the score improves, then
+    /// bisected; the best run and the number of runs.
+    fn search(&self, w: usize, mean: f64, solve: impl Fn(&[f64]) -> Run) -> (Run, usize) {
         let score = |r: &Run| r.sq + self.cfg.migration_cost * r.moves.len() as f64;
         let mut best = solve(&vec![0.0; w]);
         let mut runs = 1;
@@ -281,12 +247,7 @@ impl Rsspp {
                 }
             }
         }
-        self.last.runs = runs;
-        self.last.after = best.sq;
-        plan.moves
-            .extend(best.moves.iter().map(|&(s, c)| (s, c as CoreId)));
-        self.received = plan.moves.iter().map(|m| m.1).collect();
-        plan
+        (best, runs)
     }
 
     fn adapt_period(&mut self, snap: &Snapshot, plan: &Plan) -> u64 {
@@ -346,6 +307,98 @@ impl Balancer for Rsspp {
 fn sq_imbalance(cores: &[usize], load: &[f64]) -> f64 {
     let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / cores.len().max(1) as f64;
     cores.iter().map(|&c| (mean - load[c]).powi(2)).sum()
+}
+
+/// Each core's shards (not moving) and their fractional loads: a shard's
+/// share of its core's packets times the core's load.
+fn shard_loads(snap: &Snapshot, load: &[f64]) -> Vec<Vec<ShardLoad>> {
+    let w = snap.workers;
+    let packets = snap.shard_packets();
+    let mut core_pkts = vec![0u64; w];
+    for (s, &o) in snap.owner.iter().enumerate() {
+        core_pkts[usize::from(o)] += packets[s];
+    }
+    let mut shards_of: Vec<Vec<ShardLoad>> = vec![Vec::new(); w];
+    for (s, &o) in snap.owner.iter().enumerate() {
+        let c = usize::from(o);
+        let frac = if core_pkts[c] > 0 {
+            packets[s] as f64 / core_pkts[c] as f64 * load[c]
+        } else {
+            0.0
+        };
+        if !snap.moving.contains(&(s as ShardId)) {
+            shards_of[c].push(ShardLoad {
+                shard: s as ShardId,
+                load: frac,
+            });
+        }
+    }
+    shards_of
+}
+
+/// Core scaling (§4) over one round's loads: a core removed when the
+/// others have room for its load, one added when they are past the target.
+struct Scale<'a> {
+    active: &'a mut Vec<bool>,
+    cores: &'a mut Vec<usize>,
+    load: &'a mut Vec<f64>,
+    shards_of: &'a mut Vec<Vec<ShardLoad>>,
+    last: &'a mut RoundInfo,
+}
+
+impl Scale<'_> {
+    /// Removes the least-loaded core (its shards heaviest first onto the
+    /// least-loaded remaining core each time) and returns those moves, or
+    /// adds a core (no moves: the round balances onto it).
+    fn step(&mut self, cfg: &RssppConfig) -> Option<Plan> {
+        let Scale {
+            active,
+            cores,
+            load,
+            shards_of,
+            last,
+        } = self;
+        let n = cores.len();
+        let w = active.len();
+        let mut plan = Plan::default();
+        let headroom: f64 = cores.iter().map(|&c| cfg.target_load - load[c]).sum();
+        let max_load = cores.iter().map(|&c| load[c]).fold(0.0, f64::max);
+        let keep = 1.0
+            + (1.0 - cfg.target_load)
+            + n as f64 * cfg.scale_alpha.max(max_load - cfg.target_load);
+        if n > 1 && headroom > keep {
+            // remove the least-loaded core: its shards heaviest first onto the
+            // least-loaded remaining core each time
+            let victim = *cores
+                .iter()
+                .min_by(|a, b| load[**a].total_cmp(&load[**b]))
+                .expect("n > 2");
+            active[victim] = false;
+            cores.retain(|&c| c != victim);
+            let mut give = std::mem::take(&mut shards_of[victim]);
+            give.sort_by(|a, b| b.load.total_cmp(&a.load));
+            for sl in give {
+                let to = *cores
+                    .iter()
+                    .min_by(|a, b| load[**a].total_cmp(&load[**b]))
+                    .expect("cores remain");
+                load[to] += sl.load;
+                plan.moves.push((sl.shard, to as CoreId));
+            }
+            last.removed = Some(victim as CoreId);
+            last.after = sq_imbalance(cores, load);
+            return Some(plan);
+        }
+        if headroom < -0.1 {
+            if let Some(c) = (0..w).find(|&c| !active[c]) {
+                active[c] = true;
+                cores.push(c);
+                load[c] = 0.0;
+                last.added = Some(c as CoreId);
+            }
+        }
+        None
+    }
 }
 
 #[derive(Clone, Debug)]
