@@ -448,47 +448,76 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
             }]
         })
         .collect();
+    let (rss, rsspp, rsspp_moves) = rss_baselines(&periods, a.reta, cores);
+    let rows = roger_rows(&a, &t, &periods)?;
+    let out = SweepOut {
+        bits: t.bits.to_string(),
+        cores,
+        packets: t.pkts.len(),
+        periods: a.periods,
+        rss,
+        rsspp,
+        rsspp_moves,
+        roger: rows,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_sweep(&out, a.reta);
+    }
+    Ok(())
+}
+
+/// Each core's load when `owner` maps the buckets.
+fn by_owner(buckets: &[u64], owner: &[u16], cores: u16) -> Vec<u64> {
+    let mut load = vec![0u64; usize::from(cores)];
+    for (b, w) in buckets.iter().enumerate() {
+        load[usize::from(owner[b])] += w;
+    }
+    load
+}
+
+/// RSS's (the table as initialised) and RSS++'s (one round per period on
+/// the period's bucket loads, as its controller does) imbalance, in the
+/// period planned on and in the next; RSS++'s moves.
+fn rss_baselines(periods: &[&[Pkt]], reta: usize, cores: u16) -> (Pair, Pair, usize) {
+    let n = periods.len();
     let bucket_loads = |pkts: &[Pkt]| {
-        let mut v = vec![0u64; a.reta];
+        let mut v = vec![0u64; reta];
         for p in pkts {
-            v[p.hash as usize & (a.reta - 1)] += p.weight;
+            v[p.hash as usize & (reta - 1)] += p.weight;
         }
         v
     };
-    let by_owner = |buckets: &[u64], owner: &[u16]| {
-        let mut load = vec![0u64; usize::from(cores)];
-        for (b, w) in buckets.iter().enumerate() {
-            load[usize::from(owner[b])] += w;
-        }
-        load
-    };
     let buckets: Vec<Vec<u64>> = periods.iter().map(|p| bucket_loads(p)).collect();
-    // RSS: the table as initialised
-    let rss_owner: Vec<u16> = (0..a.reta)
-        .map(|b| (b % usize::from(cores)) as u16)
-        .collect();
+    let rss_owner: Vec<u16> = (0..reta).map(|b| (b % usize::from(cores)) as u16).collect();
     let rss_imb: Vec<f64> = buckets
         .iter()
-        .map(|b| roger::imbalance(&by_owner(b, &rss_owner)))
+        .map(|b| roger::imbalance(&by_owner(b, &rss_owner, cores)))
         .collect();
     let rss = Pair {
-        same: median(rss_imb[..a.periods - 1].to_vec()),
+        same: median(rss_imb[..n - 1].to_vec()),
         next: median(rss_imb[1..].to_vec()),
     };
-    // RSS++: one round per period on the period's bucket loads, as its
-    // controller does
     let mut rsspp_b = Rsspp::new(RssppConfig::default());
     let mut owner = rss_owner.clone();
     let (mut same, mut next, mut rsspp_moves) = (Vec::new(), Vec::new(), 0);
-    for i in 0..a.periods - 1 {
+    for i in 0..n - 1 {
         rsspp_moves += rsspp_round(&mut rsspp_b, &buckets[i], &mut owner, cores, i as u64);
-        same.push(roger::imbalance(&by_owner(&buckets[i], &owner)));
-        next.push(roger::imbalance(&by_owner(&buckets[i + 1], &owner)));
+        same.push(roger::imbalance(&by_owner(&buckets[i], &owner, cores)));
+        next.push(roger::imbalance(&by_owner(&buckets[i + 1], &owner, cores)));
     }
     let rsspp = Pair {
         same: median(same),
         next: median(next),
     };
+    (rss, rsspp, rsspp_moves)
+}
+
+/// Roger at each budget: a plan per period, its imbalance there and in the
+/// next, the share of packets its default rule takes, its time.
+fn roger_rows(a: &SweepArgs, t: &Traffic, periods: &[&[Pkt]]) -> anyhow::Result<Vec<RogerRow>> {
+    let cores = a.traffic.cores;
     let mut rows = Vec::new();
     for &budget in &a.budgets {
         let (mut same, mut next) = (Vec::new(), Vec::new());
@@ -521,24 +550,16 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
             eprintln!("flowshift: budget {budget}: {secs:.2} s per plan");
         }
     }
-    let out = SweepOut {
-        bits: t.bits.to_string(),
-        cores,
-        packets: t.pkts.len(),
-        periods: a.periods,
-        rss,
-        rsspp,
-        rsspp_moves,
-        roger: rows,
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
+    Ok(rows)
+}
+
+/// The sweep as a table.
+fn print_sweep(out: &SweepOut, reta: usize) {
+    let (cores, rss, rsspp, rsspp_moves) = (out.cores, &out.rss, &out.rsspp, out.rsspp_moves);
     println!(
         "rule key {}, {} cores, {} packets in {} periods; imbalance = heaviest core / mean, \
          median over periods, in the period planned on and in the next",
-        out.bits, cores, out.packets, a.periods
+        out.bits, cores, out.packets, out.periods
     );
     println!(
         "{:<22} {:>6} {:>10} {:>10} {:>10}",
@@ -546,7 +567,7 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
     );
     println!(
         "{:<22} {:>6} {:>10.3} {:>10.3} {:>10}",
-        format!("RSS ({} entries)", a.reta),
+        format!("RSS ({reta} entries)"),
         "-",
         rss.same,
         rss.next,
@@ -570,7 +591,6 @@ fn sweep_cmd(a: SweepArgs) -> anyhow::Result<()> {
             100.0 * r.default_share
         );
     }
-    Ok(())
 }
 
 /// One RSS++ round on a period's bucket loads, its moves applied to `owner`;
