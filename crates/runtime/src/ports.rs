@@ -89,73 +89,18 @@ impl Ports {
         } else {
             flow_order(names, rps).map_err(cfg)?
         };
-        let open = |f: fn(&str) -> Result<PacketSocket, netio::SocketError>| {
-            names
-                .iter()
-                .map(|n| f(n).map_err(|e| cfg(e.to_string())))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let open_for = |core: usize| {
-            names
-                .iter()
-                .map(|n| PacketSocket::open_tx_for(n, core).map_err(|e| cfg(e.to_string())))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let first = Arc::new(Tx(open_for(0)?));
-        let mut tx = vec![first.clone()];
-        for core in 1..cores.max(1) {
-            // a transmit ring, or an AF_XDP queue, has one writer: a set per
-            // core; `sendmmsg` sockets are shared
-            if matches!(first.0[0].tx_mode(), "ring" | "xdp") {
-                tx.push(Arc::new(Tx(open_for(core)?)));
-            } else {
-                tx.push(first.clone());
-            }
-        }
+        let tx = tx_sets(names, cores)?;
         if steering == Steering::User {
             let (rx, replica_tx) = match replica {
-                Some(r) => {
-                    let secondary = crate::replica::Secondary::new(r.secondary);
-                    let bulk = crate::bulk::BulkOrder::new(owner.len(), workers);
-                    let key = r.key.map(pool::auth::Key::new);
-                    let mut rx = crate::replica::ReplicaRx::bind(
-                        r.listen,
-                        secondary.clone(),
-                        bulk.clone(),
-                        key.as_ref(),
-                    )
-                    .map_err(|e| {
-                        cfg(format!("pool: listening for replicas at {}: {e}", r.listen))
-                    })?;
-                    rx.watch_pair(r.pair_timeout_ms, r.primary, &r.primary_lost);
-                    let mut tx = Vec::new();
-                    for w in 0..workers {
-                        let link = crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref())
-                            .map_err(|e| {
-                                cfg(format!(
-                                    "pool: a socket to the secondary {}: {e}",
-                                    r.secondary
-                                ))
-                            })?;
-                        let spill = crate::spill::SpillTx::open(
-                            r.spill.as_ref(),
-                            &r.splits,
-                            workers,
-                            key.as_ref(),
-                        )
-                        .map_err(|e| cfg(format!("pool: a socket to a spill or part node: {e}")))?;
-                        tx.push(crate::worker::Replication::new(
-                            link,
-                            crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref()),
-                            spill,
-                        ));
-                    }
-                    (Some(rx), tx)
-                }
+                Some(r) => replication(&r, owner.len(), workers)?,
                 None => (None, Vec::new()),
             };
+            let rx_sockets = names
+                .iter()
+                .map(|n| PacketSocket::open(n).map_err(|e| cfg(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
             return Ok(Ports {
-                rx: open(PacketSocket::open)?,
+                rx: rx_sockets,
                 per_core: Vec::new(),
                 kernel: None,
                 tx,
@@ -171,28 +116,7 @@ impl Ports {
                     .into(),
             ));
         }
-        let h = chain.hasher();
-        let buckets = chain.buckets() as u32;
-        let k = KernelRss::new(h.toeplitz(), h.fields(), buckets, workers as u32)
-            .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
-        for b in 0..buckets {
-            let q = owner[b as usize % owner.len()];
-            k.set(b, u32::from(q))
-                .map_err(|e| cfg(format!("kernel steering: {e}")))?;
-        }
-        let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
-        for (i, name) in names.iter().enumerate() {
-            // a group per interface; ids from the process id keep runs apart
-            let group = ((std::process::id() as u16) << 1) | i as u16;
-            for socks in per_core.iter_mut() {
-                let s = PacketSocket::open(name).map_err(|e| cfg(e.to_string()))?;
-                s.enable_timestamps()
-                    .map_err(|e| cfg(format!("interface `{name}`: SO_TIMESTAMPNS: {e}")))?;
-                s.join_fanout(group, k.program())
-                    .map_err(|e| cfg(format!("interface `{name}`: fanout group: {e}")))?;
-                socks.push((i as u8, s));
-            }
-        }
+        let (k, per_core) = fanout_steered(names, chain, owner, workers)?;
         Ok(Ports {
             rx: Vec::new(),
             per_core,
@@ -333,4 +257,107 @@ fn unordered_receive(iface: &str) -> Option<String> {
             queues[0]
         )
     })
+}
+
+/// Transmit sockets on every interface for each of `cores` sending cores:
+/// a transmit ring, or an AF_XDP queue, has one writer (a set per core);
+/// `sendmmsg` sockets are shared.
+fn tx_sets(names: &[String], cores: usize) -> Result<Vec<Arc<Tx>>, RunError> {
+    let cfg = |m: String| RunError::Config(m);
+    let open_for = |core: usize| {
+        names
+            .iter()
+            .map(|n| PacketSocket::open_tx_for(n, core).map_err(|e| cfg(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let first = Arc::new(Tx(open_for(0)?));
+    let mut tx = vec![first.clone()];
+    for core in 1..cores.max(1) {
+        // a transmit ring, or an AF_XDP queue, has one writer: a set per
+        // core; `sendmmsg` sockets are shared
+        if matches!(first.0[0].tx_mode(), "ring" | "xdp") {
+            tx.push(Arc::new(Tx(open_for(core)?)));
+        } else {
+            tx.push(first.clone());
+        }
+    }
+    Ok(tx)
+}
+
+/// A pool node's replication: its replica port (read by the NIC model) and
+/// each working core's links to its secondary, bulk syncs and spill or
+/// part nodes.
+fn replication(
+    r: &runspec::Replica,
+    shards: usize,
+    workers: usize,
+) -> Result<
+    (
+        Option<crate::replica::ReplicaRx>,
+        Vec<crate::worker::Replication>,
+    ),
+    RunError,
+> {
+    let cfg = |m: String| RunError::Config(m);
+    let secondary = crate::replica::Secondary::new(r.secondary);
+    let bulk = crate::bulk::BulkOrder::new(shards, workers);
+    let key = r.key.map(pool::auth::Key::new);
+    let mut rx =
+        crate::replica::ReplicaRx::bind(r.listen, secondary.clone(), bulk.clone(), key.as_ref())
+            .map_err(|e| cfg(format!("pool: listening for replicas at {}: {e}", r.listen)))?;
+    rx.watch_pair(r.pair_timeout_ms, r.primary, &r.primary_lost);
+    let mut tx = Vec::new();
+    for w in 0..workers {
+        let link =
+            crate::replica::ReplicaTx::open(secondary.clone(), key.as_ref()).map_err(|e| {
+                cfg(format!(
+                    "pool: a socket to the secondary {}: {e}",
+                    r.secondary
+                ))
+            })?;
+        let spill = crate::spill::SpillTx::open(r.spill.as_ref(), &r.splits, workers, key.as_ref())
+            .map_err(|e| cfg(format!("pool: a socket to a spill or part node: {e}")))?;
+        tx.push(crate::worker::Replication::new(
+            link,
+            crate::bulk::BulkTx::new(bulk.clone(), w, key.as_ref()),
+            spill,
+        ));
+    }
+    Ok((Some(rx), tx))
+}
+
+/// Kernel steering by a fanout program (`--steer kernel` over AF_PACKET):
+/// the program's indirection table, shard s's buckets on `owner[s]`'s
+/// socket, and each working core's socket on every interface.
+#[allow(clippy::type_complexity)]
+fn fanout_steered(
+    names: &[String],
+    chain: &Chain,
+    owner: &[CoreId],
+    workers: usize,
+) -> Result<(KernelRss, Vec<Vec<(u8, PacketSocket)>>), RunError> {
+    let cfg = |m: String| RunError::Config(m);
+    let h = chain.hasher();
+    let buckets = chain.buckets() as u32;
+    let k = KernelRss::new(h.toeplitz(), h.fields(), buckets, workers as u32)
+        .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
+    for b in 0..buckets {
+        let q = owner[b as usize % owner.len()];
+        k.set(b, u32::from(q))
+            .map_err(|e| cfg(format!("kernel steering: {e}")))?;
+    }
+    let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, name) in names.iter().enumerate() {
+        // a group per interface; ids from the process id keep runs apart
+        let group = ((std::process::id() as u16) << 1) | i as u16;
+        for socks in per_core.iter_mut() {
+            let s = PacketSocket::open(name).map_err(|e| cfg(e.to_string()))?;
+            s.enable_timestamps()
+                .map_err(|e| cfg(format!("interface `{name}`: SO_TIMESTAMPNS: {e}")))?;
+            s.join_fanout(group, k.program())
+                .map_err(|e| cfg(format!("interface `{name}`: fanout group: {e}")))?;
+            socks.push((i as u8, s));
+        }
+    }
+    Ok((k, per_core))
 }
