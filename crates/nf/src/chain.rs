@@ -622,16 +622,30 @@ impl Chain {
         route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
         sc: &mut Scratch,
     ) {
-        // a flow's packets may run together unless the router reads their
-        // state or an NF may delete it (then the next packet would not find
-        // the entry, see `found`)
-        let together = routing == Routing::Observes && !self.deletes;
         let n = pkts.len().min(BURST);
         let pkts = &mut pkts[..n];
         out.forward(n);
-        // pipelined lookups: every index bucket of the burst in flight first,
-        // then every entry, then the probes (each packet's key and index hash
-        // computed once, for all three)
+        if n == 0 {
+            return;
+        }
+        self.look_up(shards, pkts, sc);
+        if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
+            // a chain that is one fused pair: there is no next NF to take a
+            // run after it, so each found packet goes through the pair as
+            // soon as it is found (a run of one packet, packet by packet as
+            // runs are); a new flow runs the whole chain, then the next
+            self.fused_chunk(shards, pkts, base, now_ns, out, route, sc);
+        } else {
+            self.gathered(shards, pkts, base, now_ns, out, routing, route, sc);
+        }
+    }
+
+    /// Pipelined lookups: every index bucket of the burst in flight first,
+    /// then every entry, then the probes (each packet's key and index hash
+    /// computed once, for all three, into `sc.looked`).
+    #[inline(always)]
+    fn look_up(&self, shards: &[Option<Shard>], pkts: &[Packet], sc: &mut Scratch) {
+        let n = pkts.len();
         // (each packet's table, found once for the two prefetching stages)
         let table_of = |p: &Packet| {
             &shards[self.shard_of(p.hash)]
@@ -660,35 +674,65 @@ impl Chain {
         for (table, l) in tables[..n].iter().zip(&sc.looked) {
             table.prefetch_entry_at(l.probe);
         }
-        if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
-            // a chain that is one fused pair: there is no next NF to take a
-            // run after it, so each found packet goes through the pair as
-            // soon as it is found (a run of one packet, packet by packet as
-            // runs are); a new flow runs the whole chain, then the next
-            let mut i = 0;
-            while i < n {
-                i = self.fused_hits(shards, pkts, i, base, now_ns, out, route, sc);
-                let Some(p) = pkts.get_mut(i) else {
-                    break;
-                };
-                let shard = shards[self.shard_of(p.hash)]
-                    .as_mut()
-                    .expect("the core owns the packet's shard");
-                let v = self.run_keyed(
-                    shard,
-                    p,
-                    None,
-                    Some((sc.looked[i].key, sc.looked[i].side)),
-                    now_ns,
-                );
-                out.set(base + i, v);
-                i += 1;
-            }
-            return;
+    }
+
+    /// A chunk through the chain's one fused firewall → NAT pair: found
+    /// packets packet by packet, a new flow through the whole chain.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fused_chunk<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        base: usize,
+        now_ns: u64,
+        out: &mut O,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &mut Scratch,
+    ) {
+        let n = pkts.len();
+        let mut i = 0;
+        while i < n {
+            i = self.fused_hits(shards, pkts, i, base, now_ns, out, route, sc);
+            let Some(p) = pkts.get_mut(i) else {
+                break;
+            };
+            let shard = shards[self.shard_of(p.hash)]
+                .as_mut()
+                .expect("the core owns the packet's shard");
+            let v = self.run_keyed(
+                shard,
+                p,
+                None,
+                Some((sc.looked[i].key, sc.looked[i].side)),
+                now_ns,
+            );
+            out.set(base + i, v);
+            i += 1;
         }
-        // packets whose entry was found gather in a run, which every NF
-        // then takes at once; a new flow, or a flow's second packet, first
-        // has the run processed (see `found`)
+    }
+
+    /// A chunk through a chain of runs: packets whose entry was found
+    /// gather in a run, which every NF then takes at once; a new flow, or a
+    /// flow's second packet, first has the run processed (see `found`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn gathered<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        base: usize,
+        now_ns: u64,
+        out: &mut O,
+        routing: Routing,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &mut Scratch,
+    ) {
+        // a flow's packets may run together unless the router reads their
+        // state or an NF may delete it (then the next packet would not find
+        // the entry, see `found`)
+        let together = routing == Routing::Observes && !self.deletes;
+        let n = pkts.len();
         let mut len = 0;
         let mut in_run = [0u64; 4];
         let mut i = 0;
