@@ -257,24 +257,7 @@ impl Worker {
             // the last burst's forwarded frames leave together
             self.sink.flush();
             let now = self.shared.now_ns();
-            let due = self.core.handle_time(now, self.window_ns);
-            if due.timers {
-                for shard in self.shards.iter_mut().flatten() {
-                    self.chain.expire(shard, now);
-                }
-                if let Some(rx) = &mut self.rx {
-                    rx.count_overflow();
-                }
-                if let Some((m, i)) = &self.metrics {
-                    m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
-                }
-            }
-            if due.window {
-                self.publish_heavy();
-            }
-            if let Some(m) = &mut self.merging {
-                m.tick(now, &mut self.chain);
-            }
+            self.on_time(now);
             offload_waits += self.do_actions(&mut sc);
             // control messages first: a hand-over's held packets go before new ones
             while let Ok(msg) = self.inbox.try_recv() {
@@ -333,6 +316,35 @@ impl Worker {
                 .publish(clock.busy_ns, clock.idle_ns, clock.packets);
         }
         self.sink.flush();
+        self.finish(&clock, offload_waits)
+    }
+
+    /// What the time brings: expiry and counters at the timers' period,
+    /// the heavy-flow window's publication, the delayed merge's tick.
+    fn on_time(&mut self, now: u64) {
+        let due = self.core.handle_time(now, self.window_ns);
+        if due.timers {
+            for shard in self.shards.iter_mut().flatten() {
+                self.chain.expire(shard, now);
+            }
+            if let Some(rx) = &mut self.rx {
+                rx.count_overflow();
+            }
+            if let Some((m, i)) = &self.metrics {
+                m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
+            }
+        }
+        if due.window {
+            self.publish_heavy();
+        }
+        if let Some(m) = &mut self.merging {
+            m.tick(now, &mut self.chain);
+        }
+    }
+
+    /// The core's result once its loop ends: its shards and chain, what it
+    /// holds, its counters.
+    fn finish(mut self, clock: &Clock, offload_waits: u64) -> WorkerResult {
         WorkerResult {
             shards: self.shards.iter_mut().filter_map(Option::take).collect(),
             chain: self.chain,
@@ -479,6 +491,29 @@ impl Worker {
             }
             self.spill_over(&mut sc.batch, now);
         }
+        self.route_burst(sc, now);
+        // latency ends when the chain is done with the burst
+        let done = self.shared.now_ns();
+        if self.offload_rings.is_empty() && self.replica.is_none() {
+            // every packet ran here: their outcomes are counted together
+            exits(
+                &self.chain,
+                &mut self.shards,
+                &sc.batch,
+                &sc.routed,
+                &mut self.sink,
+            );
+            self.sink.ran_here(&mut sc.batch, &sc.routed, done);
+            sc.batch.clear();
+            return 0;
+        }
+        self.settle(sc, done)
+    }
+
+    /// Runs the chain on `sc.batch`, each found packet routed by the
+    /// shard-move machine (here, to an offloading core, or pending) into
+    /// `sc.fates`; a replica's snapshot of each found flow's state before.
+    fn route_burst(&mut self, sc: &mut Scratch, now: u64) {
         sc.fates.clear();
         let offloading = !self.offload_rings.is_empty();
         let core = &mut self.core;
@@ -541,21 +576,12 @@ impl Worker {
                 here
             },
         );
-        // latency ends when the chain is done with the burst
-        let done = self.shared.now_ns();
-        if !offloading && self.replica.is_none() {
-            // every packet ran here: their outcomes are counted together
-            exits(
-                &self.chain,
-                &mut self.shards,
-                &sc.batch,
-                &sc.routed,
-                &mut self.sink,
-            );
-            self.sink.ran_here(&mut sc.batch, &sc.routed, done);
-            sc.batch.clear();
-            return 0;
-        }
+    }
+
+    /// What became of each packet of a routed burst: counted and given back
+    /// (replicated first when a pool node's), pushed to its offloading
+    /// core, or pended; the times an offload ring was full.
+    fn settle(&mut self, sc: &mut Scratch, done: u64) -> u64 {
         // misses never reach the router: they run here
         sc.fates.resize_with(sc.batch.len(), || Fate::Here);
         let mut waits = 0;
