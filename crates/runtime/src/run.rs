@@ -97,43 +97,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
         .map_err(RunError::Config)?;
     let mut ports = match input {
         Input::Ifaces(names, steering) => {
-            if steering == Steering::Kernel && chain.hasher().rules().is_some() {
-                return Err(RunError::Config(
-                    "steering.rules: the kernel's steering program hashes; rule steering \
-                     runs in user space: use --steer user"
-                        .into(),
-                ));
-            }
-            if cfg.replica.is_some() {
-                chain.portable().map_err(RunError::Config)?;
-                if cfg.offloaders > 0 {
-                    return Err(RunError::Config(
-                        "pool replication does not offload flows: use --offloaders 0".into(),
-                    ));
-                }
-                if spray {
-                    return Err(RunError::Config(
-                        "pool replication keeps flows on their cores: the sprayer balancer \
-                         does not"
-                            .into(),
-                    ));
-                }
-            }
-            if spray && steering == Steering::Kernel {
-                return Err(RunError::Config(
-                    "the sprayer balancer steers in software: use --steer user".into(),
-                ));
-            }
-            Some(Ports::open(
-                names,
-                steering,
-                chain,
-                &top.owner,
-                cfg.workers,
-                cfg.workers + cfg.offloaders,
-                cfg.replica.clone(),
-                cfg.rps,
-            )?)
+            Some(open_ports(chain, names, steering, cfg, &top.owner)?)
         }
         Input::Trace(_) | Input::Stream(_) => None,
     };
@@ -204,11 +168,65 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     );
     out.input_failure = shared.input_failure().cloned();
     out.streamed = streamed;
-    // closing a packet socket waits for an RCU grace period, which took the
-    // kernel seconds a socket on a loaded machine: the report does not wait
-    // for it (what is set back when dropped — receive packet steering, an
-    // XDP program and its sockets — is, here)
-    if let Some(p) = ports.as_mut().filter(|p| p._xdp.is_empty()) {
+    close_sockets_later(ports.as_mut(), &mut threads);
+    Ok(out)
+}
+
+/// The interfaces' sockets, after the checks that need the steering.
+fn open_ports(
+    chain: &Chain,
+    names: &[String],
+    steering: Steering,
+    cfg: &RunConfig,
+    owner: &[CoreId],
+) -> Result<Ports, RunError> {
+    let spray = cfg.balancer == BalancerKind::Sprayer;
+    if steering == Steering::Kernel && chain.hasher().rules().is_some() {
+        return Err(RunError::Config(
+            "steering.rules: the kernel's steering program hashes; rule steering \
+             runs in user space: use --steer user"
+                .into(),
+        ));
+    }
+    if cfg.replica.is_some() {
+        chain.portable().map_err(RunError::Config)?;
+        if cfg.offloaders > 0 {
+            return Err(RunError::Config(
+                "pool replication does not offload flows: use --offloaders 0".into(),
+            ));
+        }
+        if spray {
+            return Err(RunError::Config(
+                "pool replication keeps flows on their cores: the sprayer balancer \
+                 does not"
+                    .into(),
+            ));
+        }
+    }
+    if spray && steering == Steering::Kernel {
+        return Err(RunError::Config(
+            "the sprayer balancer steers in software: use --steer user".into(),
+        ));
+    }
+    Ports::open(
+        names,
+        steering,
+        chain,
+        owner,
+        cfg.workers,
+        cfg.workers + cfg.offloaders,
+        cfg.replica.clone(),
+        cfg.rps,
+    )
+}
+
+/// Closes the packet sockets on a thread of their own: closing one waits
+/// for an RCU grace period, which took the kernel seconds a socket on a
+/// loaded machine, and the report does not wait for it (what is set back
+/// when dropped — receive packet steering, an XDP program and its sockets
+/// — is, by the caller).
+fn close_sockets_later(ports: Option<&mut Ports>, threads: &mut Threads<'_>) {
+    if let Some(p) = ports.filter(|p| p._xdp.is_empty()) {
         let sockets = (
             std::mem::take(&mut p.rx),
             std::mem::take(&mut p.tx),
@@ -219,7 +237,6 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
             .name("close-sockets".into())
             .spawn(move || drop(sockets));
     }
-    Ok(out)
 }
 
 /// The checks that need the chain and the trace, after the shared ones.
@@ -596,6 +613,56 @@ fn reordered_at_exit(results: &[WorkerResult]) -> u64 {
     late
 }
 
+/// A pool node's counters (the report's `pool`), summed over the working
+/// cores and the NIC model; none without replication.
+fn pool_counters(workers: &[WorkerResult], feeder: &FeederStats) -> Vec<(&'static str, u64)> {
+    let replica: Vec<[u64; 14]> = workers.iter().filter_map(|r| r.replica).collect();
+    if replica.is_empty() {
+        return Vec::new();
+    }
+    let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
+    let mut pool = vec![
+        ("replicated", sum(0)),
+        ("unprotected", sum(1)),
+        ("installed", sum(2)),
+        ("acked", sum(3)),
+        ("recopied", sum(4)),
+        ("poisoned_at_end", sum(5)),
+        ("replicas_in", feeder.replicas_in),
+        ("replica_bad", feeder.replica_bad),
+        ("secondary_lost", feeder.secondary_lost),
+        ("primary_lost", feeder.primary_lost),
+        ("refused_malformed", feeder.replica_refused[0]),
+        ("refused_bad_tag", feeder.replica_refused[1]),
+        ("refused_stale", feeder.replica_refused[2]),
+        ("refused_replayed", feeder.replica_refused[3]),
+        ("replicas_dropped", feeder.replicas_dropped),
+        ("bulk_sent", sum(6)),
+        ("bulk_resent", sum(7)),
+        ("bulk_acked", sum(8)),
+        ("synced", sum(9)),
+        ("sync_bad", sum(10)),
+        ("acks_refused", sum(11)),
+        ("sync_in", feeder.sync_in),
+        ("sync_refused", feeder.sync_refused),
+        ("spilled", sum(12)),
+        ("steered_out", sum(13)),
+        ("steered_in", feeder.steered_in),
+    ];
+    let mut lag = crate::replica::lag_histogram();
+    for h in workers.iter().filter_map(|r| r.replica_lag.as_ref()) {
+        lag.add(h).expect("same bounds");
+    }
+    if !lag.is_empty() {
+        pool.extend([
+            ("lag_p50_us", lag.value_at_quantile(0.5) / 1_000),
+            ("lag_p99_us", lag.value_at_quantile(0.99) / 1_000),
+            ("lag_max_us", lag.max() / 1_000),
+        ]);
+    }
+    pool
+}
+
 /// The threads' results into one outcome.
 fn merge(
     cfg: &RunConfig,
@@ -642,49 +709,7 @@ fn merge(
     if cfg.balancer == BalancerKind::Sprayer {
         t.reordered_at_exit = Some(reordered_at_exit(&workers));
     }
-    let replica: Vec<[u64; 14]> = workers.iter().filter_map(|r| r.replica).collect();
-    if !replica.is_empty() {
-        let sum = |k: usize| replica.iter().map(|r| r[k]).sum::<u64>();
-        t.pool = vec![
-            ("replicated", sum(0)),
-            ("unprotected", sum(1)),
-            ("installed", sum(2)),
-            ("acked", sum(3)),
-            ("recopied", sum(4)),
-            ("poisoned_at_end", sum(5)),
-            ("replicas_in", feeder.replicas_in),
-            ("replica_bad", feeder.replica_bad),
-            ("secondary_lost", feeder.secondary_lost),
-            ("primary_lost", feeder.primary_lost),
-            ("refused_malformed", feeder.replica_refused[0]),
-            ("refused_bad_tag", feeder.replica_refused[1]),
-            ("refused_stale", feeder.replica_refused[2]),
-            ("refused_replayed", feeder.replica_refused[3]),
-            ("replicas_dropped", feeder.replicas_dropped),
-            ("bulk_sent", sum(6)),
-            ("bulk_resent", sum(7)),
-            ("bulk_acked", sum(8)),
-            ("synced", sum(9)),
-            ("sync_bad", sum(10)),
-            ("acks_refused", sum(11)),
-            ("sync_in", feeder.sync_in),
-            ("sync_refused", feeder.sync_refused),
-            ("spilled", sum(12)),
-            ("steered_out", sum(13)),
-            ("steered_in", feeder.steered_in),
-        ];
-        let mut lag = crate::replica::lag_histogram();
-        for h in workers.iter().filter_map(|r| r.replica_lag.as_ref()) {
-            lag.add(h).expect("same bounds");
-        }
-        if !lag.is_empty() {
-            t.pool.extend([
-                ("lag_p50_us", lag.value_at_quantile(0.5) / 1_000),
-                ("lag_p99_us", lag.value_at_quantile(0.99) / 1_000),
-                ("lag_max_us", lag.max() / 1_000),
-            ]);
-        }
-    }
+    t.pool = pool_counters(&workers, &feeder);
     let held = workers.iter().map(|r| r.held).sum();
     let leftover_leases = offloaders.iter().map(|r| r.leftover).sum();
     let mut output = Vec::new();
