@@ -15,7 +15,7 @@
 //! the table shows each one's median and its ratio to nftables.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -389,16 +389,7 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     let chain = dir.join("fw-nat.toml");
     std::fs::write(&chain, CHAIN)?;
     let mut samples: Vec<Sample> = Vec::new();
-    let chosen: Vec<Variant> = Variant::ALL
-        .into_iter()
-        .filter(|v| {
-            *v == Variant::Nftables
-                || a.only.as_deref().is_none_or(|o| {
-                    o.split(',')
-                        .any(|w| !w.trim().is_empty() && v.name().contains(w.trim()))
-                })
-        })
-        .collect();
+    let chosen = chosen(&Variant::ALL, a.only.as_deref());
     let udp = Udp {
         bed: &bed,
         c0,
@@ -753,13 +744,9 @@ struct TcpSample {
 }
 
 /// `bench-kernel --tcp`: iperf3 through each variant.
-fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
-    bed.route_in_middle()?;
-    bed.steer_middle_rx(1)?;
-    let dir = std::env::temp_dir().join(format!("flowshift-bench-tcp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let chain = dir.join("fw-nat.toml");
-    std::fs::write(&chain, CHAIN)?;
+/// The iperf3 server, started and listening (a loaded machine takes its
+/// time).
+fn iperf3_server(bed: &Bed) -> anyhow::Result<std::process::Child> {
     let mut server = Command::new("ip")
         .args(["netns", "exec", &bed.server(), "iperf3", "-s", "-B"])
         .arg(netio::testbed::SERVER)
@@ -789,87 +776,90 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!(
-        "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s)",
-        a.seconds, a.rounds
-    );
-    let chosen: Vec<Variant> = TCP_VARIANTS
-        .into_iter()
+    Ok(server)
+}
+
+/// The variants `--only` keeps of `all` (nftables always: the ratios are
+/// to it).
+fn chosen(all: &[Variant], only: Option<&str>) -> Vec<Variant> {
+    all.iter()
+        .copied()
         .filter(|v| {
             *v == Variant::Nftables
-                || a.only.as_deref().is_none_or(|o| {
+                || only.is_none_or(|o| {
                     o.split(',')
                         .any(|w| !w.trim().is_empty() && v.name().contains(w.trim()))
                 })
         })
-        .collect();
+        .collect()
+}
+
+/// One variant's TCP samples in `round`: set up, iperf3 with 1 and 4
+/// streams, torn down.
+fn tcp_variant(
+    bed: &Bed,
+    v: Variant,
+    round: usize,
+    (dir, chain): (&Path, &Path),
+    seconds: f64,
+) -> anyhow::Result<Vec<TcpSample>> {
     let mut samples = Vec::new();
-    let result = (|| -> anyhow::Result<()> {
-        for round in 0..a.rounds {
-            for &v in &chosen {
-                let mut child = None;
-                match v.flowshift() {
-                    None => {
-                        bed.endpoints_to_middle(true)?;
-                        if v == Variant::Nftables {
-                            nft(bed, NFT_RULES)?;
-                        }
-                        bed.set_forwarding(true)?;
-                    }
-                    Some(steer) => {
-                        bed.endpoints_to_middle(false)?;
-                        let json = dir.join(format!("tcp-{round}-{steer}.json"));
-                        let mut f = start_flowshift(bed, steer, v.io(), &chain, &json)?;
-                        launch::forwarding::wait(
-                            &json.with_extension("log"),
-                            0,
-                            &mut f.child,
-                            Duration::from_secs(30),
-                        )
-                        .context("flowshift run")?;
-                        // (no interrupt coalescing here: TCP's round trips
-                        // wait on it; 1 stream measured 0.63–0.64× nftables
-                        // with 200 µs, 0.81–0.94× without)
-                        child = Some(f);
-                    }
-                }
-                for streams in [1u32, 4] {
-                    let (gbps, retransmits) = iperf3(bed, streams, a.seconds)?;
-                    eprintln!(
-                        "  round {round}: {:<39} {streams} stream(s): {gbps:>6.2} Gbit/s, {retransmits} retransmissions",
-                        v.name()
-                    );
-                    samples.push(TcpSample {
-                        variant: v.name(),
-                        round,
-                        streams,
-                        gbps,
-                        retransmits,
-                    });
-                }
-                match child {
-                    None => {
-                        bed.set_forwarding(false)?;
-                        if v == Variant::Nftables {
-                            netns::exec(
-                                &bed.middle(),
-                                "nft",
-                                &["delete", "table", "ip", "fsbench"],
-                            )?;
-                        }
-                    }
-                    Some(c) => {
-                        stop_flowshift(c)?;
-                    }
-                }
+    let mut child = None;
+    match v.flowshift() {
+        None => {
+            bed.endpoints_to_middle(true)?;
+            if v == Variant::Nftables {
+                nft(bed, NFT_RULES)?;
+            }
+            bed.set_forwarding(true)?;
+        }
+        Some(steer) => {
+            bed.endpoints_to_middle(false)?;
+            let json = dir.join(format!("tcp-{round}-{steer}.json"));
+            let mut f = start_flowshift(bed, steer, v.io(), chain, &json)?;
+            launch::forwarding::wait(
+                &json.with_extension("log"),
+                0,
+                &mut f.child,
+                Duration::from_secs(30),
+            )
+            .context("flowshift run")?;
+            // (no interrupt coalescing here: TCP's round trips
+            // wait on it; 1 stream measured 0.63–0.64× nftables
+            // with 200 µs, 0.81–0.94× without)
+            child = Some(f);
+        }
+    }
+    for streams in [1u32, 4] {
+        let (gbps, retransmits) = iperf3(bed, streams, seconds)?;
+        eprintln!(
+                "  round {round}: {:<39} {streams} stream(s): {gbps:>6.2} Gbit/s, {retransmits} retransmissions",
+                v.name()
+            );
+        samples.push(TcpSample {
+            variant: v.name(),
+            round,
+            streams,
+            gbps,
+            retransmits,
+        });
+    }
+    match child {
+        None => {
+            bed.set_forwarding(false)?;
+            if v == Variant::Nftables {
+                netns::exec(&bed.middle(), "nft", &["delete", "table", "ip", "fsbench"])?;
             }
         }
-        Ok(())
-    })();
-    let _ = server.kill();
-    let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&dir);
-    result?;
+        Some(c) => {
+            stop_flowshift(c)?;
+        }
+    }
+    Ok(samples)
+}
+
+/// The TCP medians beside nftables'.
+fn print_tcp(samples: &[TcpSample], chosen: &[Variant]) {
     let median = |v: Variant, streams: u32| {
         let mut x: Vec<f64> = samples
             .iter()
@@ -884,7 +874,7 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
         "variant", "1 stream", "vs nftables", "4 streams", "vs nftables"
     );
     let (n1, n4) = (median(Variant::Nftables, 1), median(Variant::Nftables, 4));
-    for &v in &chosen {
+    for &v in chosen {
         let (g1, g4) = (median(v, 1), median(v, 4));
         println!(
             "{:<39} {:>9.2} Gb {:>12.2} {:>9.2} Gb {:>12.2}",
@@ -895,6 +885,35 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
             g4 / n4.max(1e-9)
         );
     }
+}
+
+fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
+    bed.route_in_middle()?;
+    bed.steer_middle_rx(1)?;
+    let dir = std::env::temp_dir().join(format!("flowshift-bench-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let chain = dir.join("fw-nat.toml");
+    std::fs::write(&chain, CHAIN)?;
+    let mut server = iperf3_server(bed)?;
+    eprintln!(
+        "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s)",
+        a.seconds, a.rounds
+    );
+    let chosen = chosen(&TCP_VARIANTS, a.only.as_deref());
+    let mut samples = Vec::new();
+    let result = (|| -> anyhow::Result<()> {
+        for round in 0..a.rounds {
+            for &v in &chosen {
+                samples.extend(tcp_variant(bed, v, round, (&dir, &chain), a.seconds)?);
+            }
+        }
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    result?;
+    print_tcp(&samples, &chosen);
     if let Some(p) = &a.json {
         launch::output::json(p, &samples)?;
     }
