@@ -123,23 +123,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     let mut preps: BTreeMap<usize, Prepared> = BTreeMap::new();
     let default_shards = chain.shard_count();
     chains.insert(default_shards, chain);
-    println!(
-        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
-        "balancer",
-        "cores",
-        "Mpps",
-        "dropped",
-        "reordered",
-        "max/min",
-        "imb med",
-        "pkt med",
-        "prio p99",
-        "prio p99.5",
-        "reg p99",
-        "moves",
-        "offload",
-        "solver!"
-    );
+    print_header();
     let mut reports: Vec<(String, RunReport)> = Vec::new();
     for &n in &cores {
         for spec in &specs {
@@ -191,6 +175,33 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             reports.push((label, r));
         }
     }
+    write_outputs(&a, &reports)?;
+    Ok(())
+}
+
+/// The table's header.
+fn print_header() {
+    println!(
+        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
+        "balancer",
+        "cores",
+        "Mpps",
+        "dropped",
+        "reordered",
+        "max/min",
+        "imb med",
+        "pkt med",
+        "prio p99",
+        "prio p99.5",
+        "reg p99",
+        "moves",
+        "offload",
+        "solver!"
+    );
+}
+
+/// The table's legend, the reports as JSON, the plots.
+fn write_outputs(a: &CompareArgs, reports: &[(String, RunReport)]) -> anyhow::Result<()> {
     println!(
         "(max/min: busiest over least busy core's load over the run; imb med: median over controller periods of \
          (max − min) / min of the working cores' loads; pkt med: the same of the packets their queues delivered, \
