@@ -130,78 +130,10 @@ impl LbSection {
                 "a load balancer needs at least one [[nf.service]]".into(),
             ));
         }
-        let most = self
-            .service
-            .iter()
-            .map(|s| s.backends.len())
-            .max()
-            .unwrap_or(1);
-        let m = match self.table_size {
-            Some(m) if m > MAX_TABLE_SIZE => {
-                return Err(err(
-                    "table_size",
-                    format!("{m} is above the largest Maglev table, {MAX_TABLE_SIZE}"),
-                ))
-            }
-            Some(m) if !is_prime(m) => {
-                return Err(err(
-                    "table_size",
-                    format!("{m} is not prime (the next prime is {})", next_prime(m)),
-                ))
-            }
-            Some(m) if m <= 100 * most => {
-                return Err(err(
-                    "table_size",
-                    format!(
-                        "{m} must exceed 100 × {most} backends (try {})",
-                        next_prime(100 * most + 1)
-                    ),
-                ))
-            }
-            Some(m) => m,
-            None => next_prime((100 * most + 1).max(65_537)),
-        };
+        let m = self.maglev_size()?;
         let mut services = Vec::new();
         for (j, s) in self.service.iter().enumerate() {
-            let at = |f: &str| format!("service[{j}].{f}");
-            let vip = sock(&s.vip, "VIP").map_err(|e| (at("vip"), e))?;
-            let proto = match s.proto.as_str() {
-                "tcp" => wire::proto::TCP,
-                "udp" => wire::proto::UDP,
-                p => return Err((at("proto"), format!("`{p}`: expected `tcp` or `udp`"))),
-            };
-            if services
-                .iter()
-                .any(|o: &Service| o.vip == *vip.ip() && o.port == vip.port() && o.proto == proto)
-            {
-                return Err((
-                    at("vip"),
-                    format!("`{}` {} is served twice", s.vip, s.proto),
-                ));
-            }
-            let mut backends = Vec::new();
-            for b in &s.backends {
-                let a = sock(b, "backend").map_err(|e| (at("backends"), e))?;
-                let b = Backend {
-                    addr: *a.ip(),
-                    port: a.port(),
-                };
-                if backends.contains(&b) {
-                    return Err((at("backends"), format!("`{b}` is listed twice")));
-                }
-                backends.push(b);
-            }
-            let mut healthy = vec![true; backends.len()];
-            for d in &s.down {
-                let a = sock(d, "backend").map_err(|e| (at("down"), e))?;
-                let i = backends
-                    .iter()
-                    .position(|b| b.addr == *a.ip() && b.port == a.port())
-                    .ok_or_else(|| (at("down"), format!("`{d}` is not among the backends")))?;
-                healthy[i] = false;
-            }
-            let svc = Service::new(*vip.ip(), vip.port(), proto, backends, healthy, m)
-                .map_err(|e| (at("backends"), e))?;
+            let svc = service(j, s, &services, m)?;
             services.push(svc);
         }
         let placement = self.placement;
@@ -237,6 +169,93 @@ impl LbSection {
         lb.with_control(placement, self.ring, schedule)
             .map_err(|e| err("placement", e))
     }
+
+    /// The Maglev table's size: `table_size` (a prime above 100 × the most
+    /// backends of a service, at most the largest table) or the next prime
+    /// above both that and 65 537.
+    fn maglev_size(&self) -> Result<usize, (String, String)> {
+        let err = |f: &str, m: String| (f.to_string(), m);
+        let most = self
+            .service
+            .iter()
+            .map(|s| s.backends.len())
+            .max()
+            .unwrap_or(1);
+        Ok(match self.table_size {
+            Some(m) if m > MAX_TABLE_SIZE => {
+                return Err(err(
+                    "table_size",
+                    format!("{m} is above the largest Maglev table, {MAX_TABLE_SIZE}"),
+                ))
+            }
+            Some(m) if !is_prime(m) => {
+                return Err(err(
+                    "table_size",
+                    format!("{m} is not prime (the next prime is {})", next_prime(m)),
+                ))
+            }
+            Some(m) if m <= 100 * most => {
+                return Err(err(
+                    "table_size",
+                    format!(
+                        "{m} must exceed 100 × {most} backends (try {})",
+                        next_prime(100 * most + 1)
+                    ),
+                ))
+            }
+            Some(m) => m,
+            None => next_prime((100 * most + 1).max(65_537)),
+        })
+    }
+}
+
+/// Service `j` of the section, checked against those before it (`m`: the
+/// Maglev table's size).
+fn service(
+    j: usize,
+    s: &ServiceSection,
+    before: &[Service],
+    m: usize,
+) -> Result<Service, (String, String)> {
+    let at = |f: &str| format!("service[{j}].{f}");
+    let vip = sock(&s.vip, "VIP").map_err(|e| (at("vip"), e))?;
+    let proto = match s.proto.as_str() {
+        "tcp" => wire::proto::TCP,
+        "udp" => wire::proto::UDP,
+        p => return Err((at("proto"), format!("`{p}`: expected `tcp` or `udp`"))),
+    };
+    if before
+        .iter()
+        .any(|o: &Service| o.vip == *vip.ip() && o.port == vip.port() && o.proto == proto)
+    {
+        return Err((
+            at("vip"),
+            format!("`{}` {} is served twice", s.vip, s.proto),
+        ));
+    }
+    let mut backends = Vec::new();
+    for b in &s.backends {
+        let a = sock(b, "backend").map_err(|e| (at("backends"), e))?;
+        let b = Backend {
+            addr: *a.ip(),
+            port: a.port(),
+        };
+        if backends.contains(&b) {
+            return Err((at("backends"), format!("`{b}` is listed twice")));
+        }
+        backends.push(b);
+    }
+    let mut healthy = vec![true; backends.len()];
+    for d in &s.down {
+        let a = sock(d, "backend").map_err(|e| (at("down"), e))?;
+        let i = backends
+            .iter()
+            .position(|b| b.addr == *a.ip() && b.port == a.port())
+            .ok_or_else(|| (at("down"), format!("`{d}` is not among the backends")))?;
+        healthy[i] = false;
+    }
+    Service::new(*vip.ip(), vip.port(), proto, backends, healthy, m)
+        .map_err(|e| (at("backends"), e))
 }
 
 impl crate::registry::BuildNf for LbSection {
