@@ -535,6 +535,53 @@ impl ChainConfig {
     /// Validates every field and builds the chain.
     pub fn build(&self, base: &Path) -> Result<Chain, ConfigError> {
         let s = &self.steering;
+        let key = self.steering_key()?;
+        self.check_table()?;
+        let (high, low) = (self.table.emergency_high, self.table.emergency_low);
+        let policy = CapPolicy::from(self.table.policy);
+        if self.nf.is_empty() {
+            return Err(field(
+                "nf",
+                "the chain has no NF: add at least one [[nf]] table",
+            ));
+        }
+        let mut nfs: Vec<Box<dyn Nf>> = Vec::new();
+        for (i, n) in self.nf.iter().enumerate() {
+            nfs.push(n.build(i, base, (s.buckets, s.shards))?);
+        }
+        let capacity = self.capacity_within_memcap(&nfs, policy)?;
+        let rules = match &s.rules {
+            None => None,
+            Some(p) => Some(std::sync::Arc::new(rule_steering(
+                p, base, s.buckets, s.shards,
+            )?)),
+        };
+        let opts = ChainOptions {
+            rules,
+            key,
+            buckets: s.buckets,
+            shards: s.shards,
+            table: TableConfig {
+                capacity,
+                policy,
+                tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
+                fast_entries: self.table.fast_entries,
+                evict_min_age_ns: self
+                    .table
+                    .evict_min_age
+                    .as_nanos()
+                    .min(u128::from(u64::MAX)) as u64,
+                preallocate: self.table.preallocate,
+                ..TableConfig::default()
+            },
+            emergency: (high > 0.0).then_some((high, low)),
+        };
+        Ok(Chain::new(nfs, opts)?)
+    }
+
+    /// `[steering]` checked: buckets and shards, and the RSS key.
+    fn steering_key(&self) -> Result<Option<RssKey>, ConfigError> {
+        let s = &self.steering;
         if !s.buckets.is_power_of_two() || !(64..=4096).contains(&s.buckets) {
             return Err(field(
                 "steering.buckets",
@@ -561,7 +608,12 @@ impl ChainConfig {
                 )
             })?),
         };
-        let policy = CapPolicy::from(self.table.policy);
+        Ok(key)
+    }
+
+    /// `[table]`'s sizes and emergency marks checked.
+    fn check_table(&self) -> Result<(), ConfigError> {
+        let s = &self.steering;
         if !(1..=MAX_CAPACITY).contains(&self.table.capacity) {
             return Err(field(
                 "table.capacity",
@@ -599,17 +651,18 @@ impl ChainConfig {
                 format!("{low}: a share of the capacity in 0..emergency_high ({high})"),
             ));
         }
-        if self.nf.is_empty() {
-            return Err(field(
-                "nf",
-                "the chain has no NF: add at least one [[nf]] table",
-            ));
-        }
-        let mut nfs: Vec<Box<dyn Nf>> = Vec::new();
-        for (i, n) in self.nf.iter().enumerate() {
-            nfs.push(n.build(i, base, (s.buckets, s.shards))?);
-        }
-        let capacity = match &self.table.memcap {
+        Ok(())
+    }
+
+    /// Flows per shard: `table.capacity`, or fewer so that the tables fit
+    /// `table.memcap` when one is given.
+    fn capacity_within_memcap(
+        &self,
+        nfs: &[Box<dyn Nf>],
+        policy: CapPolicy,
+    ) -> Result<usize, ConfigError> {
+        let s = &self.steering;
+        Ok(match &self.table.memcap {
             None => self.table.capacity,
             Some(m) => {
                 let cap = m.bytes().map_err(|e| field("table.memcap", e))?;
@@ -642,33 +695,6 @@ impl ChainConfig {
                     )
                 })?
             }
-        };
-        let rules = match &s.rules {
-            None => None,
-            Some(p) => Some(std::sync::Arc::new(rule_steering(
-                p, base, s.buckets, s.shards,
-            )?)),
-        };
-        let opts = ChainOptions {
-            rules,
-            key,
-            buckets: s.buckets,
-            shards: s.shards,
-            table: TableConfig {
-                capacity,
-                policy,
-                tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
-                fast_entries: self.table.fast_entries,
-                evict_min_age_ns: self
-                    .table
-                    .evict_min_age
-                    .as_nanos()
-                    .min(u128::from(u64::MAX)) as u64,
-                preallocate: self.table.preallocate,
-                ..TableConfig::default()
-            },
-            emergency: (high > 0.0).then_some((high, low)),
-        };
-        Ok(Chain::new(nfs, opts)?)
+        })
     }
 }
