@@ -327,54 +327,7 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
             }
         }
         for (x, runs) in variants.iter().zip(&got) {
-            // the same round's empty chain with this feeder
-            let base = variants
-                .iter()
-                .position(|b| b.name == "empty" && b.feeder == x.feeder)
-                .map(|b| &got[b]);
-            let mut mpps: Vec<f64> = runs.iter().map(|r| r.0).collect();
-            let mut offered: Vec<f64> = runs.iter().map(|r| r.1).collect();
-            let mut ratios: Vec<f64> = match base {
-                Some(b) => runs
-                    .iter()
-                    .zip(b)
-                    .map(|(r, e)| if e.0 > 0.0 { r.0 / e.0 } else { 0.0 })
-                    .collect(),
-                None => Vec::new(),
-            };
-            let (lo, hi) = mpps
-                .iter()
-                .fold((f64::INFINITY, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
-            let m = median(&mut mpps);
-            let row = Row {
-                chain: x.name,
-                feeder: ["live", "presteered", "live/2"][x.feeder],
-                buffers: if x.recycle { "pool" } else { "malloc" },
-                workers: w,
-                offloaders: x.offloaders,
-                laps: x.laps,
-                rounds,
-                offered_mpps: median(&mut offered),
-                mpps: m,
-                mpps_min: lo,
-                mpps_max: hi,
-                mpps_per_worker: m / w as f64,
-                vs_empty: median(&mut ratios),
-            };
-            println!(
-                "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13.3} {:>10.3} {:>15} {:>13.3} {:>9.2}",
-                row.chain,
-                row.feeder,
-                row.buffers,
-                row.laps,
-                row.workers,
-                row.offloaders,
-                row.offered_mpps,
-                row.mpps,
-                format!("{lo:.2}–{hi:.2}"),
-                row.mpps_per_worker,
-                row.vs_empty
-            );
+            let row = row_of(x, runs, &variants, &got, w, rounds);
             rows.push(row);
         }
     }
@@ -387,6 +340,68 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
     Ok(rows)
+}
+
+/// Variant `x`'s row at `w` workers from its rounds (`runs`: Mpps, offered
+/// Mpps), its ratio to the same round's empty chain with the same feeder;
+/// printed.
+fn row_of(
+    x: &Variant<'_>,
+    runs: &[(f64, f64)],
+    variants: &[Variant<'_>],
+    got: &[Vec<(f64, f64)>],
+    w: usize,
+    rounds: usize,
+) -> Row {
+    // the same round's empty chain with this feeder
+    let base = variants
+        .iter()
+        .position(|b| b.name == "empty" && b.feeder == x.feeder)
+        .map(|b| &got[b]);
+    let mut mpps: Vec<f64> = runs.iter().map(|r| r.0).collect();
+    let mut offered: Vec<f64> = runs.iter().map(|r| r.1).collect();
+    let mut ratios: Vec<f64> = match base {
+        Some(b) => runs
+            .iter()
+            .zip(b)
+            .map(|(r, e)| if e.0 > 0.0 { r.0 / e.0 } else { 0.0 })
+            .collect(),
+        None => Vec::new(),
+    };
+    let (lo, hi) = mpps
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
+    let m = median(&mut mpps);
+    let row = Row {
+        chain: x.name,
+        feeder: ["live", "presteered", "live/2"][x.feeder],
+        buffers: if x.recycle { "pool" } else { "malloc" },
+        workers: w,
+        offloaders: x.offloaders,
+        laps: x.laps,
+        rounds,
+        offered_mpps: median(&mut offered),
+        mpps: m,
+        mpps_min: lo,
+        mpps_max: hi,
+        mpps_per_worker: m / w as f64,
+        vs_empty: median(&mut ratios),
+    };
+    println!(
+        "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13.3} {:>10.3} {:>15} {:>13.3} {:>9.2}",
+        row.chain,
+        row.feeder,
+        row.buffers,
+        row.laps,
+        row.workers,
+        row.offloaders,
+        row.offered_mpps,
+        row.mpps,
+        format!("{lo:.2}–{hi:.2}"),
+        row.mpps_per_worker,
+        row.vs_empty
+    );
+    row
 }
 
 /// One run of variant `x` on `workers` workers: (Mpps, offered Mpps).
