@@ -75,118 +75,37 @@ impl Prepared {
     /// priority class.
     pub fn new(chain: &Chain, trace: &Trace, priority_dscp: u8) -> Prepared {
         let mut chain = chain.instance();
-        let mut shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
-        let mut pkts = Vec::with_capacity(trace.len());
-        const BURST: usize = 32;
-        let mut batch = Vec::with_capacity(BURST);
-        let mut idx = Vec::with_capacity(BURST);
-        let mut out = Vec::with_capacity(BURST);
-        let mut meta: Vec<(u16, u8)> = Vec::with_capacity(BURST);
-        let flush = |chain: &mut Chain,
-                     shards: &mut Vec<Option<Shard>>,
-                     batch: &mut Vec<nf::Packet>,
-                     idx: &mut Vec<usize>,
-                     out: &mut Vec<Option<Verdict>>,
-                     meta: &mut Vec<(u16, u8)>,
-                     pkts: &mut Vec<PktInfo>| {
-            if batch.is_empty() {
-                return;
-            }
-            let now = batch.last().map(|p| p.ts_ns).unwrap_or(0);
-            meta.clear();
-            meta.resize(batch.len(), (0, 0));
-            // (whether a flow is offloadable reads its state)
-            let routing = nf::Routing::ReadsState;
-            chain.process_burst_routed(shards, batch, now, out, routing, |i, _, hit| {
-                let slice = slice_of(hit.shard.table.key(hit.entry).mix()) as u16;
-                let mut f = HIT;
-                if hit.offloadable() {
-                    f |= OFFLOADABLE;
-                }
-                meta[i] = (slice, f);
-                true
-            });
-            for ((p, v), (i, (slice, f))) in batch
-                .iter()
-                .zip(out.iter())
-                .zip(idx.iter().zip(meta.iter()))
-            {
-                let r = &mut pkts[*i];
-                r.hash = p.hash;
-                r.entry = p.entry.map_or(0, |e| e.0);
-                r.slice = *slice;
-                r.flags |= f;
-                if f & HIT == 0 && p.entry.is_some() {
-                    r.flags |= REPLAY_HIT;
-                }
-                r.verdict = match v.expect("every packet runs here") {
-                    Verdict::Forward => 0,
-                    Verdict::Drop(c) => {
-                        1 + DropCause::ALL.iter().position(|x| *x == c).unwrap_or(0) as u8
-                    }
-                };
-                if let Some(s) = &shards[chain.shard_of(p.hash)] {
-                    r.live = s.table.len().min(u32::MAX as usize) as u32;
-                }
-            }
-            batch.clear();
-            idx.clear();
+        let shards: Vec<Option<Shard>> = chain.new_shards().into_iter().map(Some).collect();
+        let mut pass = Pass {
+            pkts: Vec::with_capacity(trace.len()),
+            batch: Vec::with_capacity(BURST),
+            idx: Vec::with_capacity(BURST),
+            out: Vec::with_capacity(BURST),
+            meta: Vec::with_capacity(BURST),
+            chain: &mut chain,
+            shards,
         };
-        let tick = chain.timer_tick_ns().max(1);
+        let tick = pass.chain.timer_tick_ns().max(1);
         let mut next_expiry = trace.iter().next().map_or(0, |(ts, _)| ts) + tick;
         for (i, (ts, frame)) in trace.iter().enumerate() {
             let expiry = ts >= next_expiry;
             // a full burst runs; before an expiry, so do the packets before it
-            if batch.len() == BURST || expiry {
-                flush(
-                    &mut chain,
-                    &mut shards,
-                    &mut batch,
-                    &mut idx,
-                    &mut out,
-                    &mut meta,
-                    &mut pkts,
-                );
+            if pass.batch.len() == BURST || expiry {
+                pass.flush();
             }
             if expiry {
-                for s in shards.iter_mut().flatten() {
-                    chain.expire(s, ts);
+                for s in pass.shards.iter_mut().flatten() {
+                    pass.chain.expire(s, ts);
                 }
                 next_expiry = ts + tick;
             }
             let bytes = (trace.orig_len(i) + trace::FCS_LEN).min(u32::from(u16::MAX)) as u16;
-            match chain.packet(frame.to_vec(), ts) {
-                Ok(p) => {
-                    let flags = if p.info.dscp == priority_dscp {
-                        PRIORITY
-                    } else {
-                        0
-                    };
-                    pkts.push(PktInfo {
-                        flags,
-                        bytes,
-                        ..PktInfo::default()
-                    });
-                    batch.push(p);
-                    idx.push(i);
-                }
-                Err((_, m)) => pkts.push(PktInfo {
-                    flags: MALFORMED,
-                    verdict: m as u8,
-                    bytes,
-                    ..PktInfo::default()
-                }),
-            }
+            pass.take(i, frame, ts, bytes, priority_dscp);
         }
-        flush(
-            &mut chain,
-            &mut shards,
-            &mut batch,
-            &mut idx,
-            &mut out,
-            &mut meta,
-            &mut pkts,
-        );
+        pass.flush();
+        let Pass {
+            mut pkts, shards, ..
+        } = pass;
         replay_hits(&mut pkts, chain.buckets(), chain.shard_count());
         Prepared {
             pkts,
@@ -221,6 +140,107 @@ impl Prepared {
     /// The parse cause of a malformed packet's code.
     pub fn malformed_cause(code: u8) -> Malformed {
         Malformed::ALL[usize::from(code)]
+    }
+}
+/// Packets in a functional pass's burst.
+const BURST: usize = 32;
+
+/// The functional pass over a trace: the chain run on bursts of it, each
+/// packet's outcome in `pkts`.
+struct Pass<'a> {
+    chain: &'a mut Chain,
+    shards: Vec<Option<Shard>>,
+    pkts: Vec<PktInfo>,
+    /// The burst, and each of its packets' index in the trace.
+    batch: Vec<nf::Packet>,
+    idx: Vec<usize>,
+    out: Vec<Option<Verdict>>,
+    /// Each of the burst's packets' slice and flags, as the chain found it.
+    meta: Vec<(u16, u8)>,
+}
+
+impl Pass<'_> {
+    /// Packet `i` of the trace (`frame` at `ts`, `bytes` on the wire) into
+    /// the burst, or counted malformed.
+    fn take(&mut self, i: usize, frame: &[u8], ts: u64, bytes: u16, priority_dscp: u8) {
+        match self.chain.packet(frame.to_vec(), ts) {
+            Ok(p) => {
+                let flags = if p.info.dscp == priority_dscp {
+                    PRIORITY
+                } else {
+                    0
+                };
+                self.pkts.push(PktInfo {
+                    flags,
+                    bytes,
+                    ..PktInfo::default()
+                });
+                self.batch.push(p);
+                self.idx.push(i);
+            }
+            Err((_, m)) => self.pkts.push(PktInfo {
+                flags: MALFORMED,
+                verdict: m as u8,
+                bytes,
+                ..PktInfo::default()
+            }),
+        }
+    }
+
+    /// Runs the burst; each packet's hash, entry, slice, flags, verdict and
+    /// its shard's live flows into `pkts`.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let now = self.batch.last().map(|p| p.ts_ns).unwrap_or(0);
+        let meta = &mut self.meta;
+        meta.clear();
+        meta.resize(self.batch.len(), (0, 0));
+        // (whether a flow is offloadable reads its state)
+        let routing = nf::Routing::ReadsState;
+        self.chain.process_burst_routed(
+            &mut self.shards,
+            &mut self.batch,
+            now,
+            &mut self.out,
+            routing,
+            |i, _, hit| {
+                let slice = slice_of(hit.shard.table.key(hit.entry).mix()) as u16;
+                let mut f = HIT;
+                if hit.offloadable() {
+                    f |= OFFLOADABLE;
+                }
+                meta[i] = (slice, f);
+                true
+            },
+        );
+        for ((p, v), (i, (slice, f))) in self
+            .batch
+            .iter()
+            .zip(self.out.iter())
+            .zip(self.idx.iter().zip(self.meta.iter()))
+        {
+            let r = &mut self.pkts[*i];
+            r.hash = p.hash;
+            r.entry = p.entry.map_or(0, |e| e.0);
+            r.slice = *slice;
+            r.flags |= f;
+            if f & HIT == 0 && p.entry.is_some() {
+                r.flags |= REPLAY_HIT;
+            }
+            r.verdict = match v.expect("every packet runs here") {
+                Verdict::Forward => 0,
+                Verdict::Drop(c) => {
+                    1 + DropCause::ALL.iter().position(|x| *x == c).unwrap_or(0) as u8
+                }
+            };
+            if let Some(s) = &self.shards[self.chain.shard_of(p.hash)] {
+                r.live = s.table.len().min(u32::MAX as usize) as u32;
+            }
+        }
+        self.batch.clear();
+        self.idx.clear();
     }
 }
 
