@@ -324,40 +324,7 @@ impl Balancer for Dyssect {
                 .min(snap.period_ns / 2)
                 .max(1_000_000),
         );
-        let (nw, nk) = (inst.workers, inst.offloaders);
-        let every_core = (
-            nw,
-            if nk > 0 && nw >= self.cfg.min_served {
-                nk
-            } else {
-                0
-            },
-        );
-        if !self.cfg.long_timescale {
-            self.counts = Some(every_core);
-        }
-        let long_due = self
-            .last_long
-            .is_none_or(|t| snap.now_ns.saturating_sub(t) >= self.cfg.long_period_ns);
-        if self.cfg.long_timescale && (long_due || self.counts.is_none()) {
-            self.last_long = Some(snap.now_ns);
-            self.stats.long_solves += 1;
-            let t = Instant::now();
-            let r = solve(&inst, Objective::Cores, limit);
-            self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
-            self.counts = Some(match r {
-                Ok(s) => (
-                    s.working.iter().filter(|x| **x).count(),
-                    s.offloading.iter().filter(|x| **x).count(),
-                ),
-                Err(e) => {
-                    self.count(&e);
-                    // try with every core
-                    every_core
-                }
-            });
-        }
-        let (working, offloading) = self.counts.expect("set above");
+        let (working, offloading) = self.core_counts(&inst, snap, limit);
         let balance = Objective::Balance {
             working,
             offloading,
@@ -402,6 +369,69 @@ impl Balancer for Dyssect {
                 plan.moves.push((s as ShardId, c as CoreId));
             }
         }
+        plan.ratios = self.ratios(&sol, &inst, snap, used == balance);
+        for (c, &k) in sol.offload_core.iter().enumerate() {
+            if k != inst.offload_core[c] {
+                plan.offload_cores
+                    .push((c as CoreId, k.map(|k| k as CoreId)));
+            }
+        }
+        plan
+    }
+}
+
+impl Dyssect {
+    /// The cores the short-timescale model may use: the long-timescale
+    /// model's counts, solved again when its period is due (every core when
+    /// it is off or finds none).
+    fn core_counts(&mut self, inst: &Instance, snap: &Snapshot, limit: Duration) -> (usize, usize) {
+        let (nw, nk) = (inst.workers, inst.offloaders);
+        let every_core = (
+            nw,
+            if nk > 0 && nw >= self.cfg.min_served {
+                nk
+            } else {
+                0
+            },
+        );
+        if !self.cfg.long_timescale {
+            self.counts = Some(every_core);
+        }
+        let long_due = self
+            .last_long
+            .is_none_or(|t| snap.now_ns.saturating_sub(t) >= self.cfg.long_period_ns);
+        if self.cfg.long_timescale && (long_due || self.counts.is_none()) {
+            self.last_long = Some(snap.now_ns);
+            self.stats.long_solves += 1;
+            let t = Instant::now();
+            let r = solve(inst, Objective::Cores, limit);
+            self.stats.solve_ns.push(t.elapsed().as_nanos() as u64);
+            self.counts = Some(match r {
+                Ok(s) => (
+                    s.working.iter().filter(|x| **x).count(),
+                    s.offloading.iter().filter(|x| **x).count(),
+                ),
+                Err(e) => {
+                    self.count(&e);
+                    // try with every core
+                    every_core
+                }
+            });
+        }
+        self.counts.expect("set above")
+    }
+
+    /// The plan's offload ratios rounded to flow boundaries, for the shards
+    /// that stay (`balanced`: the plan is the balance model's, which has no
+    /// caps).
+    fn ratios(
+        &mut self,
+        sol: &crate::Solution,
+        inst: &Instance,
+        snap: &Snapshot,
+        balanced: bool,
+    ) -> Vec<(ShardId, u32)> {
+        let mut out = Vec::new();
         // the balance model has no caps: there, rounding up may take an
         // offloading core as far as the plan's busiest core, no further
         let busiest = sol
@@ -409,7 +439,7 @@ impl Balancer for Dyssect {
             .iter()
             .chain(&sol.u_off)
             .fold(0.0f64, |m, u| m.max(*u));
-        let cap = if used == balance {
+        let cap = if balanced {
             inst.u_off.max(busiest)
         } else {
             inst.u_off
@@ -423,7 +453,7 @@ impl Balancer for Dyssect {
                 scale: inst.offload_scale,
                 u_off: &sol.u_off,
                 cap,
-                work: (used == balance).then_some((&sol.u_work[..], inst.residual)),
+                work: balanced.then_some((&sol.u_work[..], inst.residual)),
             },
             &snap.shard_heavy,
         );
@@ -432,16 +462,10 @@ impl Balancer for Dyssect {
             let units = (r.min(1.0) * f64::from(RATIO_ONE)).round() as u32;
             let now = snap.ratio.get(s).copied().unwrap_or(0);
             if units != now && sol.owner[s] == inst.owner[s] {
-                plan.ratios.push((s as ShardId, units));
+                out.push((s as ShardId, units));
             }
         }
-        for (c, &k) in sol.offload_core.iter().enumerate() {
-            if k != inst.offload_core[c] {
-                plan.offload_cores
-                    .push((c as CoreId, k.map(|k| k as CoreId)));
-            }
-        }
-        plan
+        out
     }
 }
 
