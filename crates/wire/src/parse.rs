@@ -139,6 +139,91 @@ impl PacketInfo {
     }
 }
 
+/// What the L4 header of `seg` says: ports (an ICMP echo's identifier twice,
+/// an ICMP error's quoted flow's), the L4 info, the payload's offset in `seg`
+/// and length, and an ICMP error's quoted flow (reversed: the flow it is
+/// related to).
+type L4Parsed = (u16, u16, L4Info, usize, usize, Option<FiveTuple>);
+
+/// Parses the L4 segment `seg` of IP `protocol`.
+#[inline(always)]
+fn l4_of(seg: &[u8], protocol: u8, ip_version: IpVersion) -> Result<L4Parsed, Malformed> {
+    Ok(match protocol {
+        proto::TCP => {
+            let t = TcpPacket::new_checked(seg)?;
+            let h = t.header_len();
+            (
+                t.src_port(),
+                t.dst_port(),
+                L4Info::Tcp { flags: t.flags() },
+                h,
+                seg.len() - h,
+                None,
+            )
+        }
+        proto::UDP => {
+            let u = UdpPacket::new_checked(seg)?;
+            let n = usize::from(u.len()) - crate::udp::HEADER_LEN;
+            (
+                u.src_port(),
+                u.dst_port(),
+                L4Info::Udp,
+                crate::udp::HEADER_LEN,
+                n,
+                None,
+            )
+        }
+        // ICMP of its own IP version only (ICMPv4 inside IPv6 is `Other`)
+        proto::ICMP | proto::ICMPV6
+            if (protocol == proto::ICMPV6) == (ip_version == IpVersion::V6) =>
+        {
+            let i = IcmpPacket::new_checked(seg)?;
+            let n = seg.len() - crate::icmp::HEADER_LEN;
+            if i.is_echo(protocol == proto::ICMPV6) {
+                let request = matches!(
+                    i.msg_type(),
+                    crate::icmp::types::V4_ECHO_REQUEST | crate::icmp::types::V6_ECHO_REQUEST
+                );
+                let id = i.echo_id();
+                (
+                    id,
+                    id,
+                    L4Info::IcmpEcho { request },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                    None,
+                )
+            } else if let Some(f) = match protocol {
+                proto::ICMP => quoted_flow(i.msg_type(), seg),
+                _ => quoted_flow_v6(i.msg_type(), seg),
+            } {
+                (
+                    f.src_port,
+                    f.dst_port,
+                    L4Info::IcmpError {
+                        msg_type: i.msg_type(),
+                    },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                    Some(f),
+                )
+            } else {
+                (
+                    0,
+                    0,
+                    L4Info::Icmp {
+                        msg_type: i.msg_type(),
+                    },
+                    crate::icmp::HEADER_LEN,
+                    n,
+                    None,
+                )
+            }
+        }
+        _ => (0, 0, L4Info::Other, 0, seg.len(), None),
+    })
+}
+
 /// Classifies an Ethernet frame. Never panics, whatever the bytes.
 pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
     let eth = EthernetFrame::new_checked(frame)?;
@@ -177,77 +262,7 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
     };
     // l4_off ≤ l3_end ≤ frame.len() holds after the IP checks above.
     let seg = &frame[l4_off..l3_end];
-    let mut related: Option<FiveTuple> = None;
-    let (src_port, dst_port, l4, pay_off, pay_len) = match protocol {
-        proto::TCP => {
-            let t = TcpPacket::new_checked(seg)?;
-            let h = t.header_len();
-            (
-                t.src_port(),
-                t.dst_port(),
-                L4Info::Tcp { flags: t.flags() },
-                h,
-                seg.len() - h,
-            )
-        }
-        proto::UDP => {
-            let u = UdpPacket::new_checked(seg)?;
-            let n = usize::from(u.len()) - crate::udp::HEADER_LEN;
-            (
-                u.src_port(),
-                u.dst_port(),
-                L4Info::Udp,
-                crate::udp::HEADER_LEN,
-                n,
-            )
-        }
-        // ICMP of its own IP version only (ICMPv4 inside IPv6 is `Other`)
-        proto::ICMP | proto::ICMPV6
-            if (protocol == proto::ICMPV6) == (ip_version == IpVersion::V6) =>
-        {
-            let i = IcmpPacket::new_checked(seg)?;
-            let n = seg.len() - crate::icmp::HEADER_LEN;
-            if i.is_echo(protocol == proto::ICMPV6) {
-                let request = matches!(
-                    i.msg_type(),
-                    crate::icmp::types::V4_ECHO_REQUEST | crate::icmp::types::V6_ECHO_REQUEST
-                );
-                let id = i.echo_id();
-                (
-                    id,
-                    id,
-                    L4Info::IcmpEcho { request },
-                    crate::icmp::HEADER_LEN,
-                    n,
-                )
-            } else if let Some(f) = match protocol {
-                proto::ICMP => quoted_flow(i.msg_type(), seg),
-                _ => quoted_flow_v6(i.msg_type(), seg),
-            } {
-                related = Some(f);
-                (
-                    f.src_port,
-                    f.dst_port,
-                    L4Info::IcmpError {
-                        msg_type: i.msg_type(),
-                    },
-                    crate::icmp::HEADER_LEN,
-                    n,
-                )
-            } else {
-                (
-                    0,
-                    0,
-                    L4Info::Icmp {
-                        msg_type: i.msg_type(),
-                    },
-                    crate::icmp::HEADER_LEN,
-                    n,
-                )
-            }
-        }
-        _ => (0, 0, L4Info::Other, 0, seg.len()),
-    };
+    let (src_port, dst_port, l4, pay_off, pay_len, related) = l4_of(seg, protocol, ip_version)?;
     Ok(PacketInfo {
         vlan: eth.vlan_id(),
         ip_version,
