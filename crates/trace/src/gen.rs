@@ -372,38 +372,8 @@ impl Generator {
 
     fn build(&mut self, fi: usize) -> PacketRepr {
         let data_size = self.data_size();
-        let f = &self.flows[fi];
-        let k = f.sent;
-        let n = f.size;
-        let from_client;
-        let l4 = if f.tcp {
-            let (flags, client) = match k {
-                0 => (TcpFlags::SYN, true),
-                1 => (TcpFlags::SYN | TcpFlags::ACK, false),
-                2 => (TcpFlags::ACK, true),
-                _ if k == n - 3 => (TcpFlags::FIN | TcpFlags::ACK, true),
-                _ if k == n - 2 => (TcpFlags::FIN | TcpFlags::ACK, false),
-                _ if k == n - 1 => (TcpFlags::ACK, true),
-                _ => (TcpFlags::PSH | TcpFlags::ACK, self.rng.gen_bool(0.4)),
-            };
-            from_client = client;
-            L4Repr::Tcp(TcpRepr {
-                src_port: 0,
-                dst_port: 0,
-                seq: 0,
-                ack: 0,
-                flags,
-                window: 64240,
-                urgent: 0,
-                options: vec![],
-            })
-        } else {
-            from_client = k == 0 || self.rng.gen_bool(0.5);
-            L4Repr::Udp {
-                src_port: 0,
-                dst_port: 0,
-            }
-        };
+        let (k, n) = (self.flows[fi].sent, self.flows[fi].size);
+        let (l4, from_client) = self.l4_repr(fi);
         let f = &self.flows[fi];
         let t = if from_client {
             f.tuple
@@ -415,25 +385,7 @@ impl Generator {
         } else {
             0
         };
-        let ip = match (t.src, t.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
-                src: s,
-                dst: d,
-                dscp,
-                ecn: 0,
-                ident: (k as u16).wrapping_add(fi as u16),
-                dont_frag: true,
-                ttl: 64,
-                options: vec![],
-            }),
-            (s, d) => IpRepr::V6(Ipv6Repr {
-                src: as_v6(s),
-                dst: as_v6(d),
-                traffic_class: dscp << 2,
-                flow_label: 0,
-                hop_limit: 64,
-            }),
-        };
+        let ip = ip_repr(&t, dscp, (k as u16).wrapping_add(fi as u16));
         let eth = if from_client {
             EthernetRepr {
                 src: CLIENT_MAC,
@@ -492,6 +444,68 @@ impl Generator {
         }
         p.payload = payload;
         p
+    }
+
+    /// Flow `fi`'s next packet's L4 header (ports and sequence numbers
+    /// filled in later) and whether the client sends it: a TCP flow's
+    /// handshake, data both ways, and close; a UDP flow's first packet from
+    /// the client, then either way.
+    fn l4_repr(&mut self, fi: usize) -> (L4Repr, bool) {
+        let f = &self.flows[fi];
+        let (k, n) = (f.sent, f.size);
+        let from_client;
+        let l4 = if f.tcp {
+            let (flags, client) = match k {
+                0 => (TcpFlags::SYN, true),
+                1 => (TcpFlags::SYN | TcpFlags::ACK, false),
+                2 => (TcpFlags::ACK, true),
+                _ if k == n - 3 => (TcpFlags::FIN | TcpFlags::ACK, true),
+                _ if k == n - 2 => (TcpFlags::FIN | TcpFlags::ACK, false),
+                _ if k == n - 1 => (TcpFlags::ACK, true),
+                _ => (TcpFlags::PSH | TcpFlags::ACK, self.rng.gen_bool(0.4)),
+            };
+            from_client = client;
+            L4Repr::Tcp(TcpRepr {
+                src_port: 0,
+                dst_port: 0,
+                seq: 0,
+                ack: 0,
+                flags,
+                window: 64240,
+                urgent: 0,
+                options: vec![],
+            })
+        } else {
+            from_client = k == 0 || self.rng.gen_bool(0.5);
+            L4Repr::Udp {
+                src_port: 0,
+                dst_port: 0,
+            }
+        };
+        (l4, from_client)
+    }
+}
+
+/// An IP header from `t`'s addresses (IPv4 when both are).
+fn ip_repr(t: &FiveTuple, dscp: u8, ident: u16) -> IpRepr {
+    match (t.src, t.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
+            src: s,
+            dst: d,
+            dscp,
+            ecn: 0,
+            ident,
+            dont_frag: true,
+            ttl: 64,
+            options: vec![],
+        }),
+        (s, d) => IpRepr::V6(Ipv6Repr {
+            src: as_v6(s),
+            dst: as_v6(d),
+            traffic_class: dscp << 2,
+            flow_label: 0,
+            hop_limit: 64,
+        }),
     }
 }
 
