@@ -51,35 +51,8 @@ pub fn print_report(r: &RunReport) {
         "flows       created {}, expired {}{more}",
         r.flows["created"], r.flows["expired"]
     );
-    if let (Some(start), Some(peak)) = (r.memory.get("rss_start"), r.memory.get("max_rss")) {
-        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
-        let xdp = r.memory.get("xdp_umem").map_or(String::new(), |x| {
-            format!(", AF_XDP UMEM and rings {:.1} MiB", mib(*x))
-        });
-        println!(
-            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full{xdp}",
-            mib(*peak),
-            mib(*start),
-            mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))
-        );
-    }
-    if !r.pool.is_empty() {
-        let p = |k: &str| r.pool.get(k).copied().unwrap_or(0);
-        println!(
-            "pool        replicated {}, acknowledged {}, installed {}, from primaries {}; \
-             refused {} (bad seal {}, stale {}, replayed {}, malformed {}), acknowledgements refused {}",
-            p("replicated"),
-            p("acked"),
-            p("installed"),
-            p("replicas_in"),
-            p("refused_bad_tag") + p("refused_stale") + p("refused_replayed") + p("refused_malformed"),
-            p("refused_bad_tag"),
-            p("refused_stale"),
-            p("refused_replayed"),
-            p("refused_malformed"),
-            p("acks_refused")
-        );
-    }
+    print_memory(r);
+    print_pool(r);
     println!(
         "migrations  {} shard moves, {} flow entries moved, {} packets held then drained (move p50 {:.0} µs, max {:.0} µs)",
         r.migrations["shard_moves"],
@@ -124,6 +97,44 @@ pub fn print_report(r: &RunReport) {
         println!("            max/min load {o:.3} (offloading cores)");
     }
 }
+
+/// The memory line: peak RSS, the flow tables when full, AF_XDP's UMEM.
+fn print_memory(r: &RunReport) {
+    if let (Some(start), Some(peak)) = (r.memory.get("rss_start"), r.memory.get("max_rss")) {
+        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        let xdp = r.memory.get("xdp_umem").map_or(String::new(), |x| {
+            format!(", AF_XDP UMEM and rings {:.1} MiB", mib(*x))
+        });
+        println!(
+            "memory      peak RSS {:.1} MiB ({:.1} MiB when the run began), flow tables at most {:.1} MiB when full{xdp}",
+            mib(*peak),
+            mib(*start),
+            mib(r.memory.get("tables_at_capacity").copied().unwrap_or(0))
+        );
+    }
+}
+
+/// A pool node's line: replication and what was refused.
+fn print_pool(r: &RunReport) {
+    if !r.pool.is_empty() {
+        let p = |k: &str| r.pool.get(k).copied().unwrap_or(0);
+        println!(
+            "pool        replicated {}, acknowledged {}, installed {}, from primaries {}; \
+             refused {} (bad seal {}, stale {}, replayed {}, malformed {}), acknowledgements refused {}",
+            p("replicated"),
+            p("acked"),
+            p("installed"),
+            p("replicas_in"),
+            p("refused_bad_tag") + p("refused_stale") + p("refused_replayed") + p("refused_malformed"),
+            p("refused_bad_tag"),
+            p("refused_stale"),
+            p("refused_replayed"),
+            p("refused_malformed"),
+            p("acks_refused")
+        );
+    }
+}
+
 /// Per-core load over time, at most 12 rows (evenly picked periods).
 pub fn print_load_over_time(r: &runtime::RunReport) {
     let l = &r.load_over_time;
