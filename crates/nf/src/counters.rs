@@ -24,3 +24,26 @@ macro_rules! counters {
         }
     };
 }
+
+/// The [`Nf`](crate::Nf) methods of an NF whose per-core state is its
+/// `counters` field alone (a counters struct of [`counters!`]): listed, zeroed
+/// in a fresh instance for another core, summed when cores merge.
+macro_rules! counted_nf {
+    ($ty:ty) => {
+        fn counters(&self) -> Vec<(&'static str, u64)> {
+            self.counters.list()
+        }
+
+        fn instance(&self) -> Box<dyn crate::Nf> {
+            let mut n = self.clone();
+            n.counters = Default::default();
+            Box::new(n)
+        }
+
+        fn merge_from(&mut self, other: &dyn crate::Nf) {
+            if let Some(o) = other.as_any().downcast_ref::<$ty>() {
+                self.counters.add(&o.counters);
+            }
+        }
+    };
+}

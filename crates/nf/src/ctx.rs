@@ -207,36 +207,45 @@ pub type Shared = std::sync::Arc<dyn Any + Send + Sync>;
 /// [`merge_from`](Nf::merge_from), and live across cores by delayed merge
 /// ([`share`](Nf::share), [`merge_shared`](Nf::merge_shared)).
 pub trait Nf: Send + Any {
+    /// What the NF is: its name, kind, NFLOW key, where its state lives and
+    /// what it needs of the chain.
+    fn meta(&self) -> &NfMeta;
     /// The NF's name in the chain (messages, counters).
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        &self.meta().name
+    }
     /// Its kind as in the `[[nf]]` table's `kind` (e.g. `firewall`): the simulator's
     /// cost model prices NFs by kind.
-    fn kind(&self) -> &'static str;
+    fn kind(&self) -> &'static str {
+        self.meta().kind
+    }
     /// What a flow is for this NF.
-    fn nflow(&self) -> NflowKey;
+    fn nflow(&self) -> NflowKey {
+        self.meta().nflow
+    }
     /// Where its state lives.
-    fn state_kind(&self) -> StateKind;
+    fn state_kind(&self) -> StateKind {
+        self.meta().state
+    }
     /// True if the NF needs the L4 ports in the steering hash.
     fn needs_ports(&self) -> bool {
-        false
+        self.meta().needs_ports
     }
     /// True if the NF adds alias keys to flow entries.
     fn needs_alias(&self) -> bool {
-        false
+        self.meta().needs_alias
     }
     /// True if processing a packet may delete the NF's state
     /// ([`Ctx::delete`], or [`Ctx::take`] without putting it back), so that a
     /// flow's next packet may find no entry and make a new one. Then the chain
-    /// never runs two packets of a flow NF by NF together. Default: yes (every
-    /// NF of flowshift's says no).
+    /// never runs two packets of a flow NF by NF together.
     fn deletes_state(&self) -> bool {
-        true
+        self.meta().deletes_state
     }
     /// True if the NF keeps state in its slot of the flow entry (so packets
-    /// need a flow entry): every per-flow NF but those whose per-flow state is
-    /// shard-local (the exact monitor's per-source table).
+    /// need a flow entry).
     fn keeps_entries(&self) -> bool {
-        self.state_kind() == StateKind::PerFlow
+        self.meta().entries
     }
     /// Called once the chain knows its steering: the NIC model's hasher and the
     /// bucket mask (e.g. the NAT precomputes its port plan here).
@@ -300,6 +309,79 @@ pub trait Nf: Send + Any {
     /// Takes every core's snapshot (its own among them) as its merged view:
     /// decisions (thresholds) are made on it until the next merge.
     fn merge_shared(&mut self, _all: &[Shared]) {}
+}
+
+impl dyn Nf {
     /// For `merge_from` implementations to downcast `other`.
-    fn as_any(&self) -> &dyn Any;
+    pub fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// What an NF is, fixed when it is built (the [`Nf`] trait's metadata).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NfMeta {
+    /// Its name in the chain.
+    pub name: String,
+    /// Its kind, as in the `[[nf]]` table's `kind`.
+    pub kind: &'static str,
+    /// What a flow is for it.
+    pub nflow: NflowKey,
+    /// Where its state lives.
+    pub state: StateKind,
+    /// It needs the L4 ports in the steering hash.
+    pub needs_ports: bool,
+    /// It adds alias keys to flow entries.
+    pub needs_alias: bool,
+    /// Processing a packet may delete its state.
+    pub deletes_state: bool,
+    /// It keeps state in its slot of the flow entry.
+    pub entries: bool,
+}
+
+impl NfMeta {
+    /// An NF called `name` of `kind`: no ports or alias keys needed, no
+    /// state deleted while processing, flow entries kept when its state is
+    /// per flow.
+    pub fn new(
+        name: impl Into<String>,
+        kind: &'static str,
+        nflow: NflowKey,
+        state: StateKind,
+    ) -> NfMeta {
+        NfMeta {
+            name: name.into(),
+            kind,
+            nflow,
+            state,
+            needs_ports: false,
+            needs_alias: false,
+            deletes_state: false,
+            entries: state == StateKind::PerFlow,
+        }
+    }
+
+    /// It needs the L4 ports in the steering hash.
+    pub fn with_ports(mut self) -> NfMeta {
+        self.needs_ports = true;
+        self
+    }
+
+    /// It adds alias keys to flow entries.
+    pub fn with_alias(mut self) -> NfMeta {
+        self.needs_alias = true;
+        self
+    }
+
+    /// Processing a packet may delete its state.
+    pub fn deleting_state(mut self) -> NfMeta {
+        self.deletes_state = true;
+        self
+    }
+
+    /// Its per-flow state lives in shard-local state, not in flow entries.
+    pub fn without_entries(mut self) -> NfMeta {
+        self.entries = false;
+        self
+    }
 }

@@ -68,7 +68,7 @@ mod verdict;
 
 pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Routing, Shard, BURST};
 pub use config::{ChainConfig, ConfigError};
-pub use ctx::{Ctx, Leased, Nf, ShardInfo, Shared};
+pub use ctx::{Ctx, Leased, Nf, NfMeta, ShardInfo, Shared};
 pub use found::Found;
 pub use image::InstallError;
 pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};

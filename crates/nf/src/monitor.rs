@@ -10,7 +10,7 @@
 //! - `exact`: per-source counters in the shard (an MVT keyed by source); only valid
 //!   when steering is by source IP, which the chain builder checks.
 
-use core::any::Any;
+use crate::NfMeta;
 use core::net::IpAddr;
 use std::collections::{HashMap, HashSet};
 
@@ -129,7 +129,7 @@ pub struct MonitorReport {
 /// The monitor NF.
 #[derive(Clone)]
 pub struct Monitor {
-    name: String,
+    meta: NfMeta,
     cfg: MonitorConfig,
     own: PerSource,
     own_at_sync: PerSource,
@@ -144,8 +144,13 @@ pub struct Monitor {
 impl Monitor {
     /// A monitor.
     pub fn new(name: impl Into<String>, cfg: MonitorConfig) -> Monitor {
+        let state = match cfg.state {
+            MonitorMode::Mergeable => StateKind::Mergeable,
+            MonitorMode::Exact => StateKind::PerFlow,
+        };
         Monitor {
-            name: name.into(),
+            // exact counters live in shard-local state: no flow entry
+            meta: NfMeta::new(name, "monitor", NflowKey::SrcIp, state).without_entries(),
             heavy: CountMin::new(cfg.cms_width, cfg.cms_depth),
             destinations: Hll::new(cfg.hll_bits),
             cfg,
@@ -198,32 +203,8 @@ pub fn collect_exact<'a>(
 }
 
 impl Nf for Monitor {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "monitor"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::SrcIp
-    }
-
-    fn state_kind(&self) -> StateKind {
-        match self.cfg.state {
-            MonitorMode::Mergeable => StateKind::Mergeable,
-            MonitorMode::Exact => StateKind::PerFlow,
-        }
-    }
-
-    /// The exact mode's per-source table is shard-local, not in flow entries.
-    fn keeps_entries(&self) -> bool {
-        false
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     /// The exact mode counts in shard-local state on every packet.
@@ -281,7 +262,7 @@ impl Nf for Monitor {
     }
 
     fn instance(&self) -> Box<dyn Nf> {
-        Box::new(Monitor::new(self.name.clone(), self.cfg.clone()))
+        Box::new(Monitor::new(self.meta.name.clone(), self.cfg.clone()))
     }
 
     /// Mergeable mode: this core's per-source counters.
@@ -314,9 +295,5 @@ impl Nf for Monitor {
             self.dropped += o.dropped;
             self.alerted.extend(o.alerted.iter().copied());
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

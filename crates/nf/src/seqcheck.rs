@@ -9,7 +9,7 @@
 //! of another lap than the flow's last starts a new incarnation of the flow (counted
 //! as a restart); within a lap, a lower sequence number is a reordering.
 
-use core::any::Any;
+use crate::NfMeta;
 use core::time::Duration;
 
 use serde::Deserialize;
@@ -78,7 +78,7 @@ counters! {
 /// The sequence-check NF.
 #[derive(Clone)]
 pub struct SeqCheck {
-    name: String,
+    meta: NfMeta,
     idle_ns: u64,
     counters: SeqCounters,
 }
@@ -87,7 +87,7 @@ impl SeqCheck {
     /// A sequence check.
     pub fn new(name: impl Into<String>, cfg: &SeqCheckConfig) -> SeqCheck {
         SeqCheck {
-            name: name.into(),
+            meta: NfMeta::new(name, "seqcheck", NflowKey::BiFiveTuple, StateKind::PerFlow),
             idle_ns: cfg.idle.as_nanos() as u64,
             counters: SeqCounters::default(),
         }
@@ -100,24 +100,8 @@ impl SeqCheck {
 }
 
 impl Nf for SeqCheck {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "seqcheck"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
@@ -143,23 +127,5 @@ impl Nf for SeqCheck {
         Verdict::Forward
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
-    }
-
-    fn instance(&self) -> Box<dyn Nf> {
-        let mut s = self.clone();
-        s.counters = SeqCounters::default();
-        Box::new(s)
-    }
-
-    fn merge_from(&mut self, other: &dyn Nf) {
-        if let Some(o) = other.as_any().downcast_ref::<SeqCheck>() {
-            self.counters.add(&o.counters);
-        }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    counted_nf!(SeqCheck);
 }

@@ -6,13 +6,13 @@
 
 mod common;
 
-use core::any::Any;
 use std::net::IpAddr;
 
 use common::{chain, FW_NAT_SEQ};
 use nf::seqcheck::SeqState;
 use nf::{
-    Chain, ChainOptions, Ctx, FlowState, Nf, NflowKey, Packet, Routing, Shard, StateKind, Verdict,
+    Chain, ChainOptions, Ctx, FlowState, Nf, NfMeta, NflowKey, Packet, Routing, Shard, StateKind,
+    Verdict,
 };
 use trace::{Generator, TraceSpec};
 use wire::TcpFlags;
@@ -344,24 +344,32 @@ fn fused_firewall_and_nat_enter_and_leave_emergency_mode_as_one_packet_at_a_time
 /// the flow's next packet finds no entry and starts over, as the original
 /// direction of a new entry (counted by direction: a packet that ran in the
 /// old entry would be counted as a reply).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct EveryThird {
+    meta: NfMeta,
     restarts: u64,
     replies: u64,
 }
 
+impl Default for EveryThird {
+    fn default() -> EveryThird {
+        EveryThird {
+            meta: NfMeta::new(
+                "every-third",
+                "every-third",
+                NflowKey::BiFiveTuple,
+                StateKind::PerFlow,
+            )
+            .deleting_state(),
+            restarts: 0,
+            replies: 0,
+        }
+    }
+}
+
 impl Nf for EveryThird {
-    fn name(&self) -> &str {
-        "every-third"
-    }
-    fn kind(&self) -> &'static str {
-        "every-third"
-    }
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         self.replies += u64::from(pkt.dir == state::Dir::Reply);
@@ -384,9 +392,6 @@ impl Nf for EveryThird {
     }
     fn instance(&self) -> Box<dyn Nf> {
         Box::new(EveryThird::default())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -10,7 +10,7 @@ pub mod classifier;
 mod config;
 pub mod conntrack;
 
-use core::any::Any;
+use crate::NfMeta;
 use std::sync::Arc;
 
 pub use acl::{parse_rules, Action, Rule, RuleError};
@@ -41,7 +41,7 @@ counters! {
 /// The firewall NF.
 #[derive(Clone)]
 pub struct Firewall {
-    name: String,
+    meta: NfMeta,
     classifier: Arc<Classifier>,
     timeouts: Arc<TimeoutsNs>,
     counters: FirewallCounters,
@@ -51,7 +51,7 @@ impl Firewall {
     /// A firewall over compiled rules.
     pub fn new(name: impl Into<String>, classifier: Classifier, timeouts: Timeouts) -> Firewall {
         Firewall {
-            name: name.into(),
+            meta: NfMeta::new(name, "firewall", NflowKey::BiFiveTuple, StateKind::PerFlow),
             classifier: Arc::new(classifier),
             timeouts: Arc::new(TimeoutsNs::of(&timeouts)),
             counters: FirewallCounters::default(),
@@ -138,24 +138,8 @@ impl Firewall {
 }
 
 impl Nf for Firewall {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "firewall"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
@@ -176,23 +160,5 @@ impl Nf for Firewall {
         cx.hit_done(hit)
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
-    }
-
-    fn instance(&self) -> Box<dyn Nf> {
-        let mut f = self.clone();
-        f.counters = FirewallCounters::default();
-        Box::new(f)
-    }
-
-    fn merge_from(&mut self, other: &dyn Nf) {
-        if let Some(o) = other.as_any().downcast_ref::<Firewall>() {
-            self.counters.add(&o.counters);
-        }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    counted_nf!(Firewall);
 }

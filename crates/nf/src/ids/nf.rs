@@ -21,7 +21,7 @@
 //! asynchronous: the packet that completes a match is forwarded, and the flow is
 //! dropped from the first packet after the component has scanned it.
 
-use core::any::Any;
+use crate::NfMeta;
 use core::net::IpAddr;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -257,7 +257,7 @@ struct Shared {
 /// The IDS NF.
 #[derive(Clone)]
 pub struct Ids {
-    name: String,
+    meta: NfMeta,
     shared: Arc<Shared>,
     counters: IdsCounters,
     fired: Vec<u32>,
@@ -303,7 +303,7 @@ impl Ids {
             }
         };
         Ok(Ids {
-            name: name.into(),
+            meta: NfMeta::new(name, "ids", NflowKey::BiFiveTuple, StateKind::PerFlow),
             shared: Arc::new(Shared {
                 core: Arc::new(Core {
                     rules,
@@ -330,7 +330,7 @@ impl Ids {
             Placement::Inline => None,
             Placement::Core => Some(
                 Remote::spawn(
-                    &format!("{}-match", self.name),
+                    &format!("{}-match", self.meta.name),
                     ring,
                     component(core.clone()),
                 )
@@ -428,24 +428,8 @@ impl Ids {
 }
 
 impl Nf for Ids {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "ids"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
@@ -550,10 +534,6 @@ impl Nf for Ids {
         if let Some(o) = other.as_any().downcast_ref::<Ids>() {
             self.counters.add(&o.counters);
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

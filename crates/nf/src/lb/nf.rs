@@ -11,7 +11,7 @@
 //! flow's state would have to be shared or handed over; rewriting the source too
 //! keeps every packet of a connection in one shard, with no lock.
 
-use core::any::Any;
+use crate::NfMeta;
 use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub(super) struct Shared {
 /// The load balancer NF.
 #[derive(Clone)]
 pub struct Lb {
-    name: String,
+    meta: NfMeta,
     shared: Arc<Shared>,
     plan: Option<Arc<PortPlan>>,
     counters: LbCounters,
@@ -108,7 +108,9 @@ impl Lb {
         let services = Arc::new(services);
         let component = Control::new(services.clone(), Placement::Inline, 1024, Vec::new())?;
         Ok(Lb {
-            name: name.into(),
+            meta: NfMeta::new(name, "lb", NflowKey::BiFiveTuple, StateKind::PerFlow)
+                .with_ports()
+                .with_alias(),
             shared: Arc::new(Shared {
                 control: LbControl {
                     services,
@@ -272,32 +274,8 @@ fn rewrite(pkt: &mut Packet, src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) {
 }
 
 impl Nf for Lb {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "lb"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
-    }
-
-    fn needs_ports(&self) -> bool {
-        true
-    }
-
-    fn needs_alias(&self) -> bool {
-        true
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     /// A placed connection needs only its slot; placing one needs the pool.
@@ -306,13 +284,7 @@ impl Nf for Lb {
     }
 
     fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
-        let (lo, hi) = self.shared.ports;
-        self.plan = Some(Arc::new(PortPlan::new(
-            hasher.toeplitz(),
-            bucket_mask,
-            lo,
-            hi,
-        )));
+        self.plan = Some(PortPlan::bound(hasher, bucket_mask, self.shared.ports));
     }
 
     fn shard_local(&self, shard: &ShardInfo) -> ShardLocal {
@@ -443,9 +415,5 @@ impl Nf for Lb {
                 }
             }
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -18,7 +18,7 @@
 mod config;
 mod pool;
 
-use core::any::Any;
+use crate::NfMeta;
 use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
 use std::sync::Arc;
@@ -159,7 +159,7 @@ impl TimeoutsNs {
 /// The NAT NF.
 #[derive(Clone)]
 pub struct Nat {
-    name: String,
+    meta: NfMeta,
     shared: Arc<Shared>,
     plan: Option<Arc<PortPlan>>,
     counters: NatCounters,
@@ -189,7 +189,9 @@ impl Nat {
             }
         }
         Nat {
-            name: name.into(),
+            meta: NfMeta::new(name, "nat", NflowKey::BiFiveTuple, StateKind::PerFlow)
+                .with_ports()
+                .with_alias(),
             shared: Arc::new(Shared {
                 internal: (u32::from(internal.network()), u32::from(internal.netmask())),
                 external,
@@ -553,32 +555,8 @@ fn rewrite_any(pkt: &mut Packet, outbound: bool, addr: Ipv4Addr, port: u16) {
 }
 
 impl Nf for Nat {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "nat"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::BiFiveTuple
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::PerFlow
-    }
-
-    fn needs_ports(&self) -> bool {
-        true
-    }
-
-    fn needs_alias(&self) -> bool {
-        true
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     /// A flow with its mapping needs only its slot; a new mapping needs the pool.
@@ -587,13 +565,7 @@ impl Nf for Nat {
     }
 
     fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
-        let (lo, hi) = self.shared.ports;
-        self.plan = Some(Arc::new(PortPlan::new(
-            hasher.toeplitz(),
-            bucket_mask,
-            lo,
-            hi,
-        )));
+        self.plan = Some(PortPlan::bound(hasher, bucket_mask, self.shared.ports));
     }
 
     fn shard_local(&self, shard: &ShardInfo) -> ShardLocal {
@@ -659,25 +631,7 @@ impl Nf for Nat {
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
-    }
-
-    fn instance(&self) -> Box<dyn Nf> {
-        let mut n = self.clone();
-        n.counters = NatCounters::default();
-        Box::new(n)
-    }
-
-    fn merge_from(&mut self, other: &dyn Nf) {
-        if let Some(o) = other.as_any().downcast_ref::<Nat>() {
-            self.counters.add(&o.counters);
-        }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    counted_nf!(Nat);
 }
 
 impl Nat {

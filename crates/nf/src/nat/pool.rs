@@ -53,6 +53,12 @@ impl PortPlan {
         PortPlan::salted(t, mask, lo, hi, process_salt())
     }
 
+    /// The plan of ports `lo..=hi` for a chain's steering (its hasher and
+    /// bucket mask), shared by every shard's pool.
+    pub fn bound(hasher: &steer::RssHasher, mask: u32, (lo, hi): (u16, u16)) -> Arc<PortPlan> {
+        Arc::new(PortPlan::new(hasher.toeplitz(), mask, lo, hi))
+    }
+
     /// [`new`](Self::new) with pools starting where `salt` says.
     pub fn salted(t: &Toeplitz, mask: u32, lo: u16, hi: u16, salt: u64) -> PortPlan {
         let mut by_value = vec![Vec::new(); mask as usize + 1];

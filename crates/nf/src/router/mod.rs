@@ -18,7 +18,7 @@
 mod config;
 pub mod routes;
 
-use core::any::Any;
+use crate::NfMeta;
 
 pub use config::RouterSection;
 pub use routes::{lpm, Route, RouteTable};
@@ -40,7 +40,7 @@ counters! {
 /// The router NF.
 #[derive(Clone)]
 pub struct Router {
-    name: String,
+    meta: NfMeta,
     table: std::sync::Arc<RouteTable>,
     counters: RouterCounters,
 }
@@ -75,7 +75,7 @@ impl Router {
     /// A router over these routes (compiled into disjoint entries).
     pub fn new(name: impl Into<String>, routes: &[Route]) -> Result<Router, String> {
         Ok(Router {
-            name: name.into(),
+            meta: NfMeta::new(name, "router", NflowKey::None, StateKind::Stateless),
             table: std::sync::Arc::new(RouteTable::compile(routes)?),
             counters: RouterCounters::default(),
         })
@@ -94,24 +94,8 @@ impl Router {
 }
 
 impl Nf for Router {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "router"
-    }
-
-    fn deletes_state(&self) -> bool {
-        false
-    }
-
-    fn nflow(&self) -> NflowKey {
-        NflowKey::None
-    }
-
-    fn state_kind(&self) -> StateKind {
-        StateKind::Stateless
+    fn meta(&self) -> &NfMeta {
+        &self.meta
     }
 
     fn process(&mut self, _cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
@@ -147,23 +131,5 @@ impl Nf for Router {
         Verdict::Forward
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.list()
-    }
-
-    fn instance(&self) -> Box<dyn Nf> {
-        let mut r = self.clone();
-        r.counters = RouterCounters::default();
-        Box::new(r)
-    }
-
-    fn merge_from(&mut self, other: &dyn Nf) {
-        if let Some(o) = other.as_any().downcast_ref::<Router>() {
-            self.counters.add(&o.counters);
-        }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    counted_nf!(Router);
 }
