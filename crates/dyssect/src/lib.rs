@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod instance;
 pub mod kingman;
 pub mod model;
 pub mod start;

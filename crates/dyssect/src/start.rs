@@ -15,7 +15,7 @@
 //! core ends above T; each core offloads from its heaviest shards first, and
 //! skips a shard whose heaviest flow is more than it needs (r_s^min).
 
-use crate::model::Instance;
+use crate::instance::Instance;
 
 /// A plan: owner per shard, offloading core per working core, ratio per shard.
 #[derive(Clone, Debug, PartialEq)]

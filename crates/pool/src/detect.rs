@@ -7,7 +7,8 @@
 //! no beats for its nodes. Pure: time is an argument, and it only moves
 //! forward (an answer never lies ahead of the time it is checked at).
 
-use crate::replica::NodeId;
+/// A node of the pool.
+pub type NodeId = u16;
 
 /// Refusals in a row that mean a node's process is gone.
 pub const REFUSALS: u32 = 2;

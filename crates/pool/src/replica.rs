@@ -30,8 +30,7 @@ use crate::detect::{Beats, PeerWatch};
 
 use crate::poison::{Poison, Route};
 
-/// A node of the pool.
-pub type NodeId = u16;
+pub use crate::detect::NodeId;
 /// A flow (its symmetric hash: both directions the same).
 pub type FlowId = u64;
 /// A packet in flight, as the driver names it.

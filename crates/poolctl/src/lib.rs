@@ -14,5 +14,6 @@
 
 pub mod bgp;
 pub mod groups;
+pub mod layout;
 pub mod repair;
 pub mod tenants;
