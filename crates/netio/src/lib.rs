@@ -33,6 +33,7 @@ mod socket;
 pub mod steering;
 pub mod testbed;
 mod txring;
+pub mod udp;
 pub mod xdp;
 pub mod xsk;
 

@@ -31,7 +31,7 @@ pub(crate) const INSTALL: u8 = 0x40;
 
 /// A bulk-sync copy as a packet for the core that owns hash `hash`: no
 /// frame, the entry appended, [`INSTALL`] and
-/// [`REPLICA`](crate::replica::REPLICA) in its port.
+/// [`REPLICA`](crate::carried::REPLICA) in its port.
 pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
     static BLANK: std::sync::OnceLock<wire::PacketInfo> = std::sync::OnceLock::new();
     let info = *BLANK.get_or_init(|| {
@@ -45,7 +45,7 @@ pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
         wire::parse(&f).expect("a blank UDP frame parses")
     });
     let mut data = Vec::with_capacity(entry.len() + 2);
-    crate::replica::append_entry(&mut data, entry);
+    crate::carried::append_entry(&mut data, entry);
     nf::Packet {
         data,
         info,
@@ -53,7 +53,7 @@ pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
         ts_ns: now,
         entry: None,
         dir: state::Dir::Original,
-        port: INSTALL | crate::replica::REPLICA,
+        port: INSTALL | crate::carried::REPLICA,
     }
 }
 
@@ -199,7 +199,7 @@ impl BulkTx {
             self.epoch = e;
             self.walk = None;
             self.out.clear();
-            self.sock = to.and_then(|a| match crate::replica::connected(a) {
+            self.sock = to.and_then(|a| match netio::udp::connected(a) {
                 Ok(s) => Some(s),
                 Err(_) => {
                     self.failed += 1;
@@ -326,8 +326,8 @@ mod tests {
     fn a_copy_travels_as_a_packet_of_its_hash_with_the_entry_after_it() {
         let mut p = install_only(0xdead_beef, b"the entry", 5);
         assert_eq!((p.hash, p.ts_ns), (0xdead_beef, 5));
-        assert_eq!(p.port, INSTALL | crate::replica::REPLICA);
-        assert_eq!(crate::replica::take_entry(&mut p.data), b"the entry");
+        assert_eq!(p.port, INSTALL | crate::carried::REPLICA);
+        assert_eq!(crate::carried::take_entry(&mut p.data), b"the entry");
         assert!(p.data.is_empty());
     }
 

@@ -616,7 +616,7 @@ pub(crate) fn feed_ports(
 
 /// Steers up to a burst of waiting replica messages like frames: each becomes
 /// a packet of its frame with its entry appended and
-/// [`REPLICA`](crate::replica::REPLICA) in its port. Returns how many.
+/// [`REPLICA`](crate::carried::REPLICA) in its port. Returns how many.
 #[allow(clippy::too_many_arguments)]
 fn replicas(
     r: &mut crate::replica::ReplicaRx,
@@ -696,8 +696,8 @@ fn replicas(
         st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
         match Packet::new(frame.to_vec(), arrivals.stamp(shared), hasher) {
             Ok(mut p) => {
-                crate::replica::append_entry(&mut p.data, entry);
-                p.port = port | crate::replica::REPLICA;
+                crate::carried::append_entry(&mut p.data, entry);
+                p.port = port | crate::carried::REPLICA;
                 let full = st.ring_full;
                 enqueue(p, *n, false, false, shared, queues, st);
                 if st.ring_full == full {

@@ -47,7 +47,9 @@
 
 mod backoff;
 mod bulk;
+mod carried;
 mod controller;
+mod error;
 #[cfg(test)]
 mod faults;
 mod feeder;

@@ -9,7 +9,7 @@ use netio::steering::KernelRss;
 use netio::PacketSocket;
 use nf::Chain;
 
-use crate::run::RunError;
+use crate::error::RunError;
 use crate::sink::Tx;
 
 /// Where the packets of an interface run are steered to their cores.

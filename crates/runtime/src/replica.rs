@@ -17,7 +17,7 @@
 //! copy it has queued for its core ([`Repr::Ack`]) to the core that sent it;
 //! until then the flow is *poisoned* at the primary (Sirius §3.2): each of its
 //! packets is copied again, even one that changes nothing. Inside the secondary, the message travels as a packet of the frame
-//! with the entry appended and [`REPLICA`] set in its port, so the rings, the
+//! with the entry appended and [`REPLICA`](crate::carried::REPLICA) set in its port, so the rings, the
 //! shard moves and the hand-overs carry it as they carry frames.
 
 use std::io;
@@ -26,25 +26,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pool::protocol::{self, Repr};
-
-/// Set in a packet's port: the packet is a replica message (its entry after
-/// the frame, its length in the last two bytes).
-pub(crate) const REPLICA: u8 = 0x80;
-
-/// Appends `entry` and its length to a packet's frame.
-pub(crate) fn append_entry(data: &mut Vec<u8>, entry: &[u8]) {
-    data.extend_from_slice(entry);
-    data.extend_from_slice(&(entry.len() as u16).to_be_bytes());
-}
-
-/// Takes the entry [`append_entry`] put after the frame off again.
-pub(crate) fn take_entry(data: &mut Vec<u8>) -> Vec<u8> {
-    let len = data.len();
-    let n = usize::from(u16::from_be_bytes([data[len - 2], data[len - 1]]));
-    let entry = data[len - 2 - n..len - 2].to_vec();
-    data.truncate(len - 2 - n);
-    entry
-}
 
 /// Where this node's copies go: set at the start, changed by the controller
 /// ([`Repr::NewSecondary`]); each core's link reconnects when it sees a new
@@ -196,18 +177,7 @@ pub(crate) fn lag_histogram() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds")
 }
 
-/// A UDP socket connected to `addr`.
-pub(crate) fn connected(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let any: SocketAddr = if addr.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let sock = UdpSocket::bind(any)?;
-    sock.connect(addr)?;
-    sock.set_nonblocking(true)?;
-    Ok(sock)
-}
+use netio::udp::connected;
 
 /// The NIC model's end: copies from this node's primaries, heartbeats and
 /// the controller's orders.
@@ -260,10 +230,8 @@ impl ReplicaRx {
         bulk: Arc<crate::bulk::BulkOrder>,
         key: Option<&pool::auth::Key>,
     ) -> io::Result<ReplicaRx> {
-        let sock = UdpSocket::bind(at)?;
-        sock.set_nonblocking(true)?;
         // room for bursts of copies while the NIC-model thread is away
-        let _ = netio::grow_receive_buffer(&sock, 16 << 20);
+        let sock = netio::udp::listening(at, 16 << 20)?;
         Ok(ReplicaRx {
             sock,
             sealed: crate::sealed::Sealed::new(key),
@@ -471,21 +439,5 @@ impl ReplicaRx {
     /// order).
     pub fn refused(&self) -> [u64; 4] {
         self.sealed.refused
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_entry_appended_to_a_frame_comes_off_whole() {
-        let mut data = b"frame".to_vec();
-        append_entry(&mut data, b"the entry");
-        assert_eq!(take_entry(&mut data), b"the entry");
-        assert_eq!(data, b"frame");
-        append_entry(&mut data, b"");
-        assert_eq!(take_entry(&mut data), b"");
-        assert_eq!(data, b"frame");
     }
 }

@@ -17,6 +17,7 @@ use steer::IndirectionTable;
 use trace::{Schedule, Trace};
 
 use crate::controller::{Controller, ControllerStats};
+pub use crate::error::RunError;
 use crate::feeder::{feed, feed_ports, FeedOptions, FeederStats, Replay};
 use crate::messages::{ToController, ToOffload, ToWorker};
 use crate::offloader::{Offloader, OffloaderResult};
@@ -26,20 +27,6 @@ use crate::sink::{Sink, Tx};
 use crate::stats::WorkerStats;
 use crate::worker::{Worker, WorkerResult};
 use crate::{BalancerKind, RunConfig, RunReport};
-
-/// A run that cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// A parameter is out of range.
-    #[error("{0}")]
-    Config(String),
-}
-
-impl From<runspec::ConfigError> for RunError {
-    fn from(e: runspec::ConfigError) -> RunError {
-        RunError::Config(e.to_string())
-    }
-}
 
 /// The report plus what tests and `--output` need.
 pub struct RunOutcome {

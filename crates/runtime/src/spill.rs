@@ -88,7 +88,7 @@ impl SpillTx {
                         u64::from(cfg.linger_ms) * 1_000_000,
                     ),
                     vips: cfg.vips.clone(),
-                    sock: crate::replica::connected(cfg.to)?,
+                    sock: netio::udp::connected(cfg.to)?,
                 })
             }
             None => None,
@@ -104,7 +104,7 @@ impl SpillTx {
                         if k == usize::from(t.local) {
                             Ok(None)
                         } else {
-                            crate::replica::connected(*a).map(Some)
+                            netio::udp::connected(*a).map(Some)
                         }
                     })
                     .collect::<io::Result<Vec<_>>>()?;

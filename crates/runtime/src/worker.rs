@@ -754,17 +754,17 @@ impl Worker {
     /// installed in its shard (this core owns it: the message was steered by
     /// its frame) and its frame sent out.
     fn install_replicas(&mut self, pkts: &mut Vec<Packet>, now: u64) {
-        if !pkts.iter().any(|p| p.port & crate::replica::REPLICA != 0) {
+        if !pkts.iter().any(|p| p.port & crate::carried::REPLICA != 0) {
             return;
         }
         let mut keep = Vec::with_capacity(pkts.len());
         for mut p in pkts.drain(..) {
-            if p.port & crate::replica::REPLICA == 0 {
+            if p.port & crate::carried::REPLICA == 0 {
                 keep.push(p);
                 continue;
             }
-            p.port &= !crate::replica::REPLICA;
-            let entry = crate::replica::take_entry(&mut p.data);
+            p.port &= !crate::carried::REPLICA;
+            let entry = crate::carried::take_entry(&mut p.data);
             let s = self.chain.shard_of(p.hash);
             let shard = self.shards[s]
                 .as_mut()
