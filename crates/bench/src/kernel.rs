@@ -450,8 +450,7 @@ impl SyscallCount {
     }
 
     fn stop(mut self) -> anyhow::Result<u64> {
-        // SAFETY: kill(2) on the child's pid; no memory is involved.
-        unsafe { libc::kill(self.perf.id() as i32, libc::SIGINT) };
+        netio::signal::interrupt(self.perf.id())?;
         let status = self.perf.wait()?;
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
         let _ = std::fs::remove_file(&self.out);
@@ -584,7 +583,7 @@ pub fn send(
                 // frame (a veth with an XDP program queues frames for its
                 // NAPI): it was offered, as a NIC's full ring drops what
                 // reached it
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => 1,
+                Err(e) if netio::no_buffer_space(&e) => 1,
                 Err(e) => return Err(e.into()),
             };
             sent += n as u64;
@@ -683,8 +682,7 @@ struct FlowshiftReport {
 /// Interrupts a flowshift run and reads its report.
 fn stop_flowshift(mut f: Flowshift) -> anyhow::Result<FlowshiftReport> {
     let (c, json) = (&mut f.child, f.json.clone());
-    // SAFETY: kill(2) on the child's pid; no memory is involved.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    netio::signal::interrupt(c.id())?;
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = c.try_wait()? {

@@ -10,7 +10,6 @@
 
 use std::net::UdpSocket;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -189,9 +188,7 @@ impl Bench<'_> {
         let mut t = Totals::default();
         for (i, c) in nodes.0.iter_mut().enumerate() {
             let mut c = c.take().expect("started");
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
+            let _ = netio::signal::interrupt(c.id());
             c.wait()?;
             let r: serde_json::Value = serde_json::from_str(
                 &std::fs::read_to_string(self.dir.join(format!("node{i}.json")))

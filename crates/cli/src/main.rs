@@ -1,6 +1,8 @@
 //! `flowshift`: generate traces, inspect them, run NF chains on many cores with
 //! load moved between them, and compare balancers.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -12,6 +12,8 @@
 //! - [`speaker`]: a pool node's BGP speaker (`[pool.bgp]`).
 //! - [`forwarding`]: waiting for a child `flowshift run` to forward.
 
+#![forbid(unsafe_code)]
+
 pub mod file;
 pub mod forwarding;
 pub mod memcap;

@@ -29,6 +29,7 @@ pub mod netns;
 pub mod poolbed;
 mod ring;
 pub mod rps;
+pub mod signal;
 mod socket;
 pub mod steering;
 pub mod testbed;
@@ -38,6 +39,6 @@ pub mod xdp;
 pub mod xsk;
 
 pub use socket::{
-    grow_receive_buffer, set_io, set_rx_mode, set_tx_mode, socket_drops, socket_io, Io,
-    PacketSocket, RxBatch, RxMode, SocketError, TxMode,
+    grow_receive_buffer, no_buffer_space, set_io, set_rx_mode, set_tx_mode, socket_drops,
+    socket_io, Io, PacketSocket, RxBatch, RxMode, SocketError, TxMode,
 };

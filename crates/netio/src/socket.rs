@@ -745,6 +745,12 @@ fn mmsghdr(iov: &mut libc::iovec, name: Option<&mut libc::sockaddr_ll>) -> libc:
     }
 }
 
+/// True if a send failed because the interface's queue was full and
+/// dropped the frame (`ENOBUFS`).
+pub fn no_buffer_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 /// Gives a socket (of any kind) a receive buffer of `bytes`, past the
 /// system's limit where the process may (`SO_RCVBUFFORCE`, as root).
 pub fn grow_receive_buffer(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {

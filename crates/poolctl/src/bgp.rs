@@ -14,7 +14,6 @@
 
 use crate::layout::{adoptable, announcements, place, splits, Layout, Placed};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -360,9 +359,7 @@ impl Sessions {
 /// one that ended without: killed).
 fn stop_nodes(nodes: &mut Nodes, out: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
     for ch in nodes.0.iter().flatten() {
-        let _ = Command::new("kill")
-            .args(["-INT", &ch.id().to_string()])
-            .status();
+        let _ = netio::signal::interrupt(ch.id());
     }
     let mut reports = Vec::new();
     for (i, ch) in nodes.0.iter_mut().enumerate() {

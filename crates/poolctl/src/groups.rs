@@ -1173,9 +1173,7 @@ impl Controller<'_> {
     /// reports (null for a node that wrote none).
     fn stop_nodes(&mut self) -> Vec<serde_json::Value> {
         for ch in self.nodes.0.iter().flatten() {
-            let _ = Command::new("kill")
-                .args(["-INT", &ch.id().to_string()])
-                .status();
+            let _ = netio::signal::interrupt(ch.id());
         }
         let mut reports = Vec::new();
         for i in 0..self.nodes.0.len() {

@@ -12,6 +12,8 @@
 //! The decisions are `pool`'s (pure: `ring`, `detect`, `jobs`, `bgp`,
 //! `spill`); this crate runs the processes and sockets around them.
 
+#![forbid(unsafe_code)]
+
 pub mod bgp;
 pub mod groups;
 pub mod layout;
