@@ -21,7 +21,9 @@
 //! (at most a step's worth per loop).
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::sync::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use pool::protocol::Repr;

@@ -1,6 +1,8 @@
 //! Faults a test can inject into the runtime, to see that its checks see
 //! them (compiled for tests only).
 
+// (std's atomic, not the loom facade's: a static, which loom's atomics
+// cannot be, and a switch no model checks)
 use std::sync::atomic::AtomicBool;
 
 /// Held packets run in reverse order (a broken hold queue). Read with

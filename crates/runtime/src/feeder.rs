@@ -371,7 +371,7 @@ fn feed_parsed(
         ..
     } = opts;
     let mut st = FeederStats::default();
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = crate::sync::AtomicBool::new(false);
     let job = crate::parsers::Job {
         hasher,
         burst: burst.max(1),

@@ -7,7 +7,9 @@
 //! What the table decides, and the version protocol of shard moves, stay on
 //! that one thread; a flow's packets reach their core in order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::sync::AtomicBool;
 
 use nf::Packet;
 use rtrb::{Consumer, Producer, RingBuffer};

@@ -22,7 +22,9 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::sync::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use pool::protocol::{self, Repr};

@@ -28,7 +28,7 @@ pub(crate) struct Shared {
     wall_start_ns: u64,
     /// Per working core's queue, packets the NIC model dropped because it
     /// was full (a NIC's per-queue drop counter: the balancers' `core_drops`).
-    queue_drops: Box<[std::sync::atomic::AtomicU64]>,
+    queue_drops: Box<[crate::sync::AtomicU64]>,
 }
 
 /// The wall clock, ns since the epoch.
@@ -64,7 +64,7 @@ impl Shared {
             start: Instant::now(),
             wall_start_ns: wall_ns(),
             queue_drops: (0..runspec::MAX_CORES)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .map(|_| crate::sync::AtomicU64::new(0))
                 .collect(),
         }
     }

@@ -12,49 +12,10 @@
 //! it answers with [`Order`]s and takes the time as an argument.
 
 use crate::balancers::Plan;
+pub use crate::migrate::actions::Order;
 use crate::migrate::shard_move::{Command, Mover};
 use crate::migrate::steps::{log, Step};
 use crate::{CoreId, ShardId, Version};
-
-/// What the controller's driver must do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Order {
-    /// Rewrite the indirection-table entries of `shard` to `to`'s queue and
-    /// publish `version` (now, or after the NIC's update delay).
-    Rewrite {
-        /// The shard.
-        shard: ShardId,
-        /// The new owner.
-        to: CoreId,
-        /// The table version after the rewrite.
-        version: Version,
-    },
-    /// Tell working core `from` to release `shard` to `to`.
-    Release {
-        /// The current owner.
-        from: CoreId,
-        /// The shard.
-        shard: ShardId,
-        /// The new owner.
-        to: CoreId,
-    },
-    /// Tell working core `core` to set r_s of `shard`.
-    SetRatio {
-        /// The owner.
-        core: CoreId,
-        /// The shard.
-        shard: ShardId,
-        /// r_s in units of `1 / RATIO_ONE`.
-        ratio: u32,
-    },
-    /// Tell working core `core` to offload to `to` (none: stop offloading).
-    SetOffloader {
-        /// The working core.
-        core: CoreId,
-        /// Its new offloading core.
-        to: Option<CoreId>,
-    },
-}
 
 /// What the controller counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -39,7 +39,9 @@
 //! assert_eq!(ctl.owner(), &[0, 1]);
 //! ```
 
+pub mod actions;
 pub mod apply;
+pub mod checks;
 pub mod heavy;
 pub mod offload;
 pub mod shard_move;
@@ -47,7 +49,8 @@ pub mod steps;
 pub mod working;
 
 pub use apply::{ApplyStats, Order, PlanApplier};
+pub use checks::{check_drivers, replay, Exercised};
 pub use offload::{slice_of, OffloadStats, Recall, Route, WorkingOffload, RATIO_ONE};
 pub use shard_move::{Command, MoveError, Mover, Received, WorkerMoves};
-pub use steps::{check_drivers, replay, Did, Exercised, Step};
+pub use steps::{Did, Step};
 pub use working::{Action, Due, WorkingCore, WorkingStart, IDLE_RECALL_NS, TIMER_NS};

@@ -22,8 +22,9 @@
 
 use std::collections::VecDeque;
 
+pub use super::actions::{Action, Due, WorkingStart};
 use super::heavy::{self, Sampler, TopK};
-use super::offload::{EntryIdx, OffloadStats, Recall, Route, Ticket, WorkingOffload, RATIO_ONE};
+use super::offload::{EntryIdx, OffloadStats, Route, Ticket, WorkingOffload, RATIO_ONE};
 use super::shard_move::{Received, WorkerMoves};
 use super::steps::{log, Did, Step};
 use crate::{CoreId, ShardId};
@@ -33,43 +34,6 @@ use crate::{CoreId, ShardId};
 pub const TIMER_NS: u64 = 10_000_000;
 /// Offloaded flows idle this long are recalled, so the owner's timers see them.
 pub const IDLE_RECALL_NS: u64 = 50_000_000;
-
-/// What the driver must do, in the order given.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Action<P> {
-    /// Push this recall marker into the ring of offloading core `to`, behind
-    /// every packet pushed so far.
-    PushRecall(Recall),
-    /// Hand the shard object of `shard` to working core `to` (the core no longer
-    /// holds it).
-    SendShard {
-        /// The shard.
-        shard: ShardId,
-        /// The new owner.
-        to: CoreId,
-    },
-    /// Run these packets here, in this order, before any other packet of their
-    /// shards (a hand-over's held packets, or a recall's pending ones).
-    RunHere(Vec<P>),
-    /// Tell the controller that `shard` arrived here, after its `held` packets
-    /// (those of the `RunHere` just before) were run.
-    Arrived {
-        /// The shard.
-        shard: ShardId,
-        /// Packets held for it.
-        held: u64,
-    },
-}
-
-/// Which periodic duties fell due in [`WorkingCore::handle_time`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Due {
-    /// Run the owned shards' idle timeouts now.
-    pub timers: bool,
-    /// A heavy-flow window closed: [`WorkingCore::heavy_shares`] changed for the
-    /// shards held here.
-    pub window: bool,
-}
 
 /// The working core's side of shard moves and flow offloading.
 #[derive(Debug)]
@@ -93,27 +57,6 @@ pub struct WorkingCore<P> {
     actions: VecDeque<Action<P>>,
     /// This machine's id in the step log (see [`log`]).
     id: u64,
-}
-
-/// How a working core starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkingStart {
-    /// The working core's index.
-    pub core: CoreId,
-    /// Shards in the run.
-    pub shards: usize,
-    /// The shards it owns at the start.
-    pub owned: Vec<ShardId>,
-    /// Its offloading core (none: it does not offload).
-    pub offloader: Option<CoreId>,
-    /// r_s of the shards it owns at the start (units of `1 / RATIO_ONE`).
-    pub ratio: u32,
-    /// Offload the heaviest flows first (instead of hash slices below r_s).
-    pub heaviest: bool,
-    /// The time it starts at, ns.
-    pub now_ns: u64,
-    /// The first heavy-flow window's length, ns.
-    pub window_ns: u64,
 }
 
 impl<P> WorkingCore<P> {
