@@ -20,7 +20,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod capture;
 mod fenwick;
+mod formats;
 pub mod gen;
 pub mod pcap;
 pub mod pcapng;
@@ -33,8 +35,9 @@ pub mod timeline;
 pub mod tshark;
 mod zipf;
 
+pub use capture::{parse_capture, read_pcap, write_capture};
 pub use gen::{GenPacket, GenSummary, Generator};
-pub use pcap::{parse_capture, read_pcap, write_capture, write_pcap, PcapReadError, Trace};
+pub use pcap::{write_pcap, PcapReadError, Trace};
 pub use reader::CaptureReader;
 pub use replay::{Pace, Schedule};
 pub use source::{Generated, Source};

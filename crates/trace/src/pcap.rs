@@ -1,62 +1,16 @@
-//! Capture files: write packets (nanosecond timestamps; pcap, or pcapng when the
-//! name ends in `.pcapng`) and preload a pcap or pcapng file into memory for
-//! replay, with errors that name the byte offset of the problem.
+//! A whole trace in memory ([`Trace`]), and the pcap writer (nanosecond
+//! timestamps). Reading either format is `reader`'s; choosing the format by
+//! name or first bytes is `capture`'s.
 
 use std::fs;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
-/// Largest record accepted when the file's snaplen is 0 or absurd (256 KiB, as libpcap).
-pub const MAX_RECORD_LEN: u32 = 262_144;
-
-/// Why a pcap file could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum PcapReadError {
-    /// The file could not be opened or read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The file ends in the middle of a header or a record.
-    #[error("{path}: truncated at byte offset {offset}: {what} needs {need} bytes, {have} left")]
-    Truncated {
-        /// The file.
-        path: PathBuf,
-        /// Where the incomplete part starts.
-        offset: u64,
-        /// What was being read.
-        what: &'static str,
-        /// Bytes it needs.
-        need: u64,
-        /// Bytes left in the file.
-        have: u64,
-    },
-    /// A header or record field is impossible.
-    #[error("{path}: corrupt at byte offset {offset}: {what}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// Where the bad header or record starts.
-        offset: u64,
-        /// What is wrong.
-        what: String,
-    },
-    /// A link type other than Ethernet.
-    #[error("{path}: link type {linktype:?} is not supported (flowshift reads Ethernet captures)")]
-    LinkType {
-        /// The file.
-        path: PathBuf,
-        /// The file's link type.
-        linktype: DataLink,
-    },
-}
+pub use crate::formats::{Counted, ParseError, PcapReadError, MAX_RECORD_LEN};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Record {
@@ -251,47 +205,6 @@ pub fn write_pcap<B: AsRef<[u8]>>(
     Ok(w.count)
 }
 
-/// A writer that counts the packets it was given.
-pub struct Counted<W> {
-    inner: W,
-    /// Packets written.
-    pub count: u64,
-}
-
-impl<W: Write> Counted<W> {
-    pub(crate) fn new(inner: W, count: u64) -> Counted<W> {
-        Counted { inner, count }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-
-    /// The writer.
-    pub fn into_inner(self) -> W {
-        self.inner
-    }
-}
-
-/// Writes packets to `path`: pcapng when its name ends in `.pcapng`, pcap
-/// otherwise (both with nanosecond timestamps); returns the count.
-pub fn write_capture<B: AsRef<[u8]>>(
-    path: &Path,
-    packets: impl IntoIterator<Item = (u64, B)>,
-) -> Result<u64, std::io::Error> {
-    let ng = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"));
-    if !ng {
-        return write_pcap(path, packets);
-    }
-    let file = fs::File::create(path)?;
-    let out = BufWriter::with_capacity(1 << 20, file);
-    let mut w = crate::pcapng::write_pcapng_to(out, packets)?;
-    w.flush()?;
-    Ok(w.count)
-}
-
 fn io(e: PcapError) -> std::io::Error {
     match e {
         PcapError::IoError(e) => e,
@@ -325,73 +238,20 @@ pub fn write_pcap_to<W: Write, B: AsRef<[u8]>>(
         w.write_packet(&p).map_err(io)?;
         count += 1;
     }
-    Ok(Counted {
-        inner: w.into_writer(),
-        count,
-    })
-}
-
-/// Reads a whole capture file — pcap or pcapng, told apart by their first
-/// bytes — into memory ([`crate::CaptureReader`] run to the end).
-pub fn read_pcap(path: &Path) -> Result<Trace, PcapReadError> {
-    crate::CaptureReader::open(path)?.read_all()
-}
-
-/// Parses a capture already in memory: pcapng if it starts with a Section
-/// Header Block, pcap otherwise.
-pub fn parse_capture(bytes: &[u8]) -> Result<Trace, ParseError> {
-    let mut r = crate::CaptureReader::new(bytes, Path::new(""));
-    let mut t = Trace::new();
-    while r.fill_raw(&mut t, usize::MAX)? > 0 {}
-    Ok(t)
-}
-
-/// A read error before the path is attached.
-#[derive(Debug)]
-pub enum ParseError {
-    /// See [`PcapReadError::Io`].
-    Io(std::io::Error),
-    /// See [`PcapReadError::Truncated`].
-    Truncated(u64, &'static str, u64, u64),
-    /// See [`PcapReadError::Corrupt`].
-    Corrupt(u64, String),
-    /// See [`PcapReadError::LinkType`].
-    LinkType(DataLink),
-}
-
-impl ParseError {
-    pub(crate) fn at(self, path: &Path) -> PcapReadError {
-        let path = path.to_path_buf();
-        match self {
-            ParseError::Io(source) => PcapReadError::Io { path, source },
-            ParseError::Truncated(offset, what, need, have) => PcapReadError::Truncated {
-                path,
-                offset,
-                what,
-                need,
-                have,
-            },
-            ParseError::Corrupt(offset, what) => PcapReadError::Corrupt { path, offset, what },
-            ParseError::LinkType(linktype) => PcapReadError::LinkType { path, linktype },
-        }
-    }
-}
-
-/// Parses pcap bytes (the file already in memory).
-pub fn parse_pcap(bytes: &[u8]) -> Result<Trace, ParseError> {
-    parse_capture(bytes)
+    Ok(Counted::new(w.into_writer(), count))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::parse_pcap;
 
     fn sample() -> Vec<u8> {
         let frames: Vec<(u64, Vec<u8>)> = (0..3)
             .map(|i| (1_000_000_007 * (i + 1), vec![i as u8; 60 + i as usize]))
             .collect();
         let w = write_pcap_to(Vec::new(), frames.iter().map(|(t, f)| (*t, &f[..]))).unwrap();
-        w.inner
+        w.into_inner()
     }
 
     #[test]

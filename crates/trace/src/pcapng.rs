@@ -13,7 +13,7 @@ use pcap_file::pcapng::blocks::interface_description::{
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, PcapError};
 
-use crate::pcap::{Counted, ParseError, MAX_RECORD_LEN};
+use crate::formats::{Counted, ParseError, MAX_RECORD_LEN};
 use crate::Trace;
 
 /// The first four bytes of a pcapng file (a Section Header Block's type).
@@ -63,11 +63,6 @@ impl Clock {
         let ns = units * 1_000_000_000 / self.per_sec + u128::from(self.offset_s) * 1_000_000_000;
         ns.min(u128::from(u64::MAX)) as u64
     }
-}
-
-/// Parses pcapng bytes (the file already in memory).
-pub fn parse_pcapng(bytes: &[u8]) -> Result<Trace, ParseError> {
-    crate::pcap::parse_capture(bytes)
 }
 
 /// The clock of interface `id`, or why its packets cannot be read.
