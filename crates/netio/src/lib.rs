@@ -22,6 +22,7 @@
 //!   sockets; [`guard`]: a process that kills a node's BIRD as soon as the
 //!   node starts to exit.
 
+mod batch;
 pub mod bird;
 pub mod bpf;
 pub mod guard;
@@ -31,6 +32,7 @@ mod ring;
 pub mod rps;
 pub mod signal;
 mod socket;
+mod sockopt;
 pub mod steering;
 pub mod testbed;
 mod txring;

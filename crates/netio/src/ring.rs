@@ -29,7 +29,7 @@ pub(crate) fn map<R>(
     req: &R,
     bytes: usize,
 ) -> io::Result<*mut u8> {
-    crate::socket::set_int(
+    crate::sockopt::set_int(
         fd,
         libc::SOL_PACKET,
         libc::PACKET_VERSION,

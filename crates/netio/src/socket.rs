@@ -34,62 +34,8 @@ pub enum SocketError {
 /// `PACKET_IGNORE_OUTGOING` (Linux ≥ 4.20): do not deliver this socket the
 /// frames sent out of its interface.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-/// Largest frame received (jumbo frames included).
-pub const MAX_FRAME: usize = 9216 + 18;
-
-/// Buffers for [`PacketSocket::recv_batch`]: frames received by one call.
-#[derive(Debug)]
-pub struct RxBatch {
-    pub(crate) bufs: Vec<Vec<u8>>,
-    pub(crate) lens: Vec<usize>,
-    /// When the kernel received each frame (`CLOCK_REALTIME` ns; 0: not
-    /// asked, [`PacketSocket::enable_timestamps`]).
-    pub(crate) stamps: Vec<u64>,
-    /// Room for each message's control data (its receive timestamp).
-    control: Vec<[u64; CONTROL_WORDS]>,
-    pub(crate) n: usize,
-}
-
-/// A message's control buffer, in 8-byte words: one `SCM_TIMESTAMPNS`.
-const CONTROL_WORDS: usize = 8;
-
-impl RxBatch {
-    /// Room for `n` frames of up to [`MAX_FRAME`] bytes (at least 1).
-    pub fn new(n: usize) -> RxBatch {
-        let n = n.max(1);
-        RxBatch {
-            bufs: vec![vec![0; MAX_FRAME]; n],
-            lens: vec![0; n],
-            stamps: vec![0; n],
-            control: vec![[0; CONTROL_WORDS]; n],
-            n: 0,
-        }
-    }
-
-    /// When the kernel received frame `i` of the last call (`CLOCK_REALTIME`
-    /// ns), on a socket that asked ([`PacketSocket::enable_timestamps`]);
-    /// 0 otherwise.
-    pub fn stamp(&self, i: usize) -> u64 {
-        assert!(i < self.n, "frame {i} of {}", self.n);
-        self.stamps[i]
-    }
-
-    /// Frames the last call received.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    /// True when the last call received none.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// Frame `i` (< [`len`](Self::len)) of the last call.
-    pub fn frame(&self, i: usize) -> &[u8] {
-        assert!(i < self.n, "frame {i} of {}", self.n);
-        &self.bufs[i][..self.lens[i]]
-    }
-}
+pub use crate::batch::{RxBatch, MAX_FRAME};
+use crate::sockopt::set_int;
 
 /// An `AF_PACKET` socket bound to one interface.
 #[derive(Debug)]
@@ -806,28 +752,4 @@ fn mtu(fd: RawFd, iface: &str) -> io::Result<usize> {
     }
     // SAFETY: SIOCGIFMTU filled the union's `ifru_mtu`.
     Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
-}
-
-/// `setsockopt(fd, level, opt, &v)` for an `int` option.
-pub(crate) fn set_int(
-    fd: RawFd,
-    level: libc::c_int,
-    opt: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: the option value is a c_int that lives for the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }

@@ -57,7 +57,7 @@ impl TxRing {
     /// cannot stall the ring; [`send`](Self::send) lets through only frames of
     /// a length the kernel takes: at most `limit` bytes (and what a slot holds).
     pub(crate) fn new(fd: RawFd, limit: usize) -> io::Result<TxRing> {
-        crate::socket::set_int(fd, libc::SOL_PACKET, libc::PACKET_LOSS, 1)?;
+        crate::sockopt::set_int(fd, libc::SOL_PACKET, libc::PACKET_LOSS, 1)?;
         let req = libc::tpacket_req {
             tp_block_size: BLOCK_SIZE as u32,
             tp_block_nr: BLOCKS as u32,

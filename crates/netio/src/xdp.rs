@@ -318,7 +318,7 @@ impl Port {
 
     /// Reads waiting frames of every queue into `b` (up to its size); the
     /// number read.
-    pub(crate) fn recv(&self, b: &mut crate::RxBatch) -> io::Result<usize> {
+    pub(crate) fn recv(&self, b: &mut crate::batch::RxBatch) -> io::Result<usize> {
         let Port::Rx { socks, stamps, .. } = self else {
             return Ok(0);
         };
@@ -329,7 +329,7 @@ impl Port {
                 break;
             }
             x.recv(cap - b.n, stamps.is_some(), |f, mono| {
-                let len = f.len().min(crate::socket::MAX_FRAME);
+                let len = f.len().min(crate::batch::MAX_FRAME);
                 b.bufs[b.n][..len].copy_from_slice(&f[..len]);
                 b.lens[b.n] = len;
                 b.stamps[b.n] = match stamps {
