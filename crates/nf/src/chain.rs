@@ -7,9 +7,11 @@ use steer::{RssHasher, RssKey};
 
 use crate::ctx::{At, Leased};
 use crate::firewall::Firewall;
-use crate::found::{self, Member};
+use crate::found::Member;
+use crate::fused;
 use crate::nat::Nat;
 use crate::nflow::{steering_for, ChainError, SteerKey};
+use crate::shard::Shard;
 use crate::{
     Ctx, DropCause, FlowState, Found, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
 };
@@ -46,24 +48,6 @@ impl ChainCounters {
     pub fn dropped(&self, c: DropCause) -> u64 {
         self.drops[c as usize]
     }
-}
-
-/// A shard: its flow table and its NFs' shard-local state. Owned by one core at a
-/// time; moving a shard moves all of it.
-#[derive(Debug)]
-pub struct Shard {
-    /// Which shard.
-    pub info: ShardInfo,
-    /// The flow table.
-    pub table: FlowTable<Option<FlowState>>,
-    /// Shard-local state, one per NF.
-    pub locals: Vec<ShardLocal>,
-    /// In emergency mode (see [`ChainOptions::emergency`]): the chain
-    /// decides it as the shard's number of flows moves.
-    pub emergency: bool,
-    /// The table's number of flows when `emergency` was last brought up to
-    /// date (`usize::MAX`: never); at that number it is up to date still.
-    emergency_at: usize,
 }
 
 /// A packet's flow entry as [`Chain::process_burst_routed`]'s router sees it.
@@ -866,7 +850,7 @@ impl Chain {
                 &mut shard.emergency,
                 &mut shard.emergency_at,
             );
-            let at = found::Entry {
+            let at = crate::found::Entry {
                 nf: 0,
                 id: l.id,
                 emergency: shard.emergency,
@@ -874,7 +858,7 @@ impl Chain {
                 hasher,
             };
             let mut deleted = false;
-            let v = found::firewall_nat(fw, nat, shard, p, at, &mut deleted);
+            let v = fused::firewall_nat(fw, nat, shard, p, at, &mut deleted);
             if deleted {
                 // (an entry whose NFs all deleted their state goes, as after
                 // a packet-by-packet run)
@@ -932,7 +916,7 @@ impl Chain {
                     if let (Some(fw), Some(nat)) =
                         (fw.downcast_mut::<Firewall>(), nat.downcast_mut::<Nat>())
                     {
-                        found.firewall_nat(fw, nat);
+                        fused::run(&mut found, fw, nat);
                     } else {
                         // (the plan was made from these NFs: not reached)
                         a.process_found(&mut found);

@@ -11,13 +11,20 @@
 //! *i > j* did on packet *k*, and the order in which each NF sees a flow's
 //! packets is the burst's.
 
-use state::{EntryId, FlowTable, Rearm, SlotMut};
+use state::{EntryId, FlowTable};
 use steer::RssHasher;
 
 use crate::ctx::At;
-use crate::firewall::Firewall;
-use crate::nat::Nat;
-use crate::{Ctx, FlowState, Nf, Packet, Shard, ShardInfo, ShardLocal, Verdict};
+use crate::{Ctx, FlowState, Packet, Shard, ShardInfo, ShardLocal, Verdict};
+
+/// What a run needs of an NF (every [`Nf`](crate::Nf) is one): its common
+/// case, and its whole processing of a packet.
+pub trait RunNf {
+    /// [`Nf::process_hit`](crate::Nf::process_hit).
+    fn hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Option<Verdict>;
+    /// [`Nf::process`](crate::Nf::process).
+    fn whole(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict;
+}
 
 /// A packet of a run: where it is in the burst, its shard and entry.
 #[derive(Copy, Clone, Debug)]
@@ -52,7 +59,7 @@ impl Found<'_> {
     /// [`process_hit`](Nf::process_hit), and its [`process`](Nf::process) when
     /// that did not decide. The verdict is the packet's from now on.
     #[inline(always)]
-    pub fn each<N: Nf + ?Sized>(&mut self, nf: &mut N) {
+    pub fn each<N: RunNf + ?Sized>(&mut self, nf: &mut N) {
         for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
             if *v != Verdict::Forward {
                 continue;
@@ -76,7 +83,7 @@ impl Found<'_> {
     /// both. It is what a chain specialised for its NFs saves over running
     /// them one after the other.
     #[inline(always)]
-    pub fn each2<A: Nf + ?Sized, B: Nf + ?Sized>(&mut self, a: &mut A, b: &mut B) {
+    pub fn each2<A: RunNf + ?Sized, B: RunNf + ?Sized>(&mut self, a: &mut A, b: &mut B) {
         for k in 0..self.members.len() {
             if self.verdicts[k] == Verdict::Forward {
                 self.pair(k, a, b, false);
@@ -84,28 +91,10 @@ impl Found<'_> {
         }
     }
 
-    /// [`each2`](Self::each2) for a firewall followed by a NAT (the chain's
-    /// [`fused`](crate::Chain::fused) pair), each packet through
-    /// [`firewall_nat`].
-    #[inline(always)]
-    pub(crate) fn firewall_nat(&mut self, fw: &mut Firewall, nat: &mut Nat) {
-        for (m, v) in self.members.iter().zip(self.verdicts.iter_mut()) {
-            if *v != Verdict::Forward {
-                continue;
-            }
-            let Some((shard, pkt, at)) =
-                member(self.shards, self.pkts, m, self.nf, self.now_ns, self.hasher)
-            else {
-                continue;
-            };
-            *v = firewall_nat(fw, nat, shard, pkt, at, &mut self.deleted);
-        }
-    }
-
     /// Member `k` through NF `a` (unless `skip_a`: it forwarded the packet
     /// already) and then `b`, as [`each2`](Self::each2) runs it.
     #[inline(always)]
-    fn pair<A: Nf + ?Sized, B: Nf + ?Sized>(
+    fn pair<A: RunNf + ?Sized, B: RunNf + ?Sized>(
         &mut self,
         k: usize,
         a: &mut A,
@@ -140,7 +129,7 @@ impl Found<'_> {
 /// see it; `None` (never, for a run the chain made) when the shard or the
 /// packet is not there.
 #[inline(always)]
-fn member<'s>(
+pub(crate) fn member<'s>(
     shards: &'s mut [Option<Shard>],
     pkts: &'s mut [Packet],
     m: &Member,
@@ -180,68 +169,12 @@ pub(crate) struct Entry<'a> {
     pub hasher: &'a RssHasher,
 }
 
-/// A firewall (NF `at.nf`) and then a NAT on a packet whose entry `at.id`
-/// the lookup found, as a packet-by-packet run takes it: the common case —
-/// a tracked connection with a mapping — runs on the entry's two slots
-/// borrowed at once, without a context per NF; a packet that is not that
-/// case for one of them goes on through [`pair`] from that NF on. Deadlines
-/// that moved earlier re-arm the entry's timer in the order a
-/// packet-by-packet run arms it (the firewall's first), after both ran.
-/// Sets `deleted` when an NF removed its state.
-#[inline(always)]
-pub(crate) fn firewall_nat(
-    fw: &mut Firewall,
-    nat: &mut Nat,
-    shard: &mut Shard,
-    pkt: &mut Packet,
-    at: Entry<'_>,
-    deleted: &mut bool,
-) -> Verdict {
-    let now = at.now_ns;
-    let table = &mut shard.table;
-    let cell = table.cell(at.id, at.nf);
-    let (mut armed_fw, mut armed_nat) = (None, None);
-    // (a hit that is not its NF's case changed nothing)
-    let fused = match table.slots_at::<2>(cell) {
-        Some([mut f, mut n]) => match fw.hit_slot(f.state, at.emergency, pkt) {
-            Some((Verdict::Forward, idle)) => {
-                armed_fw = refresh(&mut f, now, idle);
-                match nat.hit_slot(n.state, at.emergency, pkt) {
-                    Some((v, idle)) => {
-                        armed_nat = refresh(&mut n, now, idle);
-                        Fused::Done(v)
-                    }
-                    None => Fused::FromNat,
-                }
-            }
-            Some((v, idle)) => {
-                armed_fw = refresh(&mut f, now, idle);
-                Fused::Done(v)
-            }
-            None => Fused::FromFirewall,
-        },
-        None => Fused::FromFirewall,
-    };
-    if let Some(r) = armed_fw {
-        table.rearm(at.id, r);
-    }
-    if let Some(r) = armed_nat {
-        table.rearm(at.id, r);
-    }
-    let skip_fw = match fused {
-        Fused::Done(v) => return v,
-        Fused::FromNat => true,
-        Fused::FromFirewall => false,
-    };
-    pair(fw, nat, shard, pkt, at, skip_fw, deleted).unwrap_or(Verdict::Forward)
-}
-
 /// NF `a` (the `at.nf`-th; unless `skip_a`: it forwarded the packet
 /// already) and then `b` on a packet whose entry the lookup found, as a
 /// packet-by-packet run takes it; `None` (never, for a chain's shard) when
 /// the shard has no shard-local state for them.
 #[inline(always)]
-fn pair<A: Nf + ?Sized, B: Nf + ?Sized>(
+pub(crate) fn pair<A: RunNf + ?Sized, B: RunNf + ?Sized>(
     a: &mut A,
     b: &mut B,
     shard: &mut Shard,
@@ -260,27 +193,6 @@ fn pair<A: Nf + ?Sized, B: Nf + ?Sized>(
     here.nf += 1;
     here.cell += 1;
     Some(step(b, here, table, lb, pkt, deleted))
-}
-
-/// A slot's idle timeout from `now_ns` set, as `Ctx::set_timeout` sets it;
-/// a deadline that moved earlier comes back to re-arm the entry's timer.
-#[inline(always)]
-fn refresh(
-    slot: &mut SlotMut<'_, Option<FlowState>>,
-    now_ns: u64,
-    idle: Option<u64>,
-) -> Option<Rearm> {
-    idle.and_then(|t| slot.set_deadline(now_ns.saturating_add(t)))
-}
-
-/// How far a packet got through the fused firewall → NAT common case.
-enum Fused {
-    /// Both ran (or the firewall dropped it): its verdict.
-    Done(Verdict),
-    /// The firewall forwarded it; the NAT runs it through [`pair`].
-    FromNat,
-    /// Neither ran; both run it through [`pair`].
-    FromFirewall,
 }
 
 /// What [`parts`] finds for `N` NFs.
@@ -366,7 +278,7 @@ impl<'a> Here<'a> {
 /// its [`process`](Nf::process) out of line when that did not decide; sets
 /// `deleted` when the NF removed its state.
 #[inline(always)]
-fn step<N: Nf + ?Sized>(
+fn step<N: RunNf + ?Sized>(
     nf: &mut N,
     at: Here<'_>,
     table: &mut FlowTable<Option<FlowState>>,
@@ -377,7 +289,7 @@ fn step<N: Nf + ?Sized>(
     // (two contexts: the first stays in registers, the second is made only
     // when `process` runs)
     let mut cx = at.ctx(&mut *table, &mut *local);
-    if let Some(verdict) = nf.process_hit(&mut cx, pkt) {
+    if let Some(verdict) = nf.hit(&mut cx, pkt) {
         *deleted |= cx.deleted;
         return verdict;
     }
@@ -389,7 +301,7 @@ fn step<N: Nf + ?Sized>(
 /// [`Nf::process`] on one packet of a run, out of the loop; and whether the NF
 /// deleted its state.
 #[inline(never)]
-fn slow<N: Nf + ?Sized>(nf: &mut N, mut cx: Ctx<'_>, pkt: &mut Packet) -> (Verdict, bool) {
-    let verdict = nf.process(&mut cx, pkt);
+fn slow<N: RunNf + ?Sized>(nf: &mut N, mut cx: Ctx<'_>, pkt: &mut Packet) -> (Verdict, bool) {
+    let verdict = nf.whole(&mut cx, pkt);
     (verdict, cx.deleted)
 }

@@ -6,10 +6,11 @@
 use serde::{Deserialize, Serialize};
 use state::{EntryId, Image};
 
-use crate::chain::{Chain, Shard};
+use crate::chain::Chain;
 use crate::firewall::Conn;
 use crate::nat::NatMap;
 use crate::seqcheck::SeqState;
+use crate::shard::Shard;
 use crate::FlowState;
 
 /// The per-flow states that can leave their process.

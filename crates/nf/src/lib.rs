@@ -48,12 +48,18 @@
 
 #[macro_use]
 mod counters;
+#[macro_use]
+mod kinds;
 mod chain;
 pub mod component;
 pub mod config;
 mod ctx;
+mod fields;
 pub mod firewall;
+mod flow_state;
 mod found;
+mod function;
+mod fused;
 pub mod ids;
 mod image;
 pub mod lb;
@@ -61,17 +67,21 @@ pub mod monitor;
 pub mod nat;
 mod nflow;
 mod packet;
-mod registry;
 pub mod router;
+mod sections;
 pub mod seqcheck;
+mod shard;
 mod verdict;
 
-pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Routing, Shard, BURST};
+pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Routing, BURST};
 pub use config::{ChainConfig, ConfigError};
-pub use ctx::{Ctx, Leased, Nf, NfMeta, ShardInfo, Shared};
+pub use ctx::{Ctx, Leased};
+pub use flow_state::{FlowState, ShardLocal};
 pub use found::Found;
+pub use function::{Nf, NfMeta, Shared};
 pub use image::InstallError;
 pub use nflow::{steering_for, ChainError, NflowKey, StateKind, SteerKey};
 pub use packet::Packet;
-pub use registry::{FlowState, ShardLocal};
+pub use shard::Shard;
+pub use shard::ShardInfo;
 pub use verdict::{DropCause, Verdict};

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::{parse_rules, Action, Classifier, Firewall, Timeouts};
 use crate::config::{ConfigError, Fields};
-use crate::registry::BuildNf;
+use crate::fields::BuildNf;
 use crate::Nf;
 
 /// `[[nf]] kind = "firewall"`.

@@ -55,39 +55,39 @@ pub enum Conn {
 #[serde(default, deny_unknown_fields)]
 pub struct Timeouts {
     /// TCP SYN sent.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub syn_sent: Duration,
     /// TCP SYN-ACK seen.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub syn_recv: Duration,
     /// TCP established.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub established: Duration,
     /// TCP after one FIN.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub fin_wait: Duration,
     /// TCP after both FINs.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub time_wait: Duration,
     /// TCP after RST.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub close: Duration,
     /// UDP before a reply.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub udp: Duration,
     /// UDP after a reply.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub udp_replied: Duration,
     /// ICMP echo.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub icmp: Duration,
     /// Other protocols.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub other: Duration,
     /// Any unassured connection (TCP before its SYN-ACK is answered, UDP and
     /// other protocols before a reply, ICMP echo) while its shard's table is in
     /// emergency mode.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub emergency: Duration,
 }
 

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::Ids;
 use crate::component::Placement;
 use crate::config::{duration, ConfigError, Fields};
-use crate::registry::BuildNf;
+use crate::fields::BuildNf;
 use crate::Nf;
 
 /// `[[nf]] kind = "ids"`.

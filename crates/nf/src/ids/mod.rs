@@ -12,6 +12,7 @@
 //! ```
 
 mod config;
+pub mod flow;
 pub mod matcher;
 mod nf;
 pub mod rules;

@@ -36,27 +36,11 @@ use serde_json::json;
 use state::{Dir, FlowKey, Side};
 use wire::FiveTuple;
 
+pub use super::flow::IdsFlow;
 use super::matcher::{Matcher, Progress, Stream};
 use super::rules::{Action, Rule};
 use crate::component::{Placement, Remote};
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
-
-/// The IDS's per-flow state: the matcher's states per direction, how far each
-/// direction got through multi-piece rules (allocated only once one is part-way),
-/// and whether a rule dropped the flow. With the matcher on its own core, the
-/// matcher states live there and only `dropped` and `gaps` are used.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IdsFlow {
-    /// Original and reply direction.
-    pub st: [Stream; 2],
-    /// Multi-piece rules part-way, per direction.
-    pub progress: Option<Box<[Progress; 2]>>,
-    /// A `drop` or `blacklist` rule fired: every later packet is dropped.
-    pub dropped: bool,
-    /// Per direction (bit 0 original, bit 1 reply): a payload could not be handed
-    /// to the matching component, so its stream restarts with the next one.
-    pub gaps: u8,
-}
 
 counters! {
     /// IDS counters.

@@ -52,7 +52,7 @@ pub struct LbSection {
 #[serde(deny_unknown_fields)]
 pub struct HealthSection {
     /// Chain time (in `flowshift run`: since the run started), e.g. `"2s"`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub at: Duration,
     /// The service's `VIP:PORT`.
     pub service: String,
@@ -258,11 +258,11 @@ fn service(
         .map_err(|e| (at("backends"), e))
 }
 
-impl crate::registry::BuildNf for LbSection {
+impl crate::fields::BuildNf for LbSection {
     fn build(
         &self,
-        f: &crate::config::Fields<'_>,
-    ) -> Result<Box<dyn crate::Nf>, crate::config::ConfigError> {
+        f: &crate::fields::Fields<'_>,
+    ) -> Result<Box<dyn crate::Nf>, crate::fields::ConfigError> {
         Ok(Box::new(
             LbSection::build(self).map_err(|(field, e)| f.err(&field, e))?,
         ))

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod config;
+pub mod conn;
 pub mod control;
 pub mod maglev;
 mod nf;

@@ -11,6 +11,7 @@
 //! flow's state would have to be shared or handed over; rewriting the source too
 //! keeps every packet of a connection in one shard, with no lock.
 
+pub use super::conn::LbConn;
 use crate::NfMeta;
 use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
@@ -27,25 +28,6 @@ use crate::nat::{NatTcp, NatTimeouts, PortClass, PortPlan, PortPool};
 use crate::{
     Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
 };
-
-/// A balanced connection (the load balancer's per-flow state).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct LbConn {
-    /// The client's address.
-    pub client: Ipv4Addr,
-    /// The client's port.
-    pub client_port: u16,
-    /// Service index.
-    pub service: u16,
-    /// Backend index in the service (pinned).
-    pub backend: u16,
-    /// Index of the balancer's source address.
-    pub snat_idx: u16,
-    /// The balancer's source port.
-    pub snat_port: u16,
-    /// TCP progress (for the timeout).
-    pub tcp: NatTcp,
-}
 
 counters! {
     /// Load balancer counters.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{Nat, NatTimeouts};
 use crate::config::{ConfigError, Fields};
-use crate::registry::BuildNf;
+use crate::fields::BuildNf;
 use crate::Nf;
 
 /// `[[nf]] kind = "nat"`.

@@ -16,7 +16,8 @@
 //! NFLOW key: bidirectional 5-tuple; needs ports in the steering hash.
 
 mod config;
-mod pool;
+pub mod map;
+pub mod pool;
 
 use crate::NfMeta;
 use core::net::{IpAddr, Ipv4Addr};
@@ -25,8 +26,9 @@ use std::sync::Arc;
 
 pub use config::NatSection;
 use ipnet::Ipv4Net;
+pub use map::{NatMap, NatTcp};
 pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use state::Dir;
 use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
@@ -39,20 +41,20 @@ use crate::{
 #[serde(default, deny_unknown_fields)]
 pub struct NatTimeouts {
     /// TCP after the handshake (RFC 5382: at least 2 h 4 min).
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub tcp_established: Duration,
     /// TCP while opening or closing (RFC 5382: 4 min).
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub tcp_transitory: Duration,
     /// UDP (RFC 4787: at least 2 min; 5 min recommended).
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub udp: Duration,
     /// ICMP echo.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub icmp: Duration,
     /// A mapping whose flow has not been answered yet (TCP or UDP), while its
     /// shard's table is in emergency mode.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub emergency: Duration,
 }
 
@@ -66,38 +68,6 @@ impl Default for NatTimeouts {
             emergency: Duration::from_secs(5),
         }
     }
-}
-
-/// TCP progress, for the timeout.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NatTcp {
-    /// No reply yet.
-    Opening,
-    /// Both directions seen.
-    Established,
-    /// FIN or RST seen.
-    Closing,
-}
-
-/// A mapping (the NAT's per-flow state).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NatMap {
-    /// Internal address.
-    pub int_addr: Ipv4Addr,
-    /// Internal port (ICMP: echo id).
-    pub int_port: u16,
-    /// Index of the external address in the pool.
-    pub ext_idx: u16,
-    /// The external address itself: a mapping installed from another node
-    /// (a Sirius secondary) keeps its node's address, which may not be in this
-    /// NAT's pool (then `ext_idx` means nothing here).
-    pub ext_addr: Ipv4Addr,
-    /// External port (ICMP: echo id).
-    pub ext_port: u16,
-    /// IP protocol.
-    pub proto: u8,
-    /// TCP progress.
-    pub tcp: NatTcp,
 }
 
 counters! {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::{parse_routes, Router};
 use crate::config::{ConfigError, Fields};
-use crate::registry::BuildNf;
+use crate::fields::BuildNf;
 use crate::Nf;
 
 /// `[[nf]] kind = "router"`.

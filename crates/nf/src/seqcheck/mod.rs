@@ -9,19 +9,15 @@
 //! of another lap than the flow's last starts a new incarnation of the flow (counted
 //! as a restart); within a lap, a lower sequence number is a reordering.
 
+pub mod state;
+
+pub use self::state::SeqState;
 use crate::NfMeta;
 use core::time::Duration;
 
 use serde::Deserialize;
 
 use crate::{Ctx, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
-
-/// The highest sequence number seen on a connection.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SeqState {
-    /// Highest tag seen.
-    pub last: u32,
-}
 
 /// `[[nf]] kind = "seqcheck"`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -34,11 +30,11 @@ pub struct SeqCheckSection {
     pub cfg: SeqCheckConfig,
 }
 
-impl crate::registry::BuildNf for SeqCheckSection {
+impl crate::fields::BuildNf for SeqCheckSection {
     fn build(
         &self,
-        _: &crate::config::Fields<'_>,
-    ) -> Result<Box<dyn Nf>, crate::config::ConfigError> {
+        _: &crate::fields::Fields<'_>,
+    ) -> Result<Box<dyn Nf>, crate::fields::ConfigError> {
         let name = self.name.clone().unwrap_or_else(|| "seqcheck".into());
         Ok(Box::new(SeqCheck::new(name, &self.cfg)))
     }
@@ -49,7 +45,7 @@ impl crate::registry::BuildNf for SeqCheckSection {
 #[serde(default, deny_unknown_fields)]
 pub struct SeqCheckConfig {
     /// Idle time after which a connection's state is dropped.
-    #[serde(with = "crate::config::duration")]
+    #[serde(with = "crate::fields::duration")]
     pub idle: Duration,
 }
 

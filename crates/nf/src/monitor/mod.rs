@@ -10,17 +10,18 @@
 //! - `exact`: per-source counters in the shard (an MVT keyed by source); only valid
 //!   when steering is by source IP, which the chain builder checks.
 
+pub mod per_source;
+
 use crate::NfMeta;
 use core::net::IpAddr;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde::Deserialize;
-use state::merge::{CountMin, Counters, Hll, Mergeable};
+use state::merge::{CountMin, Hll, Mergeable};
 
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardLocal, StateKind, Verdict};
 
-/// Per-source counters.
-pub type PerSource = HashMap<IpAddr, Counters>;
+pub use self::per_source::PerSource;
 
 /// Where the monitor keeps per-source counters.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize, Default)]
@@ -86,11 +87,11 @@ pub struct MonitorSection {
     pub cfg: MonitorConfig,
 }
 
-impl crate::registry::BuildNf for MonitorSection {
+impl crate::fields::BuildNf for MonitorSection {
     fn build(
         &self,
-        f: &crate::config::Fields<'_>,
-    ) -> Result<Box<dyn Nf>, crate::config::ConfigError> {
+        f: &crate::fields::Fields<'_>,
+    ) -> Result<Box<dyn Nf>, crate::fields::ConfigError> {
         if !(4..=18).contains(&self.cfg.hll_bits) {
             return Err(f.err("hll_bits", "must be in 4..=18"));
         }

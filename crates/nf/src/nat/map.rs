@@ -1,0 +1,37 @@
+//! The NAT's per-flow state: a flow's mapping and its TCP progress.
+
+use core::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+/// TCP progress, for the timeout.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NatTcp {
+    /// No reply yet.
+    Opening,
+    /// Both directions seen.
+    Established,
+    /// FIN or RST seen.
+    Closing,
+}
+
+/// A mapping (the NAT's per-flow state).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NatMap {
+    /// Internal address.
+    pub int_addr: Ipv4Addr,
+    /// Internal port (ICMP: echo id).
+    pub int_port: u16,
+    /// Index of the external address in the pool.
+    pub ext_idx: u16,
+    /// The external address itself: a mapping installed from another node
+    /// (a Sirius secondary) keeps its node's address, which may not be in this
+    /// NAT's pool (then `ext_idx` means nothing here).
+    pub ext_addr: Ipv4Addr,
+    /// External port (ICMP: echo id).
+    pub ext_port: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// TCP progress.
+    pub tcp: NatTcp,
+}
