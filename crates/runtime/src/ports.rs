@@ -146,11 +146,7 @@ impl Ports {
         let buckets = chain.buckets() as u32;
         let k = KernelRss::maps(h.toeplitz(), h.fields(), buckets, workers as u32)
             .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
-        for b in 0..buckets {
-            let q = owner[b as usize % owner.len()];
-            k.set(b, u32::from(q))
-                .map_err(|e| cfg(format!("kernel steering: {e}")))?;
-        }
+        place_owners(&k, owner, buckets)?;
         let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
         let mut steered = Vec::new();
         for (i, name) in names.iter().enumerate() {
@@ -326,6 +322,17 @@ fn replication(
     Ok((Some(rx), tx))
 }
 
+/// Every bucket of the kernel's indirection table on its shard's owner
+/// (`owner[s]` for shard `s`; buckets map onto shards modulo their count).
+fn place_owners(k: &KernelRss, owner: &[CoreId], buckets: u32) -> Result<(), RunError> {
+    for b in 0..buckets {
+        let q = owner[b as usize % owner.len()];
+        k.set(b, u32::from(q))
+            .map_err(|e| RunError::Config(format!("kernel steering: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Kernel steering by a fanout program (`--steer kernel` over AF_PACKET):
 /// the program's indirection table, shard s's buckets on `owner[s]`'s
 /// socket, and each working core's socket on every interface.
@@ -341,11 +348,7 @@ fn fanout_steered(
     let buckets = chain.buckets() as u32;
     let k = KernelRss::new(h.toeplitz(), h.fields(), buckets, workers as u32)
         .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
-    for b in 0..buckets {
-        let q = owner[b as usize % owner.len()];
-        k.set(b, u32::from(q))
-            .map_err(|e| cfg(format!("kernel steering: {e}")))?;
-    }
+    place_owners(&k, owner, buckets)?;
     let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
     for (i, name) in names.iter().enumerate() {
         // a group per interface; ids from the process id keep runs apart
