@@ -129,12 +129,12 @@ struct Totals {
 impl Bench<'_> {
     /// Fresh nodes with `replication` (`off`, `on`: sealed, `bare`), each
     /// waited for until it forwards.
-    fn start_nodes(&self, replication: &str) -> anyhow::Result<poolctl::groups::Nodes> {
+    fn start_nodes(&self, replication: &str) -> anyhow::Result<poolctl::nodes::Nodes> {
         let dir = &self.dir;
         // killed if the bench fails before stopping them
-        let mut nodes = poolctl::groups::Nodes(Vec::new());
+        let mut nodes = poolctl::nodes::Nodes(Vec::new());
         for i in 0..NODES {
-            let cfg = poolctl::groups::node_config(
+            let cfg = poolctl::nodes::node_config(
                 Some(&self.chain),
                 i,
                 NODES,
@@ -143,8 +143,8 @@ impl Bench<'_> {
             )?;
             cfg.write(&dir.join(format!("node{i}.toml")))?;
             let _ = std::fs::remove_file(dir.join(format!("node{i}.json")));
-            let from = poolctl::groups::node_log_len(dir, i);
-            let node = poolctl::groups::start_node(self.bed, dir, 1, i)?;
+            let from = poolctl::nodes::node_log_len(dir, i);
+            let node = poolctl::nodes::start_node(self.bed, dir, 1, i)?;
             let limit = Duration::from_secs(30);
             nodes.0.push(Some(node));
             let node = nodes.0[i].as_mut().expect("started");
@@ -184,7 +184,7 @@ impl Bench<'_> {
     }
 
     /// Stops the nodes (each ends with its report) and sums their counters.
-    fn stop_nodes(&self, mut nodes: poolctl::groups::Nodes) -> anyhow::Result<Totals> {
+    fn stop_nodes(&self, mut nodes: poolctl::nodes::Nodes) -> anyhow::Result<Totals> {
         let mut t = Totals::default();
         for (i, c) in nodes.0.iter_mut().enumerate() {
             let mut c = c.take().expect("started");
@@ -328,7 +328,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("flowshift-pool-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // replication sealed with a pool key, as `pool run` seals it
-    let (key_file, _) = poolctl::groups::write_pool_key(&dir)?;
+    let (key_file, _) = poolctl::nodes::write_pool_key(&dir)?;
     // room for every flow of a `new` run (1 M per node)
     let chain = dir.join("chain.toml");
     std::fs::write(&chain, BENCH_CHAIN)?;

@@ -23,7 +23,8 @@ use netio::poolbed::{PoolBed, BGP_TABLE, ROUTER_SYNC};
 use pool::bgp::{node_asn, Bfd, Peer, Router};
 use serde::Serialize;
 
-use crate::groups::{node_config, start_node, sync, write_pool_key, Nodes, RunArgs};
+use crate::args::RunArgs;
+use crate::nodes::{node_config, start_node, sync, write_pool_key, Nodes};
 use launch::file::{NodeFile, SpillSection};
 
 /// Pair heartbeats' timeout: a node whose secondary is silent this long
@@ -378,7 +379,7 @@ fn stop_nodes(nodes: &mut Nodes, out: &Path) -> anyhow::Result<Vec<serde_json::V
 }
 
 fn print_report(report: &BgpReport) {
-    crate::groups::print_nodes(&report.node_reports);
+    crate::nodes::print_nodes(&report.node_reports);
     let lost = |k: &str| {
         report
             .node_reports

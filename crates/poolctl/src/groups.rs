@@ -18,121 +18,19 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::Args;
-use launch::file::{NodeFile, PoolSection};
-use netio::poolbed::{PoolBed, SYNC_PORT};
+use netio::poolbed::PoolBed;
 use pool::detect::{Detector, Down};
 use pool::jobs::{Jobs, Order, Then};
 use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
 
-/// Options of `flowshift pool run`.
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Nodes in the pool (each the secondary of the one before it).
-    #[arg(long, default_value_t = 3)]
-    pub nodes: usize,
-    /// The chain every node runs (`[[nf]]` tables; each NAT's `external` is
-    /// replaced by the node's own pool, 203.0.113.16·i/28) [default: a
-    /// firewall admitting 10.0.0.0/8 outbound, then a NAT].
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Working cores per node.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// Buckets of the router's resilient nexthop groups.
-    #[arg(long, default_value_t = 64)]
-    pub buckets: usize,
-    /// The nodes' weights in the groups, e.g. `2,1,1` (node 0 gets half of
-    /// the buckets, so it is the primary of half of the flows); spares weigh
-    /// 1 [default: 1 each].
-    #[arg(long)]
-    pub weights: Option<String>,
-    /// Heartbeat period, µs; a node that misses `--missed` in a row is down.
-    #[arg(long, default_value_t = 1000)]
-    pub heartbeat_us: u64,
-    /// Heartbeats (and periods) a silent node may miss before it is taken for
-    /// dead. A node whose process is gone is found at once (its heartbeat
-    /// port refuses twice); silence is for a node that hangs or a machine
-    /// that went away. Few find those fast but take a busy node for dead: on
-    /// this 2-CPU machine, with 50 downloads and two busy loops beside, live
-    /// nodes were silent for up to 91 ms (the report's longest silence).
-    #[arg(long, default_value_t = 250)]
-    pub missed: u32,
-    /// Restart a failed node's process this long after it was found down
-    /// (`off`: never); it rejoins once its table is synced.
-    #[arg(long, default_value = "1s")]
-    pub restart_after: String,
-    /// Spare nodes: built and started with the pool, in no group and no
-    /// ring; one joins every `--join-after` (every node syncs its table to
-    /// it first, then the kernel gives it buckets from every member).
-    #[arg(long, default_value_t = 0)]
-    pub spares: usize,
-    /// When spares join: the first this long after the pool is up, each
-    /// next one as long after the one before.
-    #[arg(long, default_value = "5s")]
-    pub join_after: String,
-    /// Namespace and interface prefix (at most 6 characters).
-    #[arg(long, default_value = "fsp")]
-    pub prefix: String,
-    /// Where the nodes' configs, logs and reports go.
-    #[arg(long, default_value = "out/pool")]
-    pub out: PathBuf,
-    /// Stop after this long (e.g. 30s) instead of at Ctrl-C.
-    #[arg(long)]
-    pub duration: Option<String>,
-    /// Write the pool's report as JSON.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// How the router finds the nodes: `groups` (resilient nexthop groups
-    /// this controller sets; it detects failures and fails nodes over,
-    /// restarts and joins them) or `bgp` (every node announces its virtual IP
-    /// and NAT pool by BGP, its secondary the same with a longer AS path;
-    /// pairs fail over by themselves, with no controller; no restarts or
-    /// spares yet).
-    #[arg(long, value_enum, default_value_t = Routing::Groups)]
-    pub routing: Routing,
-    /// With `--routing bgp`: the BFD interval between the router and each
-    /// node, ms; a node silent for `--bfd-multiplier` intervals is down.
-    #[arg(long, default_value_t = pool::bgp::Bfd::default().interval_ms)]
-    pub bfd_interval_ms: u32,
-    /// With `--routing bgp`: place tenants on the nodes, each with a virtual
-    /// IP 198.51.100.(10 + t) that its node announces (its secondary as
-    /// backup): a tenants file as `pool plan --tenants` reads, or a number of
-    /// fNICs drawn as `pool plan --count N` draws them; packed first fit, a
-    /// tenant larger than a node split by hash over several (its first node
-    /// steers the other parts' connections) [default: node i serves virtual
-    /// IP i].
-    #[arg(long)]
-    pub plan: Option<String>,
-    /// With `--routing bgp`: intervals of silence before a BFD session is down.
-    #[arg(long, default_value_t = pool::bgp::Bfd::default().multiplier)]
-    pub bfd_multiplier: u8,
-    /// With `--routing bgp`: spill-over (Sirius §3.3.4) — each node takes
-    /// this many new TCP connections per second to its tenants and passes
-    /// the rest to the node two ahead (another pair), which serves them
-    /// [default: off].
-    #[arg(long)]
-    pub spill_capacity: Option<u32>,
-    /// With `--spill-capacity`: how long a spilled connection's later
-    /// packets still follow it after the last spill, ms.
-    #[arg(long, default_value_t = 10_000)]
-    pub spill_linger_ms: u32,
-}
-
-/// `--routing`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Routing {
-    Groups,
-    Bgp,
-}
+use crate::args::RunArgs;
+use crate::nodes::{node_config, print_nodes, start_node, sync, write_pool_key, Nodes};
 
 /// A failover, ms since the pool was up.
 #[derive(Clone, Debug, Serialize)]
@@ -241,107 +139,6 @@ fn exiting(pid: u32) -> bool {
 
 /// A node starting, or found down, is heartbeaten every this many rounds.
 const SLOW_BEAT: u64 = 50;
-
-/// Node `i`'s replication address (its `[pool] listen`).
-pub fn sync(i: usize) -> SocketAddr {
-    SocketAddr::new(
-        PoolBed::sync_addr(i).parse().expect("an address"),
-        SYNC_PORT,
-    )
-}
-
-/// Writes a new random pool key to `dir/pool.key`, readable by its owner
-/// alone; its path and the key.
-pub fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth::Key)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let key = pool::auth::Key::new(rand::random());
-    let path = dir.join("pool.key");
-    let _ = std::fs::remove_file(&path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("writing the pool key {}", path.display()))?;
-    writeln!(f, "{}", key.to_hex())?;
-    Ok((path, key))
-}
-
-/// Node `i`'s config: the chain with its NAT pool, replicating to node i + 1
-/// (with `replicate`), its messages sealed with the key in `key_file` (none:
-/// bare, `insecure`).
-pub fn node_config(
-    chain: Option<&Path>,
-    i: usize,
-    nodes: usize,
-    replicate: bool,
-    key_file: Option<&Path>,
-) -> anyhow::Result<NodeFile> {
-    let mut f = NodeFile::from_chain(chain)?;
-    f.run.nat_external = Some(vec![PoolBed::nat_pool(i)]);
-    // the pool's processes share the machine's CPUs: a node's core may be
-    // away for tens of milliseconds, and its ring must hold what arrives
-    // meanwhile (a full ring drops, counted `ring_full`)
-    f.run.ring_size.get_or_insert(8192);
-    f.pool = replicate.then(|| PoolSection {
-        listen: sync(i),
-        secondary: sync((i + 1) % nodes),
-        key_file: key_file.map(Path::to_path_buf),
-        insecure: key_file.is_none(),
-        bgp: None,
-        pair_timeout_ms: None,
-        primary: None,
-        spill: None,
-        split: Vec::new(),
-    });
-    Ok(f)
-}
-
-/// Starts node `i` with `workers` working cores, its config, log and report
-/// `node{i}.toml`, `.log`, `.json` in `dir`.
-pub fn start_node(bed: &PoolBed, dir: &Path, workers: usize, i: usize) -> anyhow::Result<Child> {
-    let (f, b) = bed.node_ifaces(i);
-    // (appended to: a restarted node's log follows its first run's)
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("node{i}.log")))?;
-    use std::os::unix::process::CommandExt;
-    Command::new("ip")
-        .args(["netns", "exec", &bed.node(i)])
-        .arg(std::env::current_exe()?)
-        .args(["run", "--iface", &format!("{f},{b}")])
-        .args(["--workers", &workers.to_string()])
-        .arg("--config")
-        .arg(dir.join(format!("node{i}.toml")))
-        .arg("--json")
-        .arg(dir.join(format!("node{i}.json")))
-        .stdout(Stdio::null())
-        .stderr(log)
-        // a group of its own: a terminal's Ctrl-C reaches the controller,
-        // which stops each node once (a second SIGINT ends a run at once)
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("starting node {i}"))
-}
-
-/// The length of node `i`'s log in `dir` (0 before its first start): a
-/// restarted node's lines follow it.
-pub fn node_log_len(dir: &Path, i: usize) -> u64 {
-    std::fs::metadata(dir.join(format!("node{i}.log"))).map_or(0, |m| m.len())
-}
-
-/// The nodes' processes: on an early return, killed (their bed goes too).
-pub struct Nodes(pub Vec<Option<Child>>);
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// What a node's replication port said to the controller.
 enum Answer {
@@ -955,30 +752,11 @@ fn controller_sockets(bed: &PoolBed, total: usize) -> anyhow::Result<(UdpSocket,
     })
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<()> {
-    if !(2..=16).contains(&a.nodes) {
-        bail!(
-            "--nodes {}: a pool replicates across 2 to 16 nodes",
-            a.nodes
-        );
-    }
-    if a.prefix.is_empty() || a.prefix.len() > 6 {
-        bail!("--prefix `{}`: 1 to 6 characters", a.prefix);
-    }
-    if a.workers == 0 || a.heartbeat_us == 0 {
-        bail!("--workers and --heartbeat-us must be at least 1");
-    }
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| humantime::parse_duration(d).with_context(|| format!("--duration {d}")))
-        .transpose()?;
-    if a.routing == Routing::Bgp {
-        return crate::bgp::run(&a, duration);
-    }
+/// `pool run --routing groups`: the pool with this controller.
+pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
     let ck = Checked {
         duration,
-        ..check(&a)?
+        ..check(a)?
     };
     let total = ck.total;
     std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
@@ -1018,7 +796,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let (sock, hb) = controller_sockets(&bed, total)?;
     let period = Duration::from_micros(a.heartbeat_us);
     let mut c = Controller {
-        a: &a,
+        a,
         bed: &bed,
         sock,
         hb,
@@ -1277,41 +1055,6 @@ fn print_report(r: &PoolReport) {
             j.from,
             j.synced_ms - j.answered_ms,
             j.handed_back_ms - j.synced_ms
-        );
-    }
-}
-
-/// Each node's line of the pool's report: packets, replication, drops.
-pub fn print_nodes(reports: &[serde_json::Value]) {
-    println!(
-        "node  packets in  out        replicated  lag p50/p99 µs  installed  unprotected  \
-         synced  drops"
-    );
-    for (i, n) in reports.iter().enumerate() {
-        if n.is_null() {
-            println!("{i:<5} (down: no report)");
-            continue;
-        }
-        let drops: u64 = n["drops"]
-            .as_object()
-            .map(|d| d.values().filter_map(|v| v.as_u64()).sum())
-            .unwrap_or(0);
-        let p = &n["pool"];
-        // (a JSON value ignores the width: as text first)
-        let v = |x: &serde_json::Value| match x {
-            serde_json::Value::Null => "-".to_string(),
-            x => x.to_string(),
-        };
-        println!(
-            "{i:<5} {:<11} {:<10} {:<11} {:<15} {:<10} {:<12} {:<7} {}",
-            v(&n["packets_in"]),
-            v(&n["packets_out"]),
-            v(&p["replicated"]),
-            format!("{}/{}", v(&p["lag_p50_us"]), v(&p["lag_p99_us"])),
-            v(&p["installed"]),
-            v(&p["unprotected"]),
-            v(&p["synced"]),
-            drops
         );
     }
 }

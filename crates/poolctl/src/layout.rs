@@ -3,7 +3,7 @@
 //! and split), its announcements as primary, backup or part, what it may
 //! adopt once the pool re-pairs, its split tenants.
 
-use crate::groups::sync;
+use crate::nodes::sync;
 use anyhow::bail;
 use launch::file::SplitSection;
 use netio::poolbed::PoolBed;

@@ -26,8 +26,8 @@ use pool::protocol::Repr;
 use pool::ring::Ring;
 use serde::Serialize;
 
-use crate::groups::sync;
 use crate::layout::{adoptable, Layout};
+use crate::nodes::sync;
 
 /// A re-pairing, ms since the nodes were started.
 #[derive(Clone, Debug, Serialize)]

@@ -46,6 +46,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+mod buffers;
 mod bulk;
 mod carried;
 mod controller;

@@ -16,7 +16,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use steer::RssHasher;
 use wire::Malformed;
 
-use crate::feeder::Buffers;
+use crate::buffers::Buffers;
 use crate::replay::{Chunk, Chunks};
 
 /// One frame of the replay, parsed and hashed.

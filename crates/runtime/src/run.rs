@@ -497,7 +497,7 @@ impl Threads<'_> {
         let (_, ctl_rx) = wiring.ctl.clone();
         let controller = self.controller(&wiring, ctl_rx);
         let queues = std::mem::take(&mut wiring.queues.0);
-        let buffers = crate::feeder::Buffers::new(std::mem::take(&mut wiring.recycle.1));
+        let buffers = crate::buffers::Buffers::new(std::mem::take(&mut wiring.recycle.1));
         drop(wiring);
         let opts = FeedOptions {
             schedule: Schedule {

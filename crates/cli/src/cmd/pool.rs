@@ -21,7 +21,7 @@ pub enum PoolCommand {
     /// `flowshift run` per node with ping-pong replication to the next, and
     /// the controller (heartbeats, failover to the secondary); until Ctrl-C.
     /// Needs root.
-    Run(poolctl::groups::RunArgs),
+    Run(poolctl::args::RunArgs),
     /// What replication costs: two nodes without and with it, side by side,
     /// on steady flows and on a new flow in every frame. Needs root.
     Bench(bench::pool::BenchArgs),
@@ -80,7 +80,7 @@ pub fn run(c: PoolCommand) -> anyhow::Result<()> {
     match c {
         PoolCommand::Plan(a) => plan(a),
         PoolCommand::Sim(a) => sim(a),
-        PoolCommand::Run(a) => poolctl::groups::run(a),
+        PoolCommand::Run(a) => poolctl::run(a),
         PoolCommand::Bench(a) => bench::pool::run(a),
     }
 }
