@@ -8,7 +8,8 @@
 #   iproute2, ethtool, iputils-ping the network-namespace test bed of the
 #                     interface tests
 #   nftables, procps  the kernel peer of `flowshift bench-kernel` (NAT + conntrack)
-#   python3           seeds the fuzz corpora (scripts/fuzz_seeds.py)
+#   python3           seeds the fuzz corpora (scripts/fuzz_seeds.py), checks the
+#                     code's shape (scripts/structure.py)
 #   iperf3            the real TCP load of the interface order test
 #   bird2             BGP and BFD of the pool's router and nodes (pool run --routing bgp)
 set -euo pipefail

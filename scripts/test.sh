@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the build and tests need (tshark; cmake and
-# libclang to build HiGHS), then runs every test of the workspace (unit, property,
+# libclang to build HiGHS), checks the code's shape (scripts/structure.py), then
+# runs every test of the workspace (unit, property,
 # integration, tshark validation, stress, doc tests) while the fuzz targets build
 # beside them, then the loom model checks of the shard move and the offload-ratio
 # change (separate build with --cfg loom) beside every fuzz target for 5 s
@@ -25,6 +26,8 @@ privileged_summary() {
   fi
 }
 trap privileged_summary EXIT
+# no function over 120 lines, no circle of files inside a crate
+python3 scripts/structure.py
 cargo test --workspace --all-targets --quiet --no-run
 FLOWSHIFT_BIN=target/debug/flowshift bash scripts/fuzz.sh --quick --build-only >target/fuzz-build.log 2>&1 &
 fuzz_build=$!
