@@ -186,7 +186,7 @@ fn shard_move_under_every_interleaving() {
         // 64 buckets, 64 shards: shard 0 is bucket 0, on worker 0
         let table = IndirectionTable::new(64, 1).unwrap();
         let sys = Arc::new(Sys {
-            shared: Shared::new(table),
+            shared: Shared::new(table, 2),
             queues: [Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())],
             inbox: [Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())],
             arrived: Mutex::new(Vec::new()),
@@ -455,7 +455,7 @@ mod offload {
         b.max_branches = 50_000;
         b.check(|| {
             let sys = Arc::new(Sys {
-                shared: Shared::new(IndirectionTable::new(64, 1).unwrap()),
+                shared: Shared::new(IndirectionTable::new(64, 1).unwrap(), 2),
                 nic: Mutex::new(VecDeque::new()),
                 inbox: Mutex::new(VecDeque::new()),
                 ring: Mutex::new(VecDeque::new()),

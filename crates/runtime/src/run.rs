@@ -93,7 +93,7 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     for b in 0..table.len() {
         table.set(b, top.owner[b % shards_n]);
     }
-    let shared = Arc::new(Shared::new(table));
+    let shared = Arc::new(Shared::new(table, cfg.workers));
     let stats: Vec<Arc<WorkerStats>> = (0..cfg.workers + cfg.offloaders)
         .map(|_| Arc::new(WorkerStats::new(chain.buckets(), shards_n)))
         .collect();

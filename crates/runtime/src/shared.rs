@@ -52,7 +52,9 @@ impl Drop for AbortOnPanic {
 }
 
 impl Shared {
-    pub fn new(table: IndirectionTable) -> Shared {
+    /// State shared by a run's threads, steering by `table`, with a drop counter
+    /// for each of `queues` working cores' queues.
+    pub fn new(table: IndirectionTable, queues: usize) -> Shared {
         Shared {
             table,
             version: AtomicU64::new(0),
@@ -63,7 +65,7 @@ impl Shared {
             input_failure: std::sync::OnceLock::new(),
             start: Instant::now(),
             wall_start_ns: wall_ns(),
-            queue_drops: (0..runspec::MAX_CORES)
+            queue_drops: (0..queues)
                 .map(|_| crate::sync::AtomicU64::new(0))
                 .collect(),
         }
