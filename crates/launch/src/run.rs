@@ -1,5 +1,8 @@
-//! `flowshift run`: a chain on worker threads over a trace, with live load moved by
-//! the configured balancer; prints a report and optionally writes it as JSON.
+//! `flowshift run`'s options and the setup both drivers share ([`setup`]: the
+//! chain, the runtime's `RunConfig`, the packets or interfaces, from the flags
+//! and the config file); the run itself ([`run`]: a chain on worker threads
+//! over a trace or on interfaces, live load moved by the configured balancer,
+//! the report written as JSON; the binary prints it).
 
 use std::path::PathBuf;
 

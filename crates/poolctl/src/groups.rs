@@ -1,4 +1,4 @@
-//! `flowshift pool run`: a Sirius pool on this machine. It builds the pool
+//! `flowshift pool run --routing groups`: a Sirius pool on this machine. It builds the pool
 //! bed (`netio::poolbed`: client — router — N nodes — server, in network
 //! namespaces), starts one `flowshift run` per node with the chain and
 //! ping-pong replication to the next node (`[pool]`), and is the pool's
