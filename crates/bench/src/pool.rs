@@ -186,14 +186,13 @@ impl Bench<'_> {
     /// Stops the nodes (each ends with its report) and sums their counters.
     fn stop_nodes(&self, mut nodes: poolctl::nodes::Nodes) -> anyhow::Result<Totals> {
         let mut t = Totals::default();
-        for (i, c) in nodes.0.iter_mut().enumerate() {
-            let mut c = c.take().expect("started");
-            let _ = netio::signal::interrupt(c.id());
-            c.wait()?;
-            let r: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(self.dir.join(format!("node{i}.json")))
-                    .with_context(|| format!("node {i}'s report"))?,
-            )?;
+        for (i, (st, r)) in nodes.stop(&self.dir).into_iter().enumerate() {
+            if r.is_null() {
+                bail!(
+                    "node {i} ended ({st}) without a report (see {})",
+                    self.dir.display()
+                );
+            }
             t.replicated += r["pool"]["replicated"].as_u64().unwrap_or(0);
             t.installed += r["pool"]["installed"].as_u64().unwrap_or(0);
             t.dropped += r["pool"]["replicas_dropped"].as_u64().unwrap_or(0);

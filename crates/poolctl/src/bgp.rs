@@ -207,7 +207,7 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         tenants,
         repairs: repair.repairs,
         syncs: repair.syncs,
-        node_reports: stop_nodes(&mut nodes, &out)?,
+        node_reports: stop_nodes(&mut nodes, &out),
     };
     print_report(&report);
     if let Some(p) = &a.json {
@@ -358,24 +358,15 @@ impl Sessions {
 
 /// Drains every node (Ctrl-C) and waits for it: their reports (`null` for
 /// one that ended without: killed).
-fn stop_nodes(nodes: &mut Nodes, out: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    for ch in nodes.0.iter().flatten() {
-        let _ = netio::signal::interrupt(ch.id());
-    }
+fn stop_nodes(nodes: &mut Nodes, out: &Path) -> Vec<serde_json::Value> {
     let mut reports = Vec::new();
-    for (i, ch) in nodes.0.iter_mut().enumerate() {
-        let mut ch = ch.take().expect("every node was started");
-        let st = ch.wait()?;
-        let r = std::fs::read_to_string(out.join(format!("node{i}.json")))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(serde_json::Value::Null);
+    for (i, (st, r)) in nodes.stop(out).into_iter().enumerate() {
         if r.is_null() {
             eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
         }
         reports.push(r);
     }
-    Ok(reports)
+    reports
 }
 
 fn print_report(report: &BgpReport) {

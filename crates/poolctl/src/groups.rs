@@ -950,18 +950,8 @@ impl Controller<'_> {
     /// Stops every node (SIGINT: each ends with its report) and reads their
     /// reports (null for a node that wrote none).
     fn stop_nodes(&mut self) -> Vec<serde_json::Value> {
-        for ch in self.nodes.0.iter().flatten() {
-            let _ = netio::signal::interrupt(ch.id());
-        }
         let mut reports = Vec::new();
-        for i in 0..self.nodes.0.len() {
-            let mut ch = self.nodes.0[i].take().expect("every node was started");
-            let st = ch.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-            let path = self.a.out.join(format!("node{i}.json"));
-            let r = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(serde_json::Value::Null);
+        for (i, (st, r)) in self.nodes.stop(&self.a.out).into_iter().enumerate() {
             if r.is_null() && self.down_at[i].is_none() {
                 eprintln!("flowshift pool: node {i} ended ({st}) without a report (see its log)");
             }

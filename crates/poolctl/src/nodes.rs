@@ -103,6 +103,30 @@ pub fn node_log_len(dir: &Path, i: usize) -> u64 {
 /// The nodes' processes: on an early return, killed (their bed goes too).
 pub struct Nodes(pub Vec<Option<Child>>);
 
+impl Nodes {
+    /// Stops every node (SIGINT: each drains and writes its report) and
+    /// waits for it: each node's exit status and its report from
+    /// `dir/node{i}.json` (`null` for one that wrote none: killed, or down).
+    pub fn stop(&mut self, dir: &Path) -> Vec<(String, serde_json::Value)> {
+        for ch in self.0.iter().flatten() {
+            let _ = netio::signal::interrupt(ch.id());
+        }
+        let mut out = Vec::new();
+        for (i, ch) in self.0.iter_mut().enumerate() {
+            let status = match ch.take() {
+                Some(mut ch) => ch.wait().map_or_else(|e| e.to_string(), |s| s.to_string()),
+                None => "not running".into(),
+            };
+            let report = std::fs::read_to_string(dir.join(format!("node{i}.json")))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(serde_json::Value::Null);
+            out.push((status, report));
+        }
+        out
+    }
+}
+
 impl Drop for Nodes {
     fn drop(&mut self) {
         for c in self.0.iter_mut().flatten() {
