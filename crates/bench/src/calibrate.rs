@@ -435,8 +435,8 @@ impl Calibration<'_> {
         let mut one_shard = None;
         for &s_n in shard_counts {
             let mut c = self.user_cfg.clone();
-            c.steering.shards = s_n;
-            c.steering.buckets = c.steering.buckets.max(s_n);
+            c.steering.shards = Some(s_n);
+            c.steering.buckets = Some(c.steering.buckets().max(s_n));
             let ch = build(&c, self.base)?;
             let s = self
                 .bench
@@ -495,7 +495,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     let (user_cfg, _, base) = launch::run::load(a.config.as_deref())?;
     // prices are per packet on one shard (the shard term is measured on its own)
     let mut cfg = user_cfg.clone();
-    cfg.steering.shards = 1;
+    cfg.steering.shards = Some(1);
     let full = build(&cfg, &base)?;
     if !full.has_per_flow_state() {
         bail!("calibrate needs a chain with per-flow state (its flow and shard terms are about flow tables)");

@@ -131,8 +131,8 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             let shards = shards.unwrap_or(default_shards);
             if let std::collections::btree_map::Entry::Vacant(e) = chains.entry(shards) {
                 let mut c = chain_cfg.clone();
-                c.steering.shards = shards;
-                c.steering.buckets = c.steering.buckets.max(shards);
+                c.steering.shards = Some(shards);
+                c.steering.buckets = Some(c.steering.buckets().max(shards));
                 e.insert(c.build(&base).with_context(|| spec.to_string())?);
             }
             let chain = &chains[&shards];

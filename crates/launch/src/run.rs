@@ -233,8 +233,10 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
             }
         }
     }
-    let chain = chain_cfg.build(&base)?;
     let mut cfg = run_config(a, &sec)?;
+    // shards the file left unset scale with the working cores
+    chain_cfg.steering.fit_cores(cfg.workers);
+    let chain = chain_cfg.build(&base)?;
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
     cfg.rps = io_modes(a, &sec.io)?;

@@ -3,8 +3,10 @@
 //! ```toml
 //! [steering]              # all optional
 //! key = "symmetric"       # "symmetric", "default" or 80 hex digits; default: chosen by the chain
-//! buckets = 128           # indirection-table entries (power of two, 64..=4096)
-//! shards = 16             # power of two ≤ buckets
+//! buckets = 128           # indirection-table entries (power of two, 64..=4096);
+//!                         # default: 128, or the shards if more
+//! shards = 16             # power of two ≤ buckets; default: 16 per working
+//!                         # core (16 when the cores are not known)
 //! rules = "plan.json"     # steer by ternary rules (`flowshift steer plan --json`)
 //!
 //! [table]                 # per shard
@@ -51,28 +53,49 @@ pub use crate::sections::NfSection;
 use crate::{Chain, Nf};
 
 /// `[steering]`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SteeringConfig {
     /// RSS key: `symmetric`, `default` or 80 hex digits.
     pub key: Option<String>,
-    /// Indirection-table size.
-    pub buckets: usize,
-    /// Number of shards.
-    pub shards: usize,
+    /// Indirection-table size (`None`: [`SteeringConfig::buckets`]'s default).
+    pub buckets: Option<usize>,
+    /// Number of shards (`None`: [`SteeringConfig::shards`]'s default).
+    pub shards: Option<usize>,
     /// A rule plan written by `flowshift steer plan --json`: steer by its
     /// ternary rules (rule `r` is bucket and shard `r`, starting on the rule's
     /// core) instead of the hash's bucket bits.
     pub rules: Option<PathBuf>,
 }
 
-impl Default for SteeringConfig {
-    fn default() -> Self {
-        SteeringConfig {
-            key: None,
-            buckets: 128,
-            shards: 16,
-            rules: None,
+/// Shards per working core when `steering.shards` is not set: enough that a
+/// balancer moving one shard moves a sixteenth of a core's share, not half
+/// of it (with 16 shards on 8 cores RSS++ cannot balance).
+pub const SHARDS_PER_CORE: usize = 16;
+
+impl SteeringConfig {
+    /// Shards when neither the file nor [`SteeringConfig::fit_cores`] set them.
+    pub const DEFAULT_SHARDS: usize = 16;
+    /// Buckets when neither the file nor the shards set them.
+    pub const DEFAULT_BUCKETS: usize = 128;
+
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards.unwrap_or(Self::DEFAULT_SHARDS)
+    }
+
+    /// The indirection table's size: as set, else 128 or the shards if more.
+    pub fn buckets(&self) -> usize {
+        self.buckets
+            .unwrap_or_else(|| Self::DEFAULT_BUCKETS.max(self.shards()))
+    }
+
+    /// Scales what the file left unset to `workers` working cores:
+    /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 4 096).
+    pub fn fit_cores(&mut self, workers: usize) {
+        if self.shards.is_none() {
+            let want = (workers.max(1) * SHARDS_PER_CORE).next_power_of_two();
+            self.shards = Some(want.clamp(Self::DEFAULT_SHARDS, 4096));
         }
     }
 }
@@ -333,20 +356,23 @@ impl ChainConfig {
         }
         let mut nfs: Vec<Box<dyn Nf>> = Vec::new();
         for (i, n) in self.nf.iter().enumerate() {
-            nfs.push(n.build(i, base, (s.buckets, s.shards))?);
+            nfs.push(n.build(i, base, (s.buckets(), s.shards()))?);
         }
         let capacity = self.capacity_within_memcap(&nfs, policy)?;
         let rules = match &s.rules {
             None => None,
             Some(p) => Some(std::sync::Arc::new(rule_steering(
-                p, base, s.buckets, s.shards,
+                p,
+                base,
+                s.buckets(),
+                s.shards(),
             )?)),
         };
         let opts = ChainOptions {
             rules,
             key,
-            buckets: s.buckets,
-            shards: s.shards,
+            buckets: s.buckets(),
+            shards: s.shards(),
             table: TableConfig {
                 capacity,
                 policy,
@@ -368,19 +394,17 @@ impl ChainConfig {
     /// `[steering]` checked: buckets and shards, and the RSS key.
     fn steering_key(&self) -> Result<Option<RssKey>, ConfigError> {
         let s = &self.steering;
-        if !s.buckets.is_power_of_two() || !(64..=4096).contains(&s.buckets) {
+        let (buckets, shards) = (s.buckets(), s.shards());
+        if !buckets.is_power_of_two() || !(64..=4096).contains(&buckets) {
             return Err(field(
                 "steering.buckets",
-                format!("{} is not a power of two in 64..=4096", s.buckets),
+                format!("{buckets} is not a power of two in 64..=4096"),
             ));
         }
-        if !s.shards.is_power_of_two() || s.shards > s.buckets {
+        if !shards.is_power_of_two() || shards > buckets {
             return Err(field(
                 "steering.shards",
-                format!(
-                    "{} is not a power of two ≤ buckets ({})",
-                    s.shards, s.buckets
-                ),
+                format!("{shards} is not a power of two ≤ buckets ({buckets})"),
             ));
         }
         let key = match s.key.as_deref() {
@@ -409,12 +433,13 @@ impl ChainConfig {
                 ),
             ));
         }
-        if self.table.capacity.saturating_mul(s.shards) > MAX_ENTRIES {
+        if self.table.capacity.saturating_mul(s.shards()) > MAX_ENTRIES {
             return Err(field(
                 "table.capacity",
                 format!(
                     "{} flows × {} shards: at most {MAX_ENTRIES} flow entries in all",
-                    self.table.capacity, s.shards
+                    self.table.capacity,
+                    s.shards()
                 ),
             ));
         }
@@ -463,14 +488,14 @@ impl ChainConfig {
                     fast_entries: self.table.fast_entries,
                     ..TableConfig::default()
                 };
-                capacity_within(&shape, self.table.capacity, s.shards, cap).ok_or_else(|| {
+                capacity_within(&shape, self.table.capacity, s.shards(), cap).ok_or_else(|| {
                     field(
                         "table.memcap",
                         format!(
                             "{cap} bytes hold fewer than {MIN_MEMCAP_FLOWS} flows per shard \
                              ({} shards); the smallest memcap for this chain is {} bytes",
-                            s.shards,
-                            s.shards as u64
+                            s.shards(),
+                            s.shards() as u64
                                 * state::FlowTable::<Option<crate::FlowState>>::bytes_at_capacity(
                                     &TableConfig {
                                         capacity: MIN_MEMCAP_FLOWS,

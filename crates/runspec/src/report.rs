@@ -57,8 +57,12 @@ pub fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// Median over the controller periods of (max − min) / min of the working
-/// cores' loads (RSS++ Fig. 12's imbalance; periods with an idle core skipped).
+/// The fixed grid the period imbalance is measured on (10 ms, RSS++'s
+/// shortest period): the same windows whatever period the balancer chose.
+pub const IMBALANCE_WINDOW_NS: u64 = 10_000_000;
+
+/// Median over the periods of (max − min) / min of the working cores' loads
+/// (RSS++ Fig. 12's imbalance; periods with an idle core skipped).
 pub fn period_imbalance_median(load: &[LoadSample], working: usize) -> f64 {
     let mut v: Vec<f64> = load
         .iter()
@@ -76,7 +80,7 @@ pub fn period_imbalance_median(load: &[LoadSample], working: usize) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median over the controller periods of (max − min) / min of the packets the
+/// Median over the periods of (max − min) / min of the packets the
 /// working cores' queues delivered: RSS++ Fig. 12's own measure ("the number of
 /// packets of the most loaded queue relative to the least loaded queue");
 /// periods with an empty queue skipped.
@@ -161,6 +165,11 @@ pub struct RunReport {
     pub imbalance: BTreeMap<&'static str, f64>,
     /// Per controller period: the time and the busy share of each core.
     pub load_over_time: Vec<LoadSample>,
+    /// Per window of the fixed 10 ms grid ([`IMBALANCE_WINDOW_NS`]): each
+    /// working core's load and packets; `imbalance.period_median` and
+    /// `period_median_packets` are over these when present.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<LoadSample>,
     /// Each NF's own counters, by NF name (e.g. an IDS's `offloaded` and
     /// `offload_lost`: the cost of its component's placement). Runs only.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]

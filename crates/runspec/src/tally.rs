@@ -82,9 +82,13 @@ pub struct Tally {
     pub kernel_bucket_packets: Option<u64>,
     /// Per core (working, then offloading).
     pub per_core: Vec<PerCore>,
-    /// Per controller period: (ns since start, busy share of each core).
     /// Per controller period: its end, each core's load and packets.
     pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
+    /// Per window of the fixed [`IMBALANCE_WINDOW_NS`](crate::IMBALANCE_WINDOW_NS) grid: its end, each
+    /// core's load and packets. The period imbalance is measured on these
+    /// when there are any: a balancer that adapts its period (RSS++) is then
+    /// judged on the same windows as one that does not.
+    pub windows: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Each NF's own counters.
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
     /// A pool node's replication counters ([`RunReport::pool`]).
@@ -124,6 +128,7 @@ impl Tally {
             kernel_bucket_packets: None,
             per_core: Vec::new(),
             load_over_time: Vec::new(),
+            windows: Vec::new(),
             nf: BTreeMap::new(),
             pool: Vec::new(),
         }
@@ -172,17 +177,24 @@ impl Tally {
             0.0
         };
         let c = &self.control;
-        let load_over_time: Vec<LoadSample> = self
-            .load_over_time
-            .iter()
-            .map(|(t, l, p)| LoadSample {
-                t_ns: *t,
-                load: l.clone(),
-                packets: p.clone(),
-            })
-            .collect();
-        let period_median = period_imbalance_median(&load_over_time, cfg.workers);
-        let packets_median = period_packet_imbalance_median(&load_over_time, cfg.workers);
+        let samples = |v: &[(u64, Vec<f64>, Vec<u64>)]| -> Vec<LoadSample> {
+            v.iter()
+                .map(|(t, l, p)| LoadSample {
+                    t_ns: *t,
+                    load: l.clone(),
+                    packets: p.clone(),
+                })
+                .collect()
+        };
+        let load_over_time = samples(&self.load_over_time);
+        let windows = samples(&self.windows);
+        let over = if windows.is_empty() {
+            &load_over_time
+        } else {
+            &windows
+        };
+        let period_median = period_imbalance_median(over, cfg.workers);
+        let packets_median = period_packet_imbalance_median(over, cfg.workers);
         RunReport {
             nf: self.nf.clone(),
             memory: BTreeMap::new(),
@@ -259,6 +271,7 @@ impl Tally {
             per_core: self.per_core.clone(),
             imbalance: self.imbalance(period_median, packets_median),
             load_over_time,
+            windows,
         }
     }
 }
@@ -356,6 +369,13 @@ mod tests {
         assert_eq!(r.imbalance["period_median"], 1.0);
         assert_eq!(r.imbalance["period_median_packets"], 2.0);
         assert_eq!(r.load_over_time[0].packets, [100, 300]);
+        // the fixed windows, where measured, are what the medians are over
+        t.windows = vec![(1, vec![0.5, 0.5], vec![100, 100])];
+        let r = t.report(&cfg);
+        assert_eq!(r.imbalance["period_median"], 0.0);
+        assert_eq!(r.imbalance["period_median_packets"], 0.0);
+        assert_eq!(r.load_over_time.len(), 3);
+        t.windows.clear();
         t.load_over_time.clear();
         let r = t.report(&cfg);
         assert_eq!(r.packets_in, r.packets_out + r.dropped());

@@ -21,7 +21,7 @@ fn bench(c: &mut Criterion) {
     };
     let t = Trace::from_generated(Generator::new(&spec).unwrap());
     let mut cc = ChainConfig::default_chain();
-    cc.steering.shards = 128;
+    cc.steering.shards = Some(128);
     let chain = cc.build(std::path::Path::new(".")).unwrap();
     let prep = Prepared::new(&chain, &t, 46);
     // a 100 Mpps hardware NIC, as in docs/EXPERIMENTS.md (the bundled model's NIC

@@ -17,8 +17,9 @@
 //! 4. **Solver** (at most `max_runs` runs): repeatedly take the biggest remaining
 //!    shard of the most overloaded core and give it to the first underloaded core
 //!    (largest deficit first) where it fits within deficit + allowance; an
-//!    overloaded core stops giving within 1 % of the mean and always keeps one
-//!    non-empty shard; an underloaded core takes while its deficit exceeds 1 %.
+//!    overloaded core stops giving within 1 % of the mean and keeps
+//!    `keep_share` of its fair share of the shards (at least one non-empty
+//!    shard); an underloaded core takes while its deficit exceeds 1 %.
 //!    Score = Σ squared imbalance + `migration_cost` × moves. Run 1 (no allowance)
 //!    is the lower bound; then allowances are set to the residual imbalances and
 //!    grown ×1.5 while the score improves (the upper bound), then bisected toward
@@ -26,6 +27,26 @@
 //!    imbalance is ≤ `stop_score` (1 %).
 //! 5. **Adaptive period**: total imbalance > 0.4 → the minimum period; > 0.2 →
 //!    halve; no move → double; clamped to [min, max].
+//!
+//! **Planning on predicted loads** (`predict`, on by default; a flowshift
+//! addition, off reproduces the published code): RSS++ moves a shard for the
+//! load it carried in the last period, which pays only if the shard carries it
+//! in the next one too. Each round measures how much of a shard's deviation
+//! from the mean persists from one period to the next — ρ, the correlation of
+//! the shards' packet rates over two consecutive periods, clamped to [0, 1] —
+//! and plans on each shard's best linear prediction, mean + ρ·(last − mean).
+//! On traffic whose shards keep their load (long flows, the case RSS++ was
+//! built for) ρ ≈ 1 and the round is RSS++'s own; when connections live
+//! shorter than the period, a heavy shard's load is gone by the next period,
+//! ρ falls toward 0, every shard looks like the mean one and the round no
+//! longer chases that noise (the first round, with nothing to compare, plans
+//! on the last period as published).
+//!
+//! **An overloaded core keeps half its fair share of shards** (`keep_share`,
+//! 0.5; 0 is the published rule, which keeps only its last non-empty shard):
+//! a core whose load is one heavy shard would give all its other shards
+//! away, and be left idle, once that shard's flows end, until a later round
+//! refills it.
 
 use super::{Balancer, Plan, Snapshot};
 use crate::{CoreId, ShardId};
@@ -53,6 +74,13 @@ pub struct RssppConfig {
     pub min_period_ns: u64,
     /// Upper bound of the adaptive period, ns.
     pub max_period_ns: u64,
+    /// Plan on each shard's predicted load (mean + ρ·(last − mean), ρ the
+    /// shards' period-to-period persistence) instead of its last load.
+    pub predict: bool,
+    /// Share of its fair share of the shards (shards ÷ active cores) an
+    /// overloaded core keeps (0.5; 0 = only its last non-empty shard, as
+    /// published).
+    pub keep_share: f64,
 }
 
 impl Default for RssppConfig {
@@ -67,6 +95,8 @@ impl Default for RssppConfig {
             migration_cost: 1e-4,
             min_period_ns: 10_000_000,
             max_period_ns: 1_000_000_000,
+            predict: true,
+            keep_share: 0.5,
         }
     }
 }
@@ -84,6 +114,8 @@ pub struct RoundInfo {
     pub added: Option<CoreId>,
     /// A core removed.
     pub removed: Option<CoreId>,
+    /// The persistence ρ the round planned with (1 without prediction).
+    pub persistence: f64,
 }
 
 /// The RSS++ balancer.
@@ -98,6 +130,8 @@ pub struct Rsspp {
     last: RoundInfo,
     rounds: u64,
     runs: u64,
+    /// The previous period's packet rate of each shard (packets per ms).
+    prev_rates: Option<Vec<f64>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -117,6 +151,7 @@ impl Rsspp {
             last: RoundInfo::default(),
             rounds: 0,
             runs: 0,
+            prev_rates: None,
         }
     }
 
@@ -160,6 +195,16 @@ impl Rsspp {
             .collect();
         let mut shards_of = shard_loads(snap, &load);
         let mut cores: Vec<usize> = (0..w).filter(|&c| active[c]).collect();
+        let rates = shard_rates(snap);
+        self.last.persistence = 1.0;
+        if self.cfg.predict {
+            if let Some(prev) = self.prev_rates.as_ref().filter(|p| p.len() == rates.len()) {
+                let rho = persistence(prev, &rates);
+                self.last.persistence = rho;
+                predict(&mut shards_of, &mut load, &cores, rho);
+            }
+        }
+        self.prev_rates = Some(rates);
         self.last.before = sq_imbalance(&cores, &load);
         if self.cfg.autoscale {
             let mut scale = Scale {
@@ -194,7 +239,16 @@ impl Rsspp {
             self.received.clear();
             return plan;
         }
-        let solve = |allow: &[f64]| run(&cores, &load, mean, &shards_of, &over, &under, allow);
+        let round = Solve {
+            cores: &cores,
+            load: &load,
+            mean,
+            shards_of: &shards_of,
+            over: &over,
+            under: &under,
+            keep_share: self.cfg.keep_share,
+        };
+        let solve = |allow: &[f64]| run(&round, allow);
         let (best, runs) = self.search(w, mean, solve);
         self.last.runs = runs;
         self.last.after = best.sq;
@@ -336,6 +390,58 @@ fn shard_loads(snap: &Snapshot, load: &[f64]) -> Vec<Vec<ShardLoad>> {
     shards_of
 }
 
+/// Each shard's packets per millisecond over the period.
+fn shard_rates(snap: &Snapshot) -> Vec<f64> {
+    let ms = snap.period_ns.max(1) as f64 / 1e6;
+    snap.shard_packets()
+        .iter()
+        .map(|&p| p as f64 / ms)
+        .collect()
+}
+
+/// ρ: the correlation of the shards' rates over two consecutive periods,
+/// clamped to [0, 1] (0 when either period's rates do not vary).
+fn persistence(prev: &[f64], cur: &[f64]) -> f64 {
+    let n = prev.len().max(1) as f64;
+    let (mp, mc) = (prev.iter().sum::<f64>() / n, cur.iter().sum::<f64>() / n);
+    let (mut cov, mut vp, mut vc) = (0.0, 0.0, 0.0);
+    for (p, c) in prev.iter().zip(cur) {
+        cov += (p - mp) * (c - mc);
+        vp += (p - mp).powi(2);
+        vc += (c - mc).powi(2);
+    }
+    if vp <= 0.0 || vc <= 0.0 {
+        return 0.0;
+    }
+    (cov / (vp * vc).sqrt()).clamp(0.0, 1.0)
+}
+
+/// Replaces each shard's load by its prediction, mean + ρ·(load − mean) (the
+/// mean over the active cores' shards), and each active core's load by the
+/// sum of its shards' predictions; a core's load not carried by its shards'
+/// packets (none arrived) is kept.
+fn predict(shards_of: &mut [Vec<ShardLoad>], load: &mut [f64], cores: &[usize], rho: f64) {
+    let (sum, n) = cores
+        .iter()
+        .flat_map(|&c| &shards_of[c])
+        .fold((0.0, 0usize), |(s, n), x| (s + x.load, n + 1));
+    if n == 0 {
+        return;
+    }
+    let mean = sum / n as f64;
+    for &c in cores {
+        if shards_of[c].iter().all(|s| s.load == 0.0) {
+            continue;
+        }
+        let mut total = 0.0;
+        for s in &mut shards_of[c] {
+            s.load = mean + rho * (s.load - mean);
+            total += s.load;
+        }
+        load[c] = total;
+    }
+}
+
 /// Core scaling (§4) over one round's loads: a core removed when the
 /// others have room for its load, one added when they are past the target.
 struct Scale<'a> {
@@ -401,6 +507,20 @@ impl Scale<'_> {
     }
 }
 
+/// What every solver run of a round shares: the active cores, their loads
+/// and mean, each core's shards, the overloaded and underloaded cores, and
+/// the share of its fair share of shards an overloaded core keeps.
+#[derive(Clone, Copy)]
+struct Solve<'a> {
+    cores: &'a [usize],
+    load: &'a [f64],
+    mean: f64,
+    shards_of: &'a [Vec<ShardLoad>],
+    over: &'a [usize],
+    under: &'a [usize],
+    keep_share: f64,
+}
+
 #[derive(Clone, Debug)]
 struct Run {
     moves: Vec<(ShardId, usize)>,
@@ -412,16 +532,22 @@ struct Run {
 /// gain load, so a shard that fits no underloaded core now never will in this run:
 /// each overloaded core's shards are examined once, heaviest first —
 /// O(shards × cores) per run.
-fn run(
-    cores: &[usize],
-    load: &[f64],
-    mean: f64,
-    shards_of: &[Vec<ShardLoad>],
-    over: &[usize],
-    under: &[usize],
-    allow: &[f64],
-) -> Run {
+fn run(round: &Solve, allow: &[f64]) -> Run {
+    let Solve {
+        cores,
+        load,
+        mean,
+        shards_of,
+        over,
+        under,
+        keep_share,
+    } = *round;
     const EPS: f64 = 0.01;
+    // what an overloaded core keeps: at least one shard, and `keep_share` of
+    // its fair share of the shards
+    let total: usize = cores.iter().map(|&c| shards_of[c].len()).sum();
+    let fair = total as f64 / cores.len().max(1) as f64;
+    let keep = ((fair * keep_share).floor() as usize).max(1);
     let mut load = load.to_vec();
     let mut moves = Vec::new();
     // each overloaded core's non-empty shards, heaviest first (kept as its
@@ -446,11 +572,13 @@ fn run(
     loop {
         if changed {
             changed = false;
-            // the most overloaded core that can still give (never its last shard)
+            // the most overloaded core that can still give (never below `keep`)
             gi = match give
                 .iter()
                 .enumerate()
-                .filter(|(_, (c, v, k, left))| load[*c] - mean > EPS && *left > 1 && *k < v.len())
+                .filter(|(_, (c, v, k, left))| {
+                    load[*c] - mean > EPS && *left > keep && *k < v.len()
+                })
                 .max_by(|a, b| load[a.1 .0].total_cmp(&load[b.1 .0]))
             {
                 Some((i, _)) => i,
@@ -538,7 +666,11 @@ mod tests {
         let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
         let s = snap(4, &sl, &owner);
         let before = sq(&s.core_load);
-        let mut b = Rsspp::new(RssppConfig::default());
+        // the published rule: an overloaded core keeps only its last shard
+        let mut b = Rsspp::new(RssppConfig {
+            keep_share: 0.0,
+            ..RssppConfig::default()
+        });
         let plan = b.plan(&s);
         let after = apply(&s, &plan, &sl);
         assert!(before > 0.1, "{before}");
@@ -558,6 +690,86 @@ mod tests {
             }
             assert!(owner.contains(&c));
         }
+    }
+
+    #[test]
+    fn an_overloaded_core_keeps_half_its_fair_share_of_shards() {
+        // as above; by default core 0 keeps 4 of its 8 shards (half of 32 / 4)
+        let mut sl = vec![0.02; 32];
+        for s in (0..32).step_by(4) {
+            sl[s] = 0.1;
+        }
+        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let s = snap(4, &sl, &owner);
+        let mut b = Rsspp::new(RssppConfig::default());
+        let plan = b.plan(&s);
+        let from_0 = plan
+            .moves
+            .iter()
+            .filter(|(sh, _)| owner[usize::from(*sh)] == 0);
+        assert_eq!(from_0.count(), 4, "{:?}", plan.moves);
+        let after = apply(&s, &plan, &sl);
+        assert!(sq(&after) < sq(&s.core_load) / 4.0, "{after:?}");
+    }
+
+    #[test]
+    fn loads_that_persist_are_planned_as_published() {
+        let mut sl = vec![0.02; 32];
+        for s in (0..32).step_by(4) {
+            sl[s] = 0.1;
+        }
+        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let s = snap(4, &sl, &owner);
+        let plans = |predict: bool| {
+            let mut b = Rsspp::new(RssppConfig {
+                predict,
+                ..RssppConfig::default()
+            });
+            let first = b.plan(&s);
+            // the same loads again: the shards kept their load, ρ = 1
+            (first, b.plan(&s), b.last_round().persistence)
+        };
+        let (a1, a2, rho) = plans(true);
+        let (b1, b2, _) = plans(false);
+        assert_eq!(rho, 1.0);
+        assert!(!a1.moves.is_empty());
+        assert_eq!((a1.moves, a2.moves), (b1.moves, b2.moves));
+    }
+
+    #[test]
+    fn loads_that_do_not_persist_move_nothing() {
+        // period 1: half of each core's shards busy, balanced (no move)
+        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let p1: Vec<f64> = (0..32)
+            .map(|s| if s % 8 < 4 { 0.04 } else { 0.0 })
+            .collect();
+        // period 2: core 0's shards all busy, uncorrelated with period 1
+        let p2: Vec<f64> = (0..32)
+            .map(|s| if s % 4 == 0 { 0.06 } else { 0.01 })
+            .collect();
+        let run = |predict: bool| {
+            let mut b = Rsspp::new(RssppConfig {
+                predict,
+                ..RssppConfig::default()
+            });
+            assert!(b.plan(&snap(4, &p1, &owner)).moves.is_empty());
+            let plan = b.plan(&snap(4, &p2, &owner));
+            (plan, b.last_round().persistence)
+        };
+        let (published, _) = run(false);
+        assert!(!published.moves.is_empty(), "RSS++ chases the new load");
+        let (predicted, rho) = run(true);
+        assert_eq!(rho, 0.0);
+        assert!(predicted.moves.is_empty(), "{:?}", predicted.moves);
+    }
+
+    #[test]
+    fn persistence_is_the_rates_correlation_clamped() {
+        assert_eq!(persistence(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]), 1.0);
+        assert_eq!(persistence(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), 0.0);
+        assert_eq!(persistence(&[1.0, 1.0], &[1.0, 3.0]), 0.0);
+        let r = persistence(&[1.0, 2.0, 3.0, 4.0], &[1.0, 3.0, 2.0, 4.0]);
+        assert!((r - 0.8).abs() < 1e-9, "{r}");
     }
 
     #[test]

@@ -31,6 +31,24 @@ impl Engine<'_> {
         }
     }
 
+    /// Closes a window of the fixed imbalance grid: each working core's load
+    /// and packets in it.
+    pub(super) fn sample(&mut self) {
+        if self.feeding_done {
+            return;
+        }
+        let w = runspec::IMBALANCE_WINDOW_NS;
+        let (mut load, mut packets) = (Vec::new(), Vec::new());
+        for st in self.working.iter_mut().map(|c| &mut c.stats) {
+            load.push(((st.busy_ns - st.window_busy) as f64 / w as f64).min(1.0));
+            packets.push(st.packets - st.window_packets);
+            st.window_busy = st.busy_ns;
+            st.window_packets = st.packets;
+        }
+        self.t.windows.push((self.now, load, packets));
+        self.at(self.now + w, Ev::Sample);
+    }
+
     /// Carries out one order of the plan applier.
     pub(super) fn order(&mut self, order: Order) {
         let delay = self.cfg.nic_update_delay.as_nanos() as u64;

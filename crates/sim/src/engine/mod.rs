@@ -86,6 +86,8 @@ enum Ev {
     Core(u16),
     Offloader(u16),
     Tick,
+    /// The end of a window of the fixed imbalance grid.
+    Sample,
     Rewrite {
         shard: ShardId,
         to: CoreId,
@@ -160,6 +162,9 @@ pub(crate) struct CoreStats {
     /// At the previous controller round.
     pub prev_busy: u64,
     pub prev_packets: u64,
+    /// At the end of the previous imbalance window.
+    pub window_busy: u64,
+    pub window_packets: u64,
     pub stalls: u64,
 }
 
@@ -371,11 +376,12 @@ impl<'a> Engine<'a> {
     pub fn run(mut self) -> (Tally, SimCounts) {
         self.wake_feeder(0);
         self.at(self.period, Ev::Tick);
+        self.at(runspec::IMBALANCE_WINDOW_NS, Ev::Sample);
         while let Some(Reverse(it)) = self.heap.pop() {
             self.now = it.t;
             self.counts.events += 1;
-            // a round after the last packet is not part of the run
-            if !matches!(it.ev, Ev::Tick) {
+            // a round or a window after the last packet is not part of the run
+            if !matches!(it.ev, Ev::Tick | Ev::Sample) {
                 self.last_activity = self.last_activity.max(it.t);
             }
             match it.ev {
@@ -398,6 +404,7 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Ev::Tick => self.tick(),
+                Ev::Sample => self.sample(),
                 Ev::Rewrite { shard, to, version } => self.rewrite(shard, to, version),
                 Ev::ToCore(c, m) => {
                     self.working[usize::from(c)].inbox.push_back(m);
