@@ -23,6 +23,9 @@ pub(crate) struct ControllerStats {
     pub plan_ns: Vec<u64>,
     /// Per period: (time ns, load of each core).
     pub load_over_time: Vec<(u64, Vec<f64>, Vec<u64>)>,
+    /// Per window of the fixed imbalance grid (`runspec::IMBALANCE_WINDOW_NS`):
+    /// its end, each working core's load and packets.
+    pub windows: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// The balancer's own counters at the end.
     pub balancer: Vec<(&'static str, f64)>,
     /// The plan applier's counters.
@@ -50,6 +53,24 @@ pub(crate) struct Controller {
     pub kernel: Option<Arc<netio::steering::KernelRss>>,
 }
 
+/// One window of the fixed imbalance grid: each core's load and packets
+/// between `prev` and `now`.
+fn window_sample(t_ns: u64, now: &[Totals], prev: &[Totals]) -> (u64, Vec<f64>, Vec<u64>) {
+    let (load, packets) = now
+        .iter()
+        .zip(prev)
+        .map(|(n, p)| {
+            let busy = n.busy_ns.saturating_sub(p.busy_ns);
+            let idle = n.idle_ns.saturating_sub(p.idle_ns);
+            (
+                busy as f64 / (busy + idle).max(1) as f64,
+                n.packets.saturating_sub(p.packets),
+            )
+        })
+        .unzip();
+    (t_ns, load, packets)
+}
+
 /// A rewrite waiting for the NIC's update delay.
 type Delayed = (Instant, ShardId, CoreId, u64);
 
@@ -64,7 +85,20 @@ impl Controller {
         let mut kprev = self.kernel_counts();
         // rewrites waiting for the NIC's update delay, in version order
         let mut rewrites: VecDeque<Delayed> = VecDeque::new();
+        let window = Duration::from_nanos(runspec::IMBALANCE_WINDOW_NS);
+        let mut next_window = Instant::now() + window;
+        let mut wprev = prev.clone();
         loop {
+            if !self.shared.feeder_done() && Instant::now() >= next_window {
+                next_window += window;
+                let now: Vec<Totals> = self.stats[..self.workers.len()]
+                    .iter()
+                    .map(|s| s.read())
+                    .collect();
+                st.windows
+                    .push(window_sample(self.shared.now_ns(), &now, &wprev));
+                wprev = now;
+            }
             while rewrites.front().is_some_and(|r| r.0 <= Instant::now()) {
                 let (_, shard, to, version) = rewrites.pop_front().expect("checked");
                 self.rewrite(shard, to, version);

@@ -740,6 +740,7 @@ fn merge(
     t.kernel_bucket_packets = kernel_bucket_packets;
     t.control = ctl.apply;
     t.load_over_time = ctl.load_over_time.clone();
+    t.windows = ctl.windows;
     RunOutcome {
         report: t.report(cfg),
         output,
