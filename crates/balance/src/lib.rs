@@ -12,6 +12,7 @@
 pub mod balancers;
 pub mod migrate;
 pub mod probe;
+pub mod snapshot;
 
 pub use balancers::{Balancer, Plan, Snapshot};
 

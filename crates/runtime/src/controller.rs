@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use balance::migrate::{ApplyStats, Order, PlanApplier};
-use balance::{Balancer, CoreId, ShardId, Snapshot};
+use balance::snapshot::{CoreCounters, Counters, SnapshotBuilder};
+use balance::{Balancer, CoreId, ShardId};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::messages::{ToController, ToWorker};
@@ -53,6 +54,44 @@ pub(crate) struct Controller {
     pub kernel: Option<Arc<netio::steering::KernelRss>>,
 }
 
+/// The builder's cumulative counters from the cores' totals: per-bucket
+/// packets summed over the cores unless the kernel's counters (`kernel`)
+/// are given, and the NIC model's per-queue drops.
+fn counters_of(
+    totals: Vec<Totals>,
+    shared: &Shared,
+    workers: usize,
+    kernel: Option<Vec<u64>>,
+) -> Counters {
+    let buckets = shared.table.len();
+    let sum = |f: fn(&Totals) -> &Vec<u64>| {
+        let mut v = vec![0u64; buckets];
+        for t in &totals {
+            for (x, y) in v.iter_mut().zip(f(t)) {
+                *x += y;
+            }
+        }
+        v
+    };
+    let bucket_packets = kernel.unwrap_or_else(|| sum(|t| &t.buckets));
+    let bucket_priority = sum(|t| &t.priority);
+    Counters {
+        cores: totals
+            .into_iter()
+            .map(|t| CoreCounters {
+                busy_ns: t.busy_ns,
+                idle_ns: t.idle_ns,
+                packets: t.packets,
+                queue: t.queue,
+                heavy: t.heavy,
+            })
+            .collect(),
+        bucket_packets,
+        bucket_priority,
+        queue_drops: shared.queue_drops(workers),
+    }
+}
+
 /// One window of the fixed imbalance grid: each core's load and packets
 /// between `prev` and `now`.
 fn window_sample(t_ns: u64, now: &[Totals], prev: &[Totals]) -> (u64, Vec<f64>, Vec<u64>) {
@@ -78,16 +117,20 @@ impl Controller {
     pub fn run(mut self) -> ControllerStats {
         let mut st = ControllerStats::default();
         let mut next = Instant::now() + self.period;
-        let mut prev: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
-        let mut prev_t = self.shared.now_ns();
-        let mut drops_prev = self.shared.queue_drops(self.workers.len());
-        // kernel steering: the program's per-bucket counters at the last round
-        let mut kprev = self.kernel_counts();
+        let mut snapshots = SnapshotBuilder::new(self.shared.now_ns());
+        // the kernel program's per-bucket counters at the last round (kernel
+        // steering: what the balancer balances is the arrivals it counted)
+        let mut kernel_last = self.kernel_counts();
+        let (first, kernel) = self.counters(&mut kernel_last);
+        let mut wprev = first.clone();
+        let w = self.workers.len();
+        // the first period counts from here
+        let start = counters_of(first, &self.shared, w, kernel);
+        snapshots.build(self.shared.now_ns(), start, &self.apply, w);
         // rewrites waiting for the NIC's update delay, in version order
         let mut rewrites: VecDeque<Delayed> = VecDeque::new();
         let window = Duration::from_nanos(runspec::IMBALANCE_WINDOW_NS);
         let mut next_window = Instant::now() + window;
-        let mut wprev = prev.clone();
         loop {
             if !self.shared.feeder_done() && Instant::now() >= next_window {
                 next_window += window;
@@ -128,26 +171,9 @@ impl Controller {
                 next += self.period;
                 st.rounds += 1;
                 let now = self.shared.now_ns();
-                let totals: Vec<Totals> = self.stats.iter().map(|s| s.read()).collect();
-                let mut snap = self.snapshot(&totals, &prev, now, now - prev_t);
-                // the NIC model's per-queue drops over the period
-                let drops = self.shared.queue_drops(self.workers.len());
-                snap.core_drops = drops
-                    .iter()
-                    .zip(&drops_prev)
-                    .map(|(x, y)| x.saturating_sub(*y))
-                    .collect();
-                drops_prev = drops;
-                if let (Some(p), Some(k)) = (&kprev, self.kernel_counts()) {
-                    // the kernel saw every frame, including those its sockets
-                    // dropped: the load RSS++ balances is the arrivals'
-                    for (b, (x, y)) in k.iter().zip(p).enumerate() {
-                        snap.bucket_packets[b] = x.saturating_sub(*y);
-                    }
-                    kprev = Some(k);
-                }
-                prev = totals;
-                prev_t = now;
+                let (totals, kernel) = self.counters(&mut kernel_last);
+                let counters = counters_of(totals, &self.shared, self.workers.len(), kernel);
+                let snap = snapshots.build(now, counters, &self.apply, self.workers.len());
                 st.load_over_time
                     .push((now, snap.core_load.clone(), snap.core_packets.clone()));
                 if let Some(m) = &self.metrics {
@@ -218,6 +244,17 @@ impl Controller {
         }
     }
 
+    /// Every core's totals, and with kernel steering the program's
+    /// per-bucket counters (the last readable ones if the map cannot be read
+    /// now: the period then counts no arrivals rather than garbage).
+    fn counters(&self, kernel_last: &mut Option<Vec<u64>>) -> (Vec<Totals>, Option<Vec<u64>>) {
+        let totals = self.stats.iter().map(|s| s.read()).collect();
+        if let Some(k) = self.kernel_counts() {
+            *kernel_last = Some(k);
+        }
+        (totals, kernel_last.clone())
+    }
+
     /// Kernel steering: the program's per-bucket packet counters (`None` without
     /// kernel steering, or if the map cannot be read).
     fn kernel_counts(&self) -> Option<Vec<u64>> {
@@ -238,53 +275,5 @@ impl Controller {
             }
         }
         self.shared.publish_version(version);
-    }
-
-    fn snapshot(&self, now: &[Totals], prev: &[Totals], now_ns: u64, period_ns: u64) -> Snapshot {
-        let buckets = self.shared.table.len();
-        let mut bucket_packets = vec![0u64; buckets];
-        let mut bucket_priority = vec![0u64; buckets];
-        let mut core_queue = Vec::new();
-        let mut core_load = Vec::new();
-        let mut core_packets = Vec::new();
-        for (n, p) in now.iter().zip(prev) {
-            for (b, (x, y)) in n.buckets.iter().zip(&p.buckets).enumerate() {
-                bucket_packets[b] += x.saturating_sub(*y);
-            }
-            for (b, (x, y)) in n.priority.iter().zip(&p.priority).enumerate() {
-                bucket_priority[b] += x.saturating_sub(*y);
-            }
-            core_queue.push(n.queue);
-            let busy = n.busy_ns.saturating_sub(p.busy_ns);
-            let idle = n.idle_ns.saturating_sub(p.idle_ns);
-            core_load.push(busy as f64 / (busy + idle).max(1) as f64);
-            core_packets.push(n.packets.saturating_sub(p.packets));
-        }
-        let owner = self.apply.owner();
-        Snapshot {
-            now_ns,
-            period_ns,
-            shards: owner.len(),
-            workers: self.workers.len(),
-            owner: owner.to_vec(),
-            moving: self.apply.moving(),
-            bucket_packets,
-            core_load,
-            core_packets,
-            offloaders: self.apply.offloaders(),
-            ratio: self.apply.ratio().to_vec(),
-            offload_core: self.apply.offload_core().to_vec(),
-            bucket_priority,
-            core_queue,
-            // filled in by the caller, which keeps the previous period's
-            core_drops: Vec::new(),
-            shard_heavy: (0..owner.len())
-                .map(|s| {
-                    now.get(usize::from(owner[s]))
-                        .and_then(|t| t.heavy.get(s).cloned())
-                        .unwrap_or_default()
-                })
-                .collect(),
-        }
     }
 }

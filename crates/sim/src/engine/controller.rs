@@ -3,6 +3,7 @@
 //! [`PlanApplier`](balance::migrate::PlanApplier).
 
 use balance::migrate::Order;
+use balance::snapshot::{CoreCounters, Counters};
 use balance::{CoreId, ShardId, Snapshot};
 
 use super::{Engine, Ev, Msg};
@@ -81,54 +82,44 @@ impl Engine<'_> {
         }
     }
 
+    /// The period's snapshot, from the same builder the runtime uses: each
+    /// core's busy time (idle = the rest of the elapsed time), packets and
+    /// queue, the NIC's per-bucket counts and per-queue drops.
     pub(super) fn snapshot(&mut self) -> Snapshot {
-        let period_ns = (self.now - self.prev_t).max(1);
-        self.prev_t = self.now;
-        let mut core_load = Vec::new();
-        let mut core_packets = Vec::new();
-        let mut core_queue = Vec::new();
-        let all = self
+        let now = self.now;
+        let owner = self.apply.owner().to_vec();
+        let core = |st: &super::CoreStats, queue: u64, heavy: Vec<Vec<f64>>| CoreCounters {
+            busy_ns: st.busy_ns,
+            idle_ns: now.saturating_sub(st.busy_ns),
+            packets: st.packets,
+            queue,
+            heavy,
+        };
+        let mut cores: Vec<CoreCounters> = self
             .working
-            .iter_mut()
-            .map(|w| (&mut w.stats, w.ring.len() as u64))
-            .chain(
-                self.offloading
-                    .iter_mut()
-                    .map(|o| (&mut o.stats, o.rings.iter().map(|r| r.len() as u64).sum())),
-            );
-        for (st, q) in all {
-            core_load.push(((st.busy_ns - st.prev_busy) as f64 / period_ns as f64).min(1.0));
-            core_packets.push(st.packets - st.prev_packets);
-            st.prev_busy = st.busy_ns;
-            st.prev_packets = st.packets;
-            core_queue.push(q);
-        }
-        let shards = self.prep.shards;
-        let owner = self.apply.owner();
-        Snapshot {
-            now_ns: self.now,
-            period_ns,
-            shards,
-            workers: self.working.len(),
-            owner: owner.to_vec(),
-            moving: self.apply.moving(),
-            bucket_packets: std::mem::replace(&mut self.bucket_packets, vec![0; self.mask + 1]),
-            core_load,
-            core_packets,
-            offloaders: self.offloading.len(),
-            ratio: self.apply.ratio().to_vec(),
-            offload_core: self.apply.offload_core().to_vec(),
-            bucket_priority: std::mem::replace(&mut self.bucket_priority, vec![0; self.mask + 1]),
-            core_queue,
-            core_drops: std::mem::replace(&mut self.queue_drops, vec![0; self.working.len()]),
-            shard_heavy: (0..shards)
-                .map(|s| {
-                    self.working[usize::from(owner[s])]
-                        .core
-                        .heavy_shares(s as ShardId)
-                        .to_vec()
-                })
-                .collect(),
-        }
+            .iter()
+            .enumerate()
+            .map(|(c, w)| {
+                let heavy = (0..owner.len())
+                    .map(|s| match usize::from(owner[s]) == c {
+                        true => w.core.heavy_shares(s as ShardId).to_vec(),
+                        false => Vec::new(),
+                    })
+                    .collect();
+                core(&w.stats, w.ring.len() as u64, heavy)
+            })
+            .collect();
+        cores.extend(self.offloading.iter().map(|o| {
+            let queue = o.rings.iter().map(|r| r.len() as u64).sum();
+            core(&o.stats, queue, Vec::new())
+        }));
+        let counters = Counters {
+            cores,
+            bucket_packets: self.bucket_packets.clone(),
+            bucket_priority: self.bucket_priority.clone(),
+            queue_drops: self.queue_drops.clone(),
+        };
+        self.snapshots
+            .build(now, counters, &self.apply, self.working.len())
     }
 }

@@ -159,9 +159,6 @@ pub(crate) struct CoreStats {
     pub busy_ns: u64,
     pub packets: u64,
     pub priority: u64,
-    /// At the previous controller round.
-    pub prev_busy: u64,
-    pub prev_packets: u64,
     /// At the end of the previous imbalance window.
     pub window_busy: u64,
     pub window_packets: u64,
@@ -211,11 +208,12 @@ pub(crate) struct Engine<'a> {
     balancer: Box<dyn Balancer>,
     apply: PlanApplier,
     period: u64,
+    /// Packets per bucket since the start.
     bucket_packets: Vec<u64>,
-    /// Drops at each working core's full queue since the last snapshot.
+    /// Drops at each working core's full queue since the start.
     queue_drops: Vec<u64>,
     bucket_priority: Vec<u64>,
-    prev_t: u64,
+    snapshots: balance::snapshot::SnapshotBuilder,
     // flow model
     win_id: u32,
     /// Per shard, per entry: the last window the flow was seen in (+1).
@@ -318,7 +316,7 @@ impl<'a> Engine<'a> {
             bucket_packets: vec![0; buckets],
             queue_drops: vec![0; cfg.workers],
             bucket_priority: vec![0; buckets],
-            prev_t: 0,
+            snapshots: balance::snapshot::SnapshotBuilder::new(0),
             win_id: 1,
             seen_win: vec![Vec::new(); shards],
             win_cur: vec![0; shards],
