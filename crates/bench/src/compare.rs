@@ -203,7 +203,7 @@ fn print_header() {
 /// The table's legend, the reports as JSON, the plots.
 fn write_outputs(a: &CompareArgs, reports: &[(String, RunReport)]) -> anyhow::Result<()> {
     println!(
-        "(max/min: busiest over least busy core's load over the run; imb med: median over controller periods of \
+        "(max/min: busiest over least busy core's load over the run; imb med: median over 10 ms windows of \
          (max − min) / min of the working cores' loads; pkt med: the same of the packets their queues delivered, \
          RSS++ Fig. 12's measure; latencies in µs; solver!: Dyssect rounds with no feasible plan \
          in time, which kept the previous plan)"

@@ -83,6 +83,10 @@ pub struct TableConfig {
     /// Allocate the index for `capacity` at once; otherwise it starts at a
     /// few buckets and doubles as keys arrive.
     pub preallocate: bool,
+    /// Indexes of their own for this many NFs (a per-NF layout: each NF
+    /// after the first finds the flow through its own index, as NFs that
+    /// keep their own tables do; [`FlowTable::lookup_own`]). 0 = one index.
+    pub own_indexes: usize,
 }
 
 impl Default for TableConfig {
@@ -98,6 +102,7 @@ impl Default for TableConfig {
             fast_entries: 0,
             evict_min_age_ns: 0,
             preallocate: false,
+            own_indexes: 0,
         }
     }
 }
@@ -270,6 +275,9 @@ pub struct FlowTable<S> {
     /// line: only a packet's exit reads it).
     exits: Vec<Exits>,
     index: Index,
+    /// The per-NF layout's own indexes ([`TableConfig::own_indexes`]): the
+    /// same keys as `index`, in memory of their own.
+    own: Vec<Index>,
     free: Vec<u32>,
     len: usize,
     /// Unassured entries in insertion order: (id, generation, inserted at ns).
@@ -334,7 +342,7 @@ impl<S: Slot> FlowTable<S> {
             + queue
             + if cfg.fast_entries > 0 { 2 } else { 0 };
         let wheel = cfg.wheel_slots.max(1).next_power_of_two() as u64 * 24;
-        index + cfg.capacity as u64 * entry as u64 + wheel
+        index * (1 + cfg.own_indexes as u64) + cfg.capacity as u64 * entry as u64 + wheel
     }
 
     /// An empty table.
@@ -364,6 +372,9 @@ impl<S: Slot> FlowTable<S> {
             slots: room(cfg.capacity.saturating_mul(cfg.slots)),
             exits: room(cfg.capacity),
             index: Index::new(first, max_index),
+            own: (0..cfg.own_indexes)
+                .map(|_| Index::new(first, max_index))
+                .collect(),
             free: Vec::new(),
             len: 0,
             unassured: VecDeque::new(),
@@ -1046,6 +1057,9 @@ impl<S: Slot> FlowTable<S> {
         let grown = self.index.grown;
         self.index.insert(packed);
         self.stats.index_grown += self.index.grown - grown;
+        for o in &mut self.own {
+            o.insert(packed);
+        }
     }
 
     fn index_remove(&mut self, packed: u64, hash: u32) {
@@ -1054,6 +1068,52 @@ impl<S: Slot> FlowTable<S> {
         }
         let found = self.index.remove(packed);
         debug_assert!(found, "removing a key that is not indexed");
+        for o in &mut self.own {
+            let found = o.remove(packed);
+            debug_assert!(found, "removing a key an own index does not hold");
+        }
+    }
+
+    /// The per-NF layout: finds `key`'s entry through own index `n` (of
+    /// [`TableConfig::own_indexes`]) — its own buckets, probed as the shared
+    /// index is — with the same result as [`lookup`](Self::lookup). `None`
+    /// when there is no such index.
+    pub fn lookup_own(
+        &mut self,
+        n: usize,
+        key: &FlowKey,
+        side: Side,
+        rss_hash: u32,
+    ) -> Option<Lookup> {
+        let hash = self.ih(key, rss_hash);
+        let own = self.own.get(n)?;
+        let mut i = own.now.home(hash);
+        loop {
+            let b = self.own[n].now.get(i)?;
+            if b == EMPTY {
+                break;
+            }
+            if (b >> 32) as u32 == hash {
+                if let Some(l) = self.hit(b, key, side) {
+                    return Some(l);
+                }
+            }
+            i = self.own[n].now.next(i);
+        }
+        // a doubling under way: the keys not moved yet
+        let mut i = self.own[n].old()?.home(hash);
+        loop {
+            let b = self.own[n].old()?.get(i)?;
+            if b == EMPTY {
+                return None;
+            }
+            if b != MOVED && (b >> 32) as u32 == hash {
+                if let Some(l) = self.hit(b, key, side) {
+                    return Some(l);
+                }
+            }
+            i = self.own[n].old()?.next(i);
+        }
     }
 
     /// Index buckets now (the index grows with the keys:

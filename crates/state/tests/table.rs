@@ -56,8 +56,8 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
-    fn table_matches_a_model(ops in prop::collection::vec(op(), 1..400), fast in prop_oneof![Just(0usize), Just(4), Just(64)]) {
-        let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { fast_entries: fast, ..cfg(1000, CapPolicy::Refuse) });
+    fn table_matches_a_model(ops in prop::collection::vec(op(), 1..400), fast in prop_oneof![Just(0usize), Just(4), Just(64)], own in 0usize..3) {
+        let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { fast_entries: fast, own_indexes: own, ..cfg(1000, CapPolicy::Refuse) });
         let mut model: HashMap<u32, EntryId> = HashMap::new();
         let mut aliased: HashMap<u32, u32> = HashMap::new(); // alias key index -> flow
         for op in ops {
@@ -95,6 +95,11 @@ proptest! {
                     // line after a signature collision) finds the same
                     let ih = t.probe(&k, weak_hash(i));
                     prop_assert_eq!(t.lookup_at(&k, s, ih), l);
+                    // and so does each own index of the per-NF layout
+                    for n in 0..own {
+                        prop_assert_eq!(t.lookup_own(n, &k, s, weak_hash(i)), l);
+                    }
+                    prop_assert_eq!(t.lookup_own(own, &k, s, weak_hash(i)), None);
                     let got = l.map(|l| l.id);
                     prop_assert_eq!(got, model.get(&i).copied());
                     if let Some(id) = got {
@@ -120,6 +125,9 @@ proptest! {
             // reply of the translated flow comes from the other side
             let (k, s) = FlowKey::of(&tuple(*a).reversed());
             prop_assert_eq!(t.lookup(&k, s, weak_hash(*a)).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
+            for n in 0..own {
+                prop_assert_eq!(t.lookup_own(n, &k, s, weak_hash(*a)).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
+            }
             let ih = t.probe(&k, weak_hash(*a));
             prop_assert_eq!(t.lookup_at(&k, s, ih).map(|l| (l.id, l.dir)), Some((model[i], Dir::Reply)));
         }
