@@ -112,8 +112,31 @@ pub struct Chain {
     counters: ChainCounters,
     /// How a run of found packets goes through the NFs.
     plan: Vec<Step>,
+    /// The per-NF layout ([`Layout::PerNf`]): per NF, the own index of the
+    /// flow table it finds its entry through (`None`: the chain's lookup);
+    /// empty in the shared layout.
+    own: Vec<Option<usize>>,
     /// Reused by `process_burst_routed`.
     scratch: Option<Box<Scratch>>,
+}
+
+/// How the NFs of a chain find a packet's flow state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// One lookup per packet; every NF's state is a slot of the entry it
+    /// found (Dyssect's design, flowshift's default), and found packets run
+    /// through the NFs in runs, a firewall → NAT pair fused.
+    #[default]
+    Shared,
+    /// As NFs that each keep their own table (the papers' RSS++ and static
+    /// RSS baselines): every NF after the first that keeps per-flow
+    /// entries finds the packet's flow through an index of its own, and a
+    /// packet goes through the NFs one NF at a time (no runs, no fused
+    /// pair). The state stays in the shared entry's slots: this layout
+    /// charges the lookups and the lost batching, not a second copy of the
+    /// key or the state.
+    PerNf,
 }
 
 /// One step of a run of found packets through the chain (see [`Found`]).
@@ -280,6 +303,8 @@ pub struct ChainOptions {
     /// Steering by ternary rules (Roger's plans) instead of hash bits: rule `r`
     /// is bucket and shard `r`. `None`: RSS.
     pub rules: Option<std::sync::Arc<steer::roger::RuleSteering>>,
+    /// How the NFs find a packet's flow state.
+    pub layout: Layout,
 }
 
 impl Default for ChainOptions {
@@ -291,6 +316,7 @@ impl Default for ChainOptions {
             table: TableConfig::default(),
             emergency: None,
             rules: None,
+            layout: Layout::Shared,
         }
     }
 }
@@ -347,6 +373,26 @@ impl Chain {
         };
         let per_flow = nfs.iter().any(|n| n.state_kind() == StateKind::PerFlow);
         let entries = nfs.iter().any(|n| n.keeps_entries());
+        // the per-NF layout: an own index for each NF keeping entries after
+        // the first one (which finds its entry through the chain's lookup)
+        let mut own = Vec::new();
+        if opts.layout == Layout::PerNf && entries {
+            let mut next: Option<usize> = None;
+            for n in &nfs {
+                own.push(match (n.keeps_entries(), next) {
+                    (false, _) => None,
+                    (true, None) => {
+                        next = Some(0);
+                        None
+                    }
+                    (true, Some(k)) => {
+                        next = Some(k + 1);
+                        Some(k)
+                    }
+                });
+            }
+            table.own_indexes = next.unwrap_or(0);
+        }
         let deletes = nfs.iter().any(|n| n.deletes_state());
         let cap = table.capacity as f64;
         // (the low mark below the high one, as the configuration checks: at
@@ -358,9 +404,15 @@ impl Chain {
                 ((l * cap).floor() as usize).min(high.saturating_sub(1)),
             )
         });
+        let plan = if own.is_empty() {
+            plan(&nfs)
+        } else {
+            (0..nfs.len()).map(Step::One).collect()
+        };
         Ok(Chain {
             emergency,
-            plan: plan(&nfs),
+            plan,
+            own,
             nfs,
             steering,
             hasher,
@@ -391,6 +443,7 @@ impl Chain {
             emergency: self.emergency,
             counters: ChainCounters::default(),
             plan: self.plan.clone(),
+            own: self.own.clone(),
             scratch: None,
         }
     }
@@ -613,7 +666,9 @@ impl Chain {
             return;
         }
         self.look_up(shards, pkts, sc);
-        if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
+        if !self.own.is_empty() {
+            self.one_by_one(shards, pkts, base, now_ns, out, route, sc);
+        } else if let [Step::Pair(0, Pair::FirewallNat)] = self.plan[..] {
             // a chain that is one fused pair: there is no next NF to take a
             // run after it, so each found packet goes through the pair as
             // soon as it is found (a run of one packet, packet by packet as
@@ -657,6 +712,38 @@ impl Chain {
         }
         for (table, l) in tables[..n].iter().zip(&sc.looked) {
             table.prefetch_entry_at(l.probe);
+        }
+    }
+
+    /// A chunk in the per-NF layout: each packet through the NFs on its own,
+    /// each NF finding its entry (see [`Layout::PerNf`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn one_by_one<O: Verdicts>(
+        &mut self,
+        shards: &mut [Option<Shard>],
+        pkts: &mut [Packet],
+        base: usize,
+        now_ns: u64,
+        out: &mut O,
+        route: &mut impl FnMut(usize, &Packet, Hit<'_>) -> bool,
+        sc: &mut Scratch,
+    ) {
+        for (i, p) in pkts.iter_mut().enumerate() {
+            let l = &sc.looked[i];
+            let (k, side, probe) = (l.key, l.side, l.probe);
+            let shard = shards[self.shard_of(p.hash)]
+                .as_mut()
+                .expect("the core owns the packet's shard");
+            let found = shard.table.lookup_at(&k, side, probe);
+            if let Some(l) = found {
+                if !route_found(route, base + i, p, shard, l, HitNfs::All(&self.nfs)) {
+                    out.left(base + i);
+                    continue;
+                }
+            }
+            let v = self.run_keyed(shard, p, found, Some((k, side)), now_ns);
+            out.set(base + i, v);
         }
     }
 
@@ -1056,11 +1143,15 @@ impl Chain {
             emergency,
             emergency_at,
         } = shard;
+        let key = match key {
+            None if self.entries => Some(FlowKey::of(&pkt.info.tuple)),
+            k => k,
+        };
         let id = if self.entries {
             let l = match found {
                 Some(l) => l,
                 None => {
-                    let (key, side) = key.unwrap_or_else(|| FlowKey::of(&pkt.info.tuple));
+                    let (key, side) = key.expect("computed above");
                     let nfs = &mut self.nfs;
                     table.note_time(now_ns);
                     let ins = table.insert(key, side, pkt.hash, |_, nf, st| {
@@ -1088,6 +1179,13 @@ impl Chain {
         let mut verdict = Verdict::Forward;
         let mut ran = 0;
         for (i, nf) in self.nfs.iter_mut().enumerate() {
+            // the per-NF layout: this NF finds the entry through its own index
+            let id = match (self.own.get(i).copied().flatten(), &key) {
+                (Some(k), Some((fk, side))) => table
+                    .lookup_own(k, fk, *side, pkt.hash)
+                    .map_or(id, |l| l.id),
+                _ => id,
+            };
             let mut cx = Ctx {
                 at: At::table(table, id, i),
                 entry: id,

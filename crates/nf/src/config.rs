@@ -16,6 +16,7 @@
 //! timer_tick = "10ms"
 //! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
 //! preallocate = false     # the index at its capacity at once (else it doubles with the flows)
+//! layout = "shared"       # or "per-nf": each NF finds its flow through its own index
 //! emergency_high = 0.9    # emergency mode (short timeouts for unassured flows)
 //! emergency_low = 0.8     # from this share of the capacity, down to this one
 //!
@@ -272,6 +273,10 @@ pub struct TableSection {
     /// Allocate each shard's index for its whole capacity when the table is
     /// made; otherwise it starts small and doubles with the live flows.
     pub preallocate: bool,
+    /// `shared` (one lookup per packet, the default) or `per-nf` (each NF
+    /// finds its flow through an index of its own, as the papers'
+    /// baselines' NFs do).
+    pub layout: crate::Layout,
 }
 
 impl Default for TableSection {
@@ -286,6 +291,7 @@ impl Default for TableSection {
             evict_min_age: core::time::Duration::from_secs(1),
             memcap: None,
             preallocate: false,
+            layout: crate::Layout::Shared,
         }
     }
 }
@@ -387,6 +393,7 @@ impl ChainConfig {
                 ..TableConfig::default()
             },
             emergency: (high > 0.0).then_some((high, low)),
+            layout: self.table.layout,
         };
         Ok(Chain::new(nfs, opts)?)
     }
@@ -486,6 +493,16 @@ impl ChainConfig {
                     },
                     policy,
                     fast_entries: self.table.fast_entries,
+                    // the per-NF layout's own indexes, one per NF keeping
+                    // entries after the first
+                    own_indexes: match self.table.layout {
+                        crate::Layout::PerNf => nfs
+                            .iter()
+                            .filter(|n| n.keeps_entries())
+                            .count()
+                            .saturating_sub(1),
+                        crate::Layout::Shared => 0,
+                    },
                     ..TableConfig::default()
                 };
                 capacity_within(&shape, self.table.capacity, s.shards(), cap).ok_or_else(|| {

@@ -73,7 +73,7 @@ pub mod seqcheck;
 mod shard;
 mod verdict;
 
-pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Routing, BURST};
+pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Layout, Routing, BURST};
 pub use config::{ChainConfig, ConfigError};
 pub use ctx::{Ctx, Leased};
 pub use flow_state::{FlowState, ShardLocal};

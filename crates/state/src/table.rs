@@ -145,6 +145,8 @@ pub struct TableStats {
     /// Times the index doubled (it starts small and grows with the live
     /// flows, up to the size `capacity` needs).
     pub index_grown: u64,
+    /// Lookups through the per-NF layout's own indexes.
+    pub own_lookups: u64,
 }
 
 /// Index buckets of a new table (it doubles from there as keys arrive).
@@ -1088,6 +1090,7 @@ impl<S: Slot> FlowTable<S> {
         let hash = self.ih(key, rss_hash);
         let own = self.own.get(n)?;
         let mut i = own.now.home(hash);
+        self.stats.own_lookups += 1;
         loop {
             let b = self.own[n].now.get(i)?;
             if b == EMPTY {
