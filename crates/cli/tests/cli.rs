@@ -995,7 +995,7 @@ fn rsspp_beats_static_rss_on_eight_cores_at_the_default_shards() {
     assert!(ends(&st).len() >= 20, "{:?}", ends(&st));
     assert_eq!(ends(&st), ends(&rs));
     assert!(rs["migrations"]["shard_moves"].as_u64().unwrap() > 0);
-    for k in ["max_over_min", "period_median"] {
+    for k in ["max_over_min", "period_median", "period_median_packets"] {
         assert!(
             f(&rs, k) < f(&st, k),
             "{k}: rsspp {} static {}",

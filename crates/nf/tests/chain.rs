@@ -985,9 +985,17 @@ fn the_per_nf_layout_changes_nothing_but_how_entries_are_found() {
         for chunk in parsed.chunks_mut(32) {
             let now = chunk[0].ts_ns;
             c.process_burst(&mut s, chunk, now, &mut out);
-            all.extend(out.iter().copied().zip(chunk.iter().map(|p| p.data.clone())));
+            all.extend(
+                out.iter()
+                    .copied()
+                    .zip(chunk.iter().map(|p| p.data.clone())),
+            );
         }
-        let own: u64 = s.iter().flatten().map(|s| s.table.stats().own_lookups).sum();
+        let own: u64 = s
+            .iter()
+            .flatten()
+            .map(|s| s.table.stats().own_lookups)
+            .sum();
         outs.push((all, own));
         chains.push(c);
     }
@@ -1004,6 +1012,9 @@ fn the_per_nf_layout_changes_nothing_but_how_entries_are_found() {
     // sequence check, each looking its packet up (two own lookups a packet)
     let forwarded = chains[1].counters().forwarded;
     assert_eq!(*own_a, 0);
-    assert!(*own_b >= 2 * forwarded, "{own_b} own lookups, {forwarded} forwarded");
+    assert!(
+        *own_b >= 2 * forwarded,
+        "{own_b} own lookups, {forwarded} forwarded"
+    );
     assert!(forwarded > 15_000 && forwarded < 30_000, "{forwarded}");
 }

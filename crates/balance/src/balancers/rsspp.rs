@@ -42,11 +42,14 @@
 //! longer chases that noise (the first round, with nothing to compare, plans
 //! on the last period as published).
 //!
-//! **An overloaded core keeps half its fair share of shards** (`keep_share`,
-//! 0.5; 0 is the published rule, which keeps only its last non-empty shard):
-//! a core whose load is one heavy shard would give all its other shards
-//! away, and be left idle, once that shard's flows end, until a later round
-//! refills it.
+//! **An overloaded core keeps a reserve of shards** (a flowshift addition):
+//! `keep_share` (0.5) × (1 − ρ) of its fair share (shards ÷ active cores),
+//! the whole `keep_share` before ρ is first measured; 0 is the published
+//! rule, which keeps only its last non-empty shard. A core whose load is one
+//! heavy shard would otherwise give all its other shards away and, when
+//! that shard's flows end (soon, when ρ is low), sit idle until a later
+//! round refills it; when loads persist, the heavy shard stays and no
+//! reserve is kept.
 
 use super::{Balancer, Plan, Snapshot};
 use crate::{CoreId, ShardId};
@@ -78,8 +81,8 @@ pub struct RssppConfig {
     /// shards' period-to-period persistence) instead of its last load.
     pub predict: bool,
     /// Share of its fair share of the shards (shards ÷ active cores) an
-    /// overloaded core keeps (0.5; 0 = only its last non-empty shard, as
-    /// published).
+    /// overloaded core keeps, scaled by 1 − ρ (0.5; 0 = only its last
+    /// non-empty shard, as published).
     pub keep_share: f64,
 }
 
@@ -114,7 +117,8 @@ pub struct RoundInfo {
     pub added: Option<CoreId>,
     /// A core removed.
     pub removed: Option<CoreId>,
-    /// The persistence ρ the round planned with (1 without prediction).
+    /// The persistence ρ the round measured (1 in the first round, with
+    /// nothing to compare).
     pub persistence: f64,
 }
 
@@ -132,6 +136,8 @@ pub struct Rsspp {
     runs: u64,
     /// The previous period's packet rate of each shard (packets per ms).
     prev_rates: Option<Vec<f64>>,
+    /// This round's ρ was measured (not the first round's assumed 1).
+    measured: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +158,7 @@ impl Rsspp {
             rounds: 0,
             runs: 0,
             prev_rates: None,
+            measured: false,
         }
     }
 
@@ -197,10 +204,12 @@ impl Rsspp {
         let mut cores: Vec<usize> = (0..w).filter(|&c| active[c]).collect();
         let rates = shard_rates(snap);
         self.last.persistence = 1.0;
-        if self.cfg.predict {
-            if let Some(prev) = self.prev_rates.as_ref().filter(|p| p.len() == rates.len()) {
-                let rho = persistence(prev, &rates);
-                self.last.persistence = rho;
+        self.measured = false;
+        if let Some(prev) = self.prev_rates.as_ref().filter(|p| p.len() == rates.len()) {
+            let rho = persistence(prev, &rates);
+            self.last.persistence = rho;
+            self.measured = true;
+            if self.cfg.predict {
                 predict(&mut shards_of, &mut load, &cores, rho);
             }
         }
@@ -239,6 +248,8 @@ impl Rsspp {
             self.received.clear();
             return plan;
         }
+        let rho = self.measured.then_some(self.last.persistence);
+        let keep_share = reserve_share(self.cfg.keep_share, rho);
         let round = Solve {
             cores: &cores,
             load: &load,
@@ -246,7 +257,7 @@ impl Rsspp {
             shards_of: &shards_of,
             over: &over,
             under: &under,
-            keep_share: self.cfg.keep_share,
+            keep_share,
         };
         let solve = |allow: &[f64]| run(&round, allow);
         let (best, runs) = self.search(w, mean, solve);
@@ -388,6 +399,13 @@ fn shard_loads(snap: &Snapshot, load: &[f64]) -> Vec<Vec<ShardLoad>> {
         }
     }
     shards_of
+}
+
+/// The share of its fair share of shards an overloaded core keeps: what
+/// persists needs no reserve, so `keep_share` × (1 − ρ); before any ρ is
+/// measured (`None`), the whole `keep_share`.
+fn reserve_share(keep_share: f64, rho: Option<f64>) -> f64 {
+    keep_share * (1.0 - rho.unwrap_or(0.0))
 }
 
 /// Each shard's packets per millisecond over the period.
@@ -761,6 +779,15 @@ mod tests {
         let (predicted, rho) = run(true);
         assert_eq!(rho, 0.0);
         assert!(predicted.moves.is_empty(), "{:?}", predicted.moves);
+    }
+
+    #[test]
+    fn the_reserve_shrinks_as_loads_persist() {
+        assert_eq!(reserve_share(0.5, None), 0.5);
+        assert_eq!(reserve_share(0.5, Some(0.0)), 0.5);
+        assert_eq!(reserve_share(0.5, Some(0.5)), 0.25);
+        assert_eq!(reserve_share(0.5, Some(1.0)), 0.0);
+        assert_eq!(reserve_share(0.0, None), 0.0);
     }
 
     #[test]

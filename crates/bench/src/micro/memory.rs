@@ -23,6 +23,9 @@ pub struct Variant {
     /// Its tables' indexes allocated for their capacity at once (`[table]
     /// preallocate`), as they were before they grew with the flows.
     pub preallocate: bool,
+    /// `[table] layout`: `shared` (one lookup a packet) or `per-nf` (each NF
+    /// after the first looks the packet up in an index of its own).
+    pub layout: &'static str,
 }
 
 const FW: &str = "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n";
@@ -42,18 +45,21 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             nfs: "",
             flows,
             preallocate: false,
+            layout: "shared",
         },
         Variant {
             name: "firewall",
             nfs: FW,
             flows,
             preallocate: false,
+            layout: "shared",
         },
         Variant {
             name: "nat",
             nfs: NAT,
             flows,
             preallocate: false,
+            layout: "shared",
         },
     ];
     let mut sizes = vec![1_000, flows, large];
@@ -65,6 +71,15 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             nfs: FW_NAT,
             flows,
             preallocate: false,
+            layout: "shared",
+        });
+        // each NF finding its own flow, as the papers' baselines do
+        v.push(Variant {
+            name: "fw+nat/per-nf",
+            nfs: FW_NAT,
+            flows,
+            preallocate: false,
+            layout: "per-nf",
         });
         if flows >= 100_000 {
             // the same chain with indexes at their capacity from the start
@@ -73,6 +88,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
                 nfs: FW_NAT,
                 flows,
                 preallocate: true,
+                layout: "shared",
             });
         }
     }
@@ -135,8 +151,8 @@ pub fn chain(v: &Variant) -> anyhow::Result<Chain> {
     }
     let capacity = (2 * v.flows as usize / 16).next_power_of_two().max(1024);
     let toml = format!(
-        "[table]\ncapacity = {capacity}\npreallocate = {}\n{}",
-        v.preallocate, v.nfs
+        "[table]\ncapacity = {capacity}\npreallocate = {}\nlayout = \"{}\"\n{}",
+        v.preallocate, v.layout, v.nfs
     );
     Ok(ChainConfig::from_toml(&toml)?.build(Path::new("."))?)
 }

@@ -274,6 +274,10 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
          [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n",
     )?;
     let fw_nat = fw_nat_cfg.build(Path::new("."))?;
+    // the same chain as the papers' baselines run it: each NF its own lookup
+    let mut per_nf_cfg = fw_nat_cfg.clone();
+    per_nf_cfg.table.layout = nf::Layout::PerNf;
+    let per_nf = per_nf_cfg.build(Path::new("."))?;
     let mut rows: Vec<Row> = Vec::new();
     let rounds = a.rounds.max(1);
     let v = |name, chain, offloaders, feeder, recycle, laps| Variant {
@@ -295,13 +299,15 @@ fn in_runtime(a: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         v("fw+nat", &fw_nat, 0, 1, true, 4),
         v("fw+nat", &fw_nat, 0, 2, true, 1),
         v("fw+nat", &fw_nat, 1, 1, true, 1),
+        v("fw+nat/per-nf", &per_nf, 0, 0, true, 1),
+        v("fw+nat/per-nf", &per_nf, 0, 1, true, 1),
     ];
     println!(
         "\nthe runtime: a NIC-model thread feeding working cores through rings \
          (median of {rounds} rounds, each running every row in turn):"
     );
     println!(
-        "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13} {:>10} {:>15} {:>13} {:>9}",
+        "{:<14} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13} {:>10} {:>15} {:>13} {:>9}",
         "chain",
         "feeder",
         "buffers",
@@ -388,7 +394,7 @@ fn row_of(
         vs_empty: median(&mut ratios),
     };
     println!(
-        "{:<10} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13.3} {:>10.3} {:>15} {:>13.3} {:>9.2}",
+        "{:<14} {:>10} {:>7} {:>4} {:>7} {:>10} {:>13.3} {:>10.3} {:>15} {:>13.3} {:>9.2}",
         row.chain,
         row.feeder,
         row.buffers,
