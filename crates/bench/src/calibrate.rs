@@ -23,6 +23,8 @@
 //!   model's core;
 //! - `new_flow_ns`: the full chain on 128 K flows played once (every packet new)
 //!   against the same flows played four times;
+//! - `per_nf_ns`: the full chain in the per-NF layout against the shared one,
+//!   in memory as the NF prices, per NF that looks its flow up itself;
 //! - `flows`: the full chain against the number of flows (1 K … 256 K), relative
 //!   to the smallest, with the new-flow share taken out;
 //! - `shards`: the full chain against the number of shards (1 … 64) on 16 K flows,
@@ -377,6 +379,34 @@ impl Calibration<'_> {
         Ok((best[0], nf_ns))
     }
 
+    /// The per-NF layout's extra cost per packet and NF that looks its flow
+    /// up itself: the chain in that layout against the shared one, in memory
+    /// on this thread over the workload's established-flow laps, interleaved,
+    /// fastest lap of the rounds. 0 for a chain with no such NF.
+    fn per_nf_ns(&self, work: &Trace) -> anyhow::Result<f64> {
+        let (cfg, base) = (&self.cfg, self.base);
+        let mut per_nf = cfg.clone();
+        per_nf.table.layout = nf::Layout::PerNf;
+        let own = build(&per_nf, base)?.own_lookups();
+        if own == 0 {
+            return Ok(0.0);
+        }
+        let laps = (self.bench.packets / work.len().max(1) as u64).clamp(3, 20) as u32;
+        let mut best = [f64::MAX; 2];
+        for _ in 0..self.bench.repeat + 2 {
+            for (i, c) in [cfg, &per_nf].into_iter().enumerate() {
+                let mut chain = build(c, base)?;
+                best[i] = best[i].min(in_memory_ns(&mut chain, work, laps));
+            }
+        }
+        let ns = (best[1] - best[0]).max(0.0) / own as f64;
+        eprintln!(
+            "flowshift calibrate: {:<34} {:7.1} ns/packet ({:.1} shared, {:.1} per-NF, {own} own lookups)",
+            "per-NF layout, per own lookup", ns, best[0], best[1]
+        );
+        Ok(ns)
+    }
+
     /// A new flow's extra cost: many new flows once against the same flows
     /// four times.
     fn new_flow_ns(&self) -> anyhow::Result<f64> {
@@ -552,6 +582,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     let (_, nf_ns) = cal.nf_prices(&work)?;
     let overhead = (whole.ns - nf_ns.values().sum::<f64>()).max(0.0);
     let new_flow_ns = cal.new_flow_ns()?;
+    let per_nf_ns = cal.per_nf_ns(&work)?;
     let flows = cal.flows_curve(&t_small, new_flow_ns)?;
     let shards = cal.shards_curve()?;
     let offload_ns = cal.offload_ns(&full, &work, l_work, whole.ns)?;
@@ -579,6 +610,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         overhead_ns: overhead,
         nf_ns,
         new_flow_ns,
+        per_nf_ns,
         warm_ns_per_entry: warm,
         flows,
         shards,

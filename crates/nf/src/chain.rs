@@ -448,6 +448,12 @@ impl Chain {
         }
     }
 
+    /// NFs that find their flow through an index of their own (the per-NF
+    /// layout; 0 in the shared one).
+    pub fn own_lookups(&self) -> usize {
+        self.own.iter().flatten().count()
+    }
+
     /// True if some NF keeps per-flow state (in flow entries or shard-local).
     pub fn has_per_flow_state(&self) -> bool {
         self.per_flow

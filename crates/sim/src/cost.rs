@@ -83,6 +83,12 @@ pub struct CostModel {
     pub nf_ns: BTreeMap<String, f64>,
     /// Extra cost of a packet that creates its flow (table insert, NF set-up).
     pub new_flow_ns: f64,
+    /// The per-NF layout (`[table] layout = "per-nf"`): extra cost per packet
+    /// for each NF that finds its flow through its own index (its lookup, and
+    /// the runs and fused pair the layout gives up). 0 in models measured
+    /// before the layout existed.
+    #[serde(default)]
+    pub per_nf_ns: f64,
     /// Extra cost per packet against the number of flows the core worked on in the
     /// last period (its working set; 0 at the smallest).
     pub flows: Curve,
@@ -157,6 +163,7 @@ impl CostModel {
             ("nic_ns", self.nic_ns),
             ("overhead_ns", self.overhead_ns),
             ("new_flow_ns", self.new_flow_ns),
+            ("per_nf_ns", self.per_nf_ns),
             ("warm_ns_per_entry", self.warm_ns_per_entry),
             ("offload_ns", self.offload_ns),
             ("message_ns", self.message_ns),
@@ -188,6 +195,7 @@ impl CostModel {
             &mut m.nic_ns,
             &mut m.overhead_ns,
             &mut m.new_flow_ns,
+            &mut m.per_nf_ns,
             &mut m.warm_ns_per_entry,
             &mut m.offload_ns,
         ] {

@@ -100,7 +100,7 @@ pub fn simulate(
     engine::supported(&cfg.balancer).map_err(SimError::Config)?;
     // the NIC model, the working and the offloading cores each spin on a CPU
     let model = &model.time_shared(1 + w + cfg.offloaders);
-    let chain_ns = model.chain_ns(&prep.kinds)?;
+    let chain_ns = model.chain_ns(&prep.kinds)? + prep.own_lookups as f64 * model.per_nf_ns;
     let eng = engine::Engine::new(prep, trace, cfg, model, chain_ns).map_err(SimError::Config)?;
     let (tally, counts) = eng.run();
     Ok(SimOutcome {

@@ -53,6 +53,8 @@ pub struct Prepared {
     pub pkts: Vec<PktInfo>,
     /// The NF kinds of the chain, in order.
     pub kinds: Vec<&'static str>,
+    /// NFs that find their flow through an own index (the per-NF layout).
+    pub own_lookups: usize,
     /// Shards and indirection-table buckets of the chain.
     pub shards: usize,
     /// Indirection-table size.
@@ -110,6 +112,7 @@ impl Prepared {
         Prepared {
             pkts,
             kinds: chain.nfs().iter().map(|n| n.kind()).collect(),
+            own_lookups: chain.own_lookups(),
             shards: chain.shard_count(),
             buckets: chain.buckets(),
             per_flow: chain.keeps_entries(),
