@@ -27,7 +27,9 @@ use launch::sim::{prepare, simulate, ModelArg};
 pub struct CompareArgs {
     #[command(flatten)]
     pub run: RunArgs,
-    /// Balancers, comma-separated, each optionally `name@shards`.
+    /// Balancers, comma-separated, each optionally `name@shards`, and either
+    /// followed by `/per-nf` to run the chain in the per-NF table layout (each
+    /// NF its own lookup, as the papers' baselines).
     #[arg(long, default_value = "static,rsspp,dyssect")]
     pub balancers: String,
     /// Core counts to compare at, comma-separated [default: --workers].
@@ -47,16 +49,25 @@ pub struct CompareArgs {
 }
 
 /// `name` or `name@shards`.
-fn parse_spec(spec: &str) -> anyhow::Result<(&str, Option<usize>)> {
-    match spec.split_once('@') {
-        None => Ok((spec, None)),
+/// A balancer spec: `name`, `name@shards`, either followed by `/per-nf` (the
+/// chain in the per-NF layout, as the papers' baselines run their NFs).
+fn parse_spec(spec: &str) -> anyhow::Result<(&str, Option<usize>, bool)> {
+    let (spec_base, per_nf) = match spec.split_once('/') {
+        None => (spec, false),
+        Some((b, "per-nf")) => (b, true),
+        Some((_, other)) => {
+            bail!("`{spec}`: after / expected `per-nf` (the per-NF table layout), got `{other}`")
+        }
+    };
+    match spec_base.split_once('@') {
+        None => Ok((spec_base, None, per_nf)),
         Some((n, s)) => {
             let s: usize = s
                 .parse()
                 .ok()
                 .filter(|s: &usize| s.is_power_of_two())
                 .with_context(|| format!("`{spec}`: shards after @ must be a power of two"))?;
-            Ok((n, Some(s)))
+            Ok((n, Some(s), per_nf))
         }
     }
 }
@@ -119,26 +130,30 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     let offloaders = cfg.offloaders;
     let ratio0 = cfg.offload_ratio;
     // chains and functional passes per shard count, built once
-    let mut chains: BTreeMap<usize, nf::Chain> = BTreeMap::new();
-    let mut preps: BTreeMap<usize, Prepared> = BTreeMap::new();
+    let mut chains: BTreeMap<(usize, bool), nf::Chain> = BTreeMap::new();
+    let mut preps: BTreeMap<(usize, bool), Prepared> = BTreeMap::new();
     let default_shards = chain.shard_count();
-    chains.insert(default_shards, chain);
+    let default_per_nf = chain_cfg.table.layout == nf::Layout::PerNf;
+    chains.insert((default_shards, default_per_nf), chain);
     print_header();
     let mut reports: Vec<(String, RunReport)> = Vec::new();
     for &n in &cores {
         for spec in &specs {
-            let (name, shards) = parse_spec(spec)?;
-            let shards = shards.unwrap_or(default_shards);
-            if let std::collections::btree_map::Entry::Vacant(e) = chains.entry(shards) {
+            let (name, shards, per_nf) = parse_spec(spec)?;
+            let key = (shards.unwrap_or(default_shards), per_nf || default_per_nf);
+            if let std::collections::btree_map::Entry::Vacant(e) = chains.entry(key) {
                 let mut c = chain_cfg.clone();
-                c.steering.shards = Some(shards);
-                c.steering.buckets = Some(c.steering.buckets().max(shards));
+                c.steering.shards = Some(key.0);
+                c.steering.buckets = Some(c.steering.buckets().max(key.0));
+                if key.1 {
+                    c.table.layout = nf::Layout::PerNf;
+                }
                 e.insert(c.build(&base).with_context(|| spec.to_string())?);
             }
-            let chain = &chains[&shards];
+            let chain = &chains[&key];
             cfg.balancer = balancer_kind(name, &sec)?;
             if name == "sprayer" && chain.has_per_flow_state() {
-                println!("{spec:<14} skipped: this chain keeps per-flow state (sprayer needs a stateless chain)");
+                println!("{spec:<18} skipped: this chain keeps per-flow state (sprayer needs a stateless chain)");
                 continue;
             }
             let o = if offloads(name) { offloaders } else { 0 };
@@ -156,11 +171,11 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             let r = match &model {
                 Some(m) => {
                     preps
-                        .entry(shards)
+                        .entry(key)
                         .or_insert_with(|| prepare(chain, &trace, cfg.priority_dscp));
                     eprintln!("flowshift compare: simulating {label}…");
-                    launch::sim::agree_residual(&mut cfg, &sec, m, &preps[&shards])?;
-                    simulate(&preps[&shards], &trace, &cfg, m)
+                    launch::sim::agree_residual(&mut cfg, &sec, m, &preps[&key])?;
+                    simulate(&preps[&key], &trace, &cfg, m)
                         .with_context(|| label.clone())?
                         .report
                 }
@@ -182,7 +197,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
 /// The table's header.
 fn print_header() {
     println!(
-        "{:<14} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
+        "{:<18} {:>5} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
         "balancer",
         "cores",
         "Mpps",
@@ -235,7 +250,7 @@ fn print_row(spec: &str, cores: usize, r: &RunReport) {
     let solver = r.controller.get("dyssect_kept").copied().unwrap_or(0.0);
     let us = |v: u64| v as f64 / 1e3;
     println!(
-        "{:<14} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",
+        "{:<18} {:>5} {:>8.3} {:>9} {:>9} {:>8.3} {:>7.1}% {:>7.1}% {:>10.1} {:>10.1} {:>10.1} {:>7} {:>8} {:>7}",
         spec,
         cores,
         r.throughput["mpps"],
