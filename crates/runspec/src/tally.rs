@@ -145,26 +145,31 @@ impl Tally {
         o.core_changes += s.core_changes;
     }
 
-    /// The report of a run of `cfg`.
-    pub fn report(&self, cfg: &RunConfig) -> RunReport {
+    /// Drops by cause: the NIC model's and the interfaces' (those that
+    /// happened), malformed packets, and every NF cause.
+    fn drops(&self) -> BTreeMap<String, u64> {
         let mut drops = BTreeMap::new();
         drops.insert("ring_full".to_string(), self.ring_full);
-        if self.tx_failed > 0 {
-            drops.insert("tx_failed".to_string(), self.tx_failed);
-        }
-        if self.rx_overflow > 0 {
-            drops.insert("rx_overflow".to_string(), self.rx_overflow);
-        }
-        if self.unread_at_stop > 0 {
-            drops.insert("unread_at_stop".to_string(), self.unread_at_stop);
-        }
-        if self.unsteered > 0 {
-            drops.insert("unsteered".to_string(), self.unsteered);
+        for (name, n) in [
+            ("tx_failed", self.tx_failed),
+            ("rx_overflow", self.rx_overflow),
+            ("unread_at_stop", self.unread_at_stop),
+            ("unsteered", self.unsteered),
+        ] {
+            if n > 0 {
+                drops.insert(name.to_string(), n);
+            }
         }
         drops.insert("malformed".to_string(), self.malformed.iter().sum());
         for (i, cause) in DropCause::ALL.iter().enumerate() {
             drops.insert(cause.name().to_string(), self.dropped[i]);
         }
+        drops
+    }
+
+    /// The report of a run of `cfg`.
+    pub fn report(&self, cfg: &RunConfig) -> RunReport {
+        let drops = self.drops();
         let mut all = latency_histogram();
         for h in &self.latency {
             all.add(h).expect("same bounds");
