@@ -413,7 +413,7 @@ impl Calibration<'_> {
         let f_new = if self.quick { 32_768 } else { 131_072 };
         let t_new = flows_trace(f_new)?;
         let mut c = self.cfg.clone();
-        c.table.capacity = c.table.capacity.max(2 * f_new as usize);
+        c.table.capacity = Some(c.table.capacity().max(2 * f_new as usize));
         let big = build(&c, self.base)?;
         let once = self.bench.measure(&big, &t_new, 1, false)?;
         say(&format!("chain, {} K new flows", f_new / 1024), &once);
@@ -441,7 +441,7 @@ impl Calibration<'_> {
             let loops = self.bench.loops(f).max(2);
             // room for every flow in the one shard
             let mut c = self.cfg.clone();
-            c.table.capacity = c.table.capacity.max(2 * f as usize);
+            c.table.capacity = Some(c.table.capacity().max(2 * f as usize));
             let ch = build(&c, self.base)?;
             let s = self.bench.measure(&ch, &t, loops, false)?;
             say(&format!("chain, {} K flows", f / 1024), &s);

@@ -235,7 +235,7 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     }
     let mut cfg = run_config(a, &sec)?;
     // shards the file left unset scale with the working cores
-    chain_cfg.steering.fit_cores(cfg.workers);
+    chain_cfg.fit_cores(cfg.workers);
     let chain = chain_cfg.build(&base)?;
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;

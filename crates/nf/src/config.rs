@@ -75,7 +75,7 @@ pub struct SteeringConfig {
 pub const SHARDS_PER_CORE: usize = 16;
 
 impl SteeringConfig {
-    /// Shards when neither the file nor [`SteeringConfig::fit_cores`] set them.
+    /// Shards when neither the file nor [`ChainConfig::fit_cores`] set them.
     pub const DEFAULT_SHARDS: usize = 16;
     /// Buckets when neither the file nor the shards set them.
     pub const DEFAULT_BUCKETS: usize = 128;
@@ -91,13 +91,12 @@ impl SteeringConfig {
             .unwrap_or_else(|| Self::DEFAULT_BUCKETS.max(self.shards()))
     }
 
-    /// Scales what the file left unset to `workers` working cores:
-    /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 4 096).
-    pub fn fit_cores(&mut self, workers: usize) {
-        if self.shards.is_none() {
-            let want = (workers.max(1) * SHARDS_PER_CORE).next_power_of_two();
-            self.shards = Some(want.clamp(Self::DEFAULT_SHARDS, 4096));
-        }
+    /// The shards for `workers` working cores when the file left them
+    /// unset: [`SHARDS_PER_CORE`] per core (at least 16, at most 4 096).
+    fn for_cores(workers: usize) -> usize {
+        (workers.max(1) * SHARDS_PER_CORE)
+            .next_power_of_two()
+            .clamp(Self::DEFAULT_SHARDS, 4096)
     }
 }
 
@@ -248,8 +247,8 @@ pub const MAX_ENTRIES: usize = 1 << 26;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TableSection {
-    /// Flow entries per shard.
-    pub capacity: usize,
+    /// Flow entries per shard (`None`: [`TableSection::capacity`]'s default).
+    pub capacity: Option<usize>,
     /// `refuse` or `evict-unassured`.
     pub policy: TablePolicy,
     /// Timer resolution.
@@ -282,7 +281,7 @@ pub struct TableSection {
 impl Default for TableSection {
     fn default() -> Self {
         TableSection {
-            capacity: 65_536,
+            capacity: None,
             policy: TablePolicy::Refuse,
             timer_tick: core::time::Duration::from_millis(10),
             fast_entries: 0,
@@ -293,6 +292,17 @@ impl Default for TableSection {
             preallocate: false,
             layout: crate::Layout::Shared,
         }
+    }
+}
+
+impl TableSection {
+    /// Flow entries per shard when the file does not say: 65 536 at the
+    /// default 16 shards (≈ 1 M flows in all).
+    pub const DEFAULT_CAPACITY: usize = 65_536;
+
+    /// Flow entries per shard.
+    pub fn capacity(&self) -> usize {
+        self.capacity.unwrap_or(Self::DEFAULT_CAPACITY)
     }
 }
 
@@ -309,6 +319,22 @@ pub struct ChainConfig {
 }
 
 impl ChainConfig {
+    /// Scales what the file left unset to `workers` working cores:
+    /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 4 096) and,
+    /// with them, flows per shard so that the tables hold as many flows in
+    /// all as the default 16 shards do (at least 1 024 per shard).
+    pub fn fit_cores(&mut self, workers: usize) {
+        if self.steering.shards.is_some() {
+            return;
+        }
+        let shards = SteeringConfig::for_cores(workers);
+        self.steering.shards = Some(shards);
+        if self.table.capacity.is_none() {
+            let total = TableSection::DEFAULT_CAPACITY * SteeringConfig::DEFAULT_SHARDS;
+            self.table.capacity = Some((total / shards).max(1024));
+        }
+    }
+
     /// Parses TOML.
     pub fn from_toml(text: &str) -> Result<ChainConfig, ConfigError> {
         parse_toml(text)
@@ -431,26 +457,26 @@ impl ChainConfig {
     /// `[table]`'s sizes and emergency marks checked.
     fn check_table(&self) -> Result<(), ConfigError> {
         let s = &self.steering;
-        if !(1..=MAX_CAPACITY).contains(&self.table.capacity) {
+        if !(1..=MAX_CAPACITY).contains(&self.table.capacity()) {
             return Err(field(
                 "table.capacity",
                 format!(
                     "{}: must be in 1..={MAX_CAPACITY} flows per shard",
-                    self.table.capacity
+                    self.table.capacity()
                 ),
             ));
         }
-        if self.table.capacity.saturating_mul(s.shards()) > MAX_ENTRIES {
+        if self.table.capacity().saturating_mul(s.shards()) > MAX_ENTRIES {
             return Err(field(
                 "table.capacity",
                 format!(
                     "{} flows × {} shards: at most {MAX_ENTRIES} flow entries in all",
-                    self.table.capacity,
+                    self.table.capacity(),
                     s.shards()
                 ),
             ));
         }
-        if self.table.fast_entries > self.table.capacity.min(1 << 20) {
+        if self.table.fast_entries > self.table.capacity().min(1 << 20) {
             return Err(field(
                 "table.fast_entries",
                 "must be at most the capacity (and 2^20): it caches the hottest of them",
@@ -481,7 +507,7 @@ impl ChainConfig {
     ) -> Result<usize, ConfigError> {
         let s = &self.steering;
         Ok(match &self.table.memcap {
-            None => self.table.capacity,
+            None => self.table.capacity(),
             Some(m) => {
                 let cap = m.bytes().map_err(|e| field("table.memcap", e))?;
                 let shape = TableConfig {
@@ -505,7 +531,7 @@ impl ChainConfig {
                     },
                     ..TableConfig::default()
                 };
-                capacity_within(&shape, self.table.capacity, s.shards(), cap).ok_or_else(|| {
+                capacity_within(&shape, self.table.capacity(), s.shards(), cap).ok_or_else(|| {
                     field(
                         "table.memcap",
                         format!(

@@ -112,3 +112,27 @@ fn the_bounds_name_their_fields() {
         .build(Path::new("."))
         .unwrap();
 }
+
+/// Shards the file leaves unset scale with the working cores (16 per core),
+/// with flows per shard shrinking so the tables hold as many flows in all;
+/// what the file sets stays.
+#[test]
+fn unset_shards_scale_with_the_cores() {
+    let nf = "[[nf]]\nkind = \"seqcheck\"\n";
+    let fit = |toml: &str, workers: usize| {
+        let mut c = nf::ChainConfig::from_toml(toml).unwrap();
+        c.fit_cores(workers);
+        let chain = c.build(std::path::Path::new(".")).unwrap();
+        (chain.shard_count(), chain.buckets(), chain.table_capacity())
+    };
+    assert_eq!(fit(nf, 1), (16, 128, 65_536));
+    assert_eq!(fit(nf, 2), (32, 128, 32_768));
+    assert_eq!(fit(nf, 8), (128, 128, 8_192));
+    assert_eq!(fit(nf, 16), (256, 256, 4_096));
+    assert_eq!(fit(&format!("[steering]\nshards = 16\n{nf}"), 8), (16, 128, 65_536));
+    assert_eq!(fit(&format!("[table]\ncapacity = 1000\n{nf}"), 8), (128, 128, 1_000));
+    // without the cores known, the defaults
+    let c = nf::ChainConfig::from_toml(nf).unwrap();
+    let chain = c.build(std::path::Path::new(".")).unwrap();
+    assert_eq!((chain.shard_count(), chain.table_capacity()), (16, 65_536));
+}
