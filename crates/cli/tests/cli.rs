@@ -377,12 +377,19 @@ fn bench_prints_every_variant() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = res["runtime"].as_array().unwrap();
-    assert_eq!(rows.len(), 20);
+    assert_eq!(rows.len(), 24);
     assert_eq!(rows.iter().filter(|r| r["feeder"] == "live/2").count(), 4);
     assert_eq!(rows.iter().filter(|r| r["offloaders"] == 1).count(), 2);
     assert_eq!(
         rows.iter().filter(|r| r["feeder"] == "presteered").count(),
-        10
+        12
+    );
+    // the per-NF layout beside the shared one (in memory below)
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["chain"] == "fw+nat/per-nf")
+            .count(),
+        4
     );
     assert_eq!(rows.iter().filter(|r| r["buffers"] == "malloc").count(), 4);
     assert_eq!(rows.iter().filter(|r| r["laps"] == 4).count(), 2);
@@ -418,7 +425,7 @@ fn bench_prints_every_variant() {
         &[("empty", 500), ("firewall", 500), ("nat", 500)]
     );
     for flows in [500, 1_000, 3_000] {
-        for chain in ["fw+nat", "c-table", "c-table/burst32"] {
+        for chain in ["fw+nat", "fw+nat/per-nf", "c-table", "c-table/burst32"] {
             assert!(
                 names.contains(&(chain, flows)),
                 "{chain} at {flows}: {names:?}"

@@ -234,9 +234,12 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
         }
     }
     let mut cfg = run_config(a, &sec)?;
+    if cfg.workers == 0 || cfg.workers > runspec::MAX_CORES {
+        // (the cores' own error, before shards are scaled to them)
+        cfg.validate()?;
+    }
     // shards the file left unset scale with the working cores
-    chain_cfg.fit_cores(cfg.workers);
-    let chain = chain_cfg.build(&base)?;
+    let chain = chain_cfg.build_for_cores(&base, cfg.workers)?;
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
     cfg.rps = io_modes(a, &sec.io)?;

@@ -91,12 +91,16 @@ impl SteeringConfig {
             .unwrap_or_else(|| Self::DEFAULT_BUCKETS.max(self.shards()))
     }
 
+    /// Most shards [`ChainConfig::fit_cores`] gives.
+    pub const MAX_FIT_SHARDS: usize = 1024;
+
     /// The shards for `workers` working cores when the file left them
-    /// unset: [`SHARDS_PER_CORE`] per core (at least 16, at most 4 096).
+    /// unset: [`SHARDS_PER_CORE`] per core (at least 16, at most
+    /// [`Self::MAX_FIT_SHARDS`]).
     fn for_cores(workers: usize) -> usize {
         (workers.max(1) * SHARDS_PER_CORE)
             .next_power_of_two()
-            .clamp(Self::DEFAULT_SHARDS, 4096)
+            .clamp(Self::DEFAULT_SHARDS, Self::MAX_FIT_SHARDS)
     }
 }
 
@@ -320,7 +324,7 @@ pub struct ChainConfig {
 
 impl ChainConfig {
     /// Scales what the file left unset to `workers` working cores:
-    /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 4 096) and,
+    /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 1 024) and,
     /// with them, flows per shard so that the tables hold as many flows in
     /// all as the default 16 shards do (at least 1 024 per shard).
     pub fn fit_cores(&mut self, workers: usize) {
@@ -332,6 +336,32 @@ impl ChainConfig {
         if self.table.capacity.is_none() {
             let total = TableSection::DEFAULT_CAPACITY * SteeringConfig::DEFAULT_SHARDS;
             self.table.capacity = Some((total / shards).max(1024));
+        }
+    }
+
+    /// Builds the chain for `workers` working cores: with the shards the file
+    /// left unset scaled to them ([`fit_cores`](Self::fit_cores)), halved
+    /// while the chain refuses them (a NAT needs a port for each bucket group
+    /// in every shard: a small pool takes fewer shards), down to the default
+    /// 16, whose error is the one returned.
+    pub fn build_for_cores(&mut self, base: &Path, workers: usize) -> Result<Chain, ConfigError> {
+        let scaled = self.steering.shards.is_none();
+        let capacity = self.table.capacity;
+        self.fit_cores(workers);
+        loop {
+            let shards = self.steering.shards();
+            match self.build(base) {
+                Ok(c) => return Ok(c),
+                Err(e) if !scaled || shards <= SteeringConfig::DEFAULT_SHARDS => return Err(e),
+                Err(_) => {
+                    let fewer = shards / 2;
+                    self.steering.shards = Some(fewer);
+                    if capacity.is_none() {
+                        let total = TableSection::DEFAULT_CAPACITY * SteeringConfig::DEFAULT_SHARDS;
+                        self.table.capacity = Some((total / fewer).max(1024));
+                    }
+                }
+            }
         }
     }
 
@@ -531,10 +561,11 @@ impl ChainConfig {
                     },
                     ..TableConfig::default()
                 };
-                capacity_within(&shape, self.table.capacity(), s.shards(), cap).ok_or_else(|| {
-                    field(
-                        "table.memcap",
-                        format!(
+                capacity_within(&shape, self.table.capacity(), s.shards(), cap).ok_or_else(
+                    || {
+                        field(
+                            "table.memcap",
+                            format!(
                             "{cap} bytes hold fewer than {MIN_MEMCAP_FLOWS} flows per shard \
                              ({} shards); the smallest memcap for this chain is {} bytes",
                             s.shards(),
@@ -546,8 +577,9 @@ impl ChainConfig {
                                     }
                                 )
                         ),
-                    )
-                })?
+                        )
+                    },
+                )?
             }
         })
     }

@@ -129,10 +129,35 @@ fn unset_shards_scale_with_the_cores() {
     assert_eq!(fit(nf, 2), (32, 128, 32_768));
     assert_eq!(fit(nf, 8), (128, 128, 8_192));
     assert_eq!(fit(nf, 16), (256, 256, 4_096));
-    assert_eq!(fit(&format!("[steering]\nshards = 16\n{nf}"), 8), (16, 128, 65_536));
-    assert_eq!(fit(&format!("[table]\ncapacity = 1000\n{nf}"), 8), (128, 128, 1_000));
+    assert_eq!(
+        fit(&format!("[steering]\nshards = 16\n{nf}"), 8),
+        (16, 128, 65_536)
+    );
+    assert_eq!(
+        fit(&format!("[table]\ncapacity = 1000\n{nf}"), 8),
+        (128, 128, 1_000)
+    );
     // without the cores known, the defaults
     let c = nf::ChainConfig::from_toml(nf).unwrap();
     let chain = c.build(std::path::Path::new(".")).unwrap();
     assert_eq!((chain.shard_count(), chain.table_capacity()), (16, 65_536));
+}
+
+/// A NAT whose pool cannot give every shard a port per bucket group takes
+/// fewer scaled shards rather than refusing the run; set shards are refused.
+#[test]
+fn scaled_shards_halve_to_what_a_small_nat_pool_takes() {
+    let nat = "[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.1/32\"]\nports = \"1024-65535\"\n";
+    let mut c = nf::ChainConfig::from_toml(nat).unwrap();
+    // 16 cores would be 256 shards × 256 buckets = 65 536 > 64 512 ports
+    let chain = c.build_for_cores(std::path::Path::new("."), 16).unwrap();
+    assert_eq!(chain.shard_count(), 128);
+    assert_eq!(chain.table_capacity(), 8_192);
+    let mut set =
+        nf::ChainConfig::from_toml(&format!("[steering]\nshards = 256\nbuckets = 256\n{nat}"))
+            .unwrap();
+    let Err(e) = set.build_for_cores(std::path::Path::new("."), 16) else {
+        panic!("256 shards over one address accepted");
+    };
+    assert!(e.to_string().contains("ports"), "{e}");
 }
