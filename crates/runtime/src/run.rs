@@ -441,6 +441,40 @@ impl Threads<'_> {
         }
     }
 
+    /// The offloading cores, each with its rings, a buffer pool to give
+    /// back to (from `give_back`) and its CPU.
+    fn offloaders(
+        &self,
+        wiring: &mut Wiring,
+        give_back: &mut impl Iterator<Item = rtrb::Producer<Vec<u8>>>,
+    ) -> Vec<(Offloader, Option<Cpu>)> {
+        let (cfg, w) = (self.cfg, self.cfg.workers);
+        std::mem::take(&mut wiring.offload_rx)
+            .into_iter()
+            .enumerate()
+            .map(|(k, rings)| {
+                let mut off = Offloader {
+                    chain: self.chain.instance(),
+                    rings,
+                    workers: wiring.inbox.0.clone(),
+                    shared: self.shared.clone(),
+                    burst: cfg.burst,
+                    stats: self.stats[w + k].clone(),
+                    sink: self.sink(w + k, false),
+                    metrics: cfg.metrics.clone().map(|m| (m, w + k)),
+                    merging: self
+                        .merge
+                        .clone()
+                        .map(|b| crate::merge::Merging::new(b, w + k)),
+                };
+                if let Some(r) = give_back.next() {
+                    off.sink.set_recycle(r);
+                }
+                (off, self.cpu(w + k))
+            })
+            .collect()
+    }
+
     /// Starts every thread, waits for them all.
     fn spawn(
         &self,
@@ -470,30 +504,7 @@ impl Threads<'_> {
             }
             workers.push((wk, self.cpu(i)));
         }
-        let offloaders: Vec<_> = std::mem::take(&mut wiring.offload_rx)
-            .into_iter()
-            .enumerate()
-            .map(|(k, rings)| {
-                let mut off = Offloader {
-                    chain: self.chain.instance(),
-                    rings,
-                    workers: wiring.inbox.0.clone(),
-                    shared: self.shared.clone(),
-                    burst: cfg.burst,
-                    stats: self.stats[w + k].clone(),
-                    sink: self.sink(w + k, false),
-                    metrics: cfg.metrics.clone().map(|m| (m, w + k)),
-                    merging: self
-                        .merge
-                        .clone()
-                        .map(|b| crate::merge::Merging::new(b, w + k)),
-                };
-                if let Some(r) = give_back.next() {
-                    off.sink.set_recycle(r);
-                }
-                (off, self.cpu(w + k))
-            })
-            .collect();
+        let offloaders = self.offloaders(&mut wiring, &mut give_back);
         let (_, ctl_rx) = wiring.ctl.clone();
         let controller = self.controller(&wiring, ctl_rx);
         let queues = std::mem::take(&mut wiring.queues.0);
@@ -519,32 +530,52 @@ impl Threads<'_> {
         thread::scope(|sc| {
             let wh: Vec<_> = workers
                 .into_iter()
-                .map(|(wk, cpu)| start(sc, shared, cpu, move || wk.run()))
+                .enumerate()
+                .map(|(i, (wk, cpu))| {
+                    start(sc, format!("working-{i}"), shared, cpu, move || wk.run())
+                })
                 .collect();
             let oh: Vec<_> = offloaders
                 .into_iter()
-                .map(|(off, cpu)| start(sc, shared, cpu, move || off.run()))
+                .enumerate()
+                .map(|(i, (off, cpu))| {
+                    start(sc, format!("offloading-{i}"), shared, cpu, move || {
+                        off.run()
+                    })
+                })
                 .collect();
-            let ctl = start(sc, shared, None, move || controller.run());
-            let hasher = &hasher;
-            let feeder = start(sc, shared, feeder_cpu, move || match ports {
-                Some(p) if p.kernel.is_some() => {
-                    // the frames are counted by the cores that read them; the
-                    // feed lasted as long as the kernel steered
-                    FeederStats {
-                        duration_ns: crate::kernel::kernel_nic(shared, opts.stop, opts.duration_ns),
-                        ..FeederStats::default()
-                    }
-                }
-                Some(p) => feed_ports(&p.rx, replica_rx.as_mut(), hasher, shared, queues, opts),
-                None => feed(
-                    replay.expect("a replay without interfaces"),
-                    hasher,
-                    shared,
-                    queues,
-                    opts,
-                ),
+            let ctl = start(sc, "controller".into(), shared, None, move || {
+                controller.run()
             });
+            let hasher = &hasher;
+            let feeder = start(
+                sc,
+                "nic-model".into(),
+                shared,
+                feeder_cpu,
+                move || match ports {
+                    Some(p) if p.kernel.is_some() => {
+                        // the frames are counted by the cores that read them; the
+                        // feed lasted as long as the kernel steered
+                        FeederStats {
+                            duration_ns: crate::kernel::kernel_nic(
+                                shared,
+                                opts.stop,
+                                opts.duration_ns,
+                            ),
+                            ..FeederStats::default()
+                        }
+                    }
+                    Some(p) => feed_ports(&p.rx, replica_rx.as_mut(), hasher, shared, queues, opts),
+                    None => feed(
+                        replay.expect("a replay without interfaces"),
+                        hasher,
+                        shared,
+                        queues,
+                        opts,
+                    ),
+                },
+            );
             if let Some(r) = &cfg.ready {
                 (r.0)();
             }
@@ -562,22 +593,28 @@ impl Threads<'_> {
     }
 }
 
-/// Starts a thread of the run on `cpu` (if pinned); if it panics, the run
-/// aborts so the other threads stop waiting on it.
+/// Starts a thread of the run called `name` (what `ps -L` and
+/// `/proc/PID/task/*/comm` show: `working-0`, `nic-model`, …) on `cpu` (if
+/// pinned); if it panics, the run aborts so the other threads stop waiting
+/// on it.
 fn start<'s, T: Send + 's>(
     sc: &'s thread::Scope<'s, '_>,
+    name: String,
     shared: &Arc<Shared>,
     cpu: Option<Cpu>,
     f: impl FnOnce() -> T + Send + 's,
 ) -> thread::ScopedJoinHandle<'s, T> {
     let guard = AbortOnPanic(shared.clone());
-    sc.spawn(move || {
-        let _guard = guard;
-        if let Some(c) = cpu {
-            core_affinity::set_for_current(c);
-        }
-        f()
-    })
+    thread::Builder::new()
+        .name(name)
+        .spawn_scoped(sc, move || {
+            let _guard = guard;
+            if let Some(c) = cpu {
+                core_affinity::set_for_current(c);
+            }
+            f()
+        })
+        .expect("the system starts a thread of the run")
 }
 
 /// Reordering at the exit from departure times (Sprayer runs).

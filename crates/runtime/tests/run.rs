@@ -797,3 +797,42 @@ fn lb_control_component_in_a_run() {
         assert_eq!(k["passed"], o.report.packets_in);
     }
 }
+
+/// The run's threads carry their role in their names (what `ps -L` and the
+/// kernel's per-thread scheduler statistics show), read while they run.
+#[test]
+fn the_run_threads_are_named_by_role() {
+    use std::sync::{Arc, Mutex};
+    let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
+    let t = trace(200, 20_000, 1.1);
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let s = seen.clone();
+    // (read at the controller's rounds: every thread is running by then)
+    let cfg = RunConfig {
+        workers: 2,
+        offloaders: 1,
+        pin: false,
+        pace: Pace::Timed { speed: 0.5 },
+        period: Duration::from_millis(2),
+        progress: Some(runspec::Progress(Arc::new(move |_| {
+            let mut names = s.lock().unwrap();
+            for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+                if let Ok(n) = std::fs::read_to_string(task.path().join("comm")) {
+                    names.push(n.trim().to_string());
+                }
+            }
+        }))),
+        ..Default::default()
+    };
+    run(&chain, &t, &cfg).unwrap();
+    let names = seen.lock().unwrap();
+    for want in [
+        "working-0",
+        "working-1",
+        "offloading-0",
+        "controller",
+        "nic-model",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+}
