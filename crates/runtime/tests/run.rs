@@ -807,12 +807,13 @@ fn the_run_threads_are_named_by_role() {
     let t = trace(200, 20_000, 1.1);
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let s = seen.clone();
-    // (read at the controller's rounds: every thread is running by then)
+    // (read at the controller's rounds: every thread is running by then;
+    // the trace loops for 100 ms so that there are rounds)
     let cfg = RunConfig {
         workers: 2,
         offloaders: 1,
         pin: false,
-        pace: Pace::Timed { speed: 0.5 },
+        duration: Some(Duration::from_millis(100)),
         period: Duration::from_millis(2),
         progress: Some(runspec::Progress(Arc::new(move |_| {
             let mut names = s.lock().unwrap();
