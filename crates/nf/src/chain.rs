@@ -1150,7 +1150,11 @@ impl Chain {
             emergency_at,
         } = shard;
         let key = match key {
-            None if self.entries => Some(FlowKey::of(&pkt.info.tuple)),
+            // (needed to insert a new flow, or for the per-NF layout's own
+            // lookups: a found packet of the shared layout does without)
+            None if self.entries && (found.is_none() || !self.own.is_empty()) => {
+                Some(FlowKey::of(&pkt.info.tuple))
+            }
             k => k,
         };
         let id = if self.entries {

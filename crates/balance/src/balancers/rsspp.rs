@@ -669,6 +669,16 @@ mod tests {
         load
     }
 
+    /// 4 cores, 32 shards round-robin: core 0's eight are heavy (0.1), the
+    /// others light (0.02). The shard loads and owners.
+    fn core_0_heavy() -> (Vec<f64>, Vec<CoreId>) {
+        let mut sl = vec![0.02; 32];
+        for s in (0..32).step_by(4) {
+            sl[s] = 0.1;
+        }
+        (sl, (0..32).map(|s| (s % 4) as CoreId).collect())
+    }
+
     fn sq(load: &[f64]) -> f64 {
         let m = load.iter().sum::<f64>() / load.len() as f64;
         load.iter().map(|l| (l - m).powi(2)).sum()
@@ -677,11 +687,7 @@ mod tests {
     #[test]
     fn balances_to_one_percent_where_a_solution_exists() {
         // 4 cores, 32 shards: core 0 has the heavy ones
-        let mut sl = vec![0.02; 32];
-        for s in (0..32).step_by(4) {
-            sl[s] = 0.1;
-        }
-        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let (sl, owner) = core_0_heavy();
         let s = snap(4, &sl, &owner);
         let before = sq(&s.core_load);
         // the published rule: an overloaded core keeps only its last shard
@@ -713,11 +719,7 @@ mod tests {
     #[test]
     fn an_overloaded_core_keeps_half_its_fair_share_of_shards() {
         // as above; by default core 0 keeps 4 of its 8 shards (half of 32 / 4)
-        let mut sl = vec![0.02; 32];
-        for s in (0..32).step_by(4) {
-            sl[s] = 0.1;
-        }
-        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let (sl, owner) = core_0_heavy();
         let s = snap(4, &sl, &owner);
         let mut b = Rsspp::new(RssppConfig::default());
         let plan = b.plan(&s);
@@ -732,11 +734,7 @@ mod tests {
 
     #[test]
     fn loads_that_persist_are_planned_as_published() {
-        let mut sl = vec![0.02; 32];
-        for s in (0..32).step_by(4) {
-            sl[s] = 0.1;
-        }
-        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let (sl, owner) = core_0_heavy();
         let s = snap(4, &sl, &owner);
         let plans = |predict: bool| {
             let mut b = Rsspp::new(RssppConfig {
