@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# Incremental caches would double the build's footprint on a fresh clone, which
+# never reuses them; the free space is printed so a full disk is seen at once.
+export CARGO_INCREMENTAL=0
+df -h . | tail -1 | awk '{print "disk: " $4 " free of " $2}'
 # Tests that need root, network namespaces or eBPF note here whether they ran
 # or skipped (netio::testbed::privileged); FLOWSHIFT_REQUIRE_PRIVILEGED=1 (CI)
 # turns a skip into a failure.
