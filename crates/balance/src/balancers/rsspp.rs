@@ -30,26 +30,40 @@
 //!
 //! **Planning on predicted loads** (`predict`, on by default; a flowshift
 //! addition, off reproduces the published code): RSS++ moves a shard for the
-//! load it carried in the last period, which pays only if the shard carries it
-//! in the next one too. Each round measures how much of a shard's deviation
-//! from the mean persists from one period to the next — ρ, the correlation of
-//! the shards' packet rates over two consecutive periods, clamped to [0, 1] —
-//! and plans on each shard's best linear prediction, mean + ρ·(last − mean).
-//! On traffic whose shards keep their load (long flows, the case RSS++ was
-//! built for) ρ ≈ 1 and the round is RSS++'s own; when connections live
-//! shorter than the period, a heavy shard's load is gone by the next period,
-//! ρ falls toward 0, every shard looks like the mean one and the round no
-//! longer chases that noise (the first round, with nothing to compare, plans
-//! on the last period as published).
+//! load it carried in the last period, which pays only if the shard still
+//! carries it while the move stands. Each round measures how much of a
+//! shard's deviation from the mean persists — ρ, the correlation of the
+//! shards' packet rates `persistence_lag` (3) periods apart, clamped to
+//! [0, 1] — and plans on each shard's best linear prediction, mean +
+//! ρ·(last − mean). On traffic whose shards keep their load (long flows, the
+//! case RSS++ was built for) ρ ≈ 1 and the round is RSS++'s own; when
+//! connections live shorter than a few periods, a heavy shard's load is gone
+//! before the move has paid, ρ falls toward 0, every shard looks like the
+//! mean one and the round no longer chases that noise. The lag is the
+//! horizon of a move, not the next period: on the default trace shape the
+//! shards' rates correlate 0.77 one 10 ms window apart but 0.3 two windows
+//! apart and 0.05 three apart. Until `persistence_lag` periods are known, ρ
+//! is unmeasured: the round plans on the last period, with the whole
+//! reserve below.
 //!
 //! **An overloaded core keeps a reserve of shards** (a flowshift addition):
-//! `keep_share` (0.5) × (1 − ρ) of its fair share (shards ÷ active cores),
-//! the whole `keep_share` before ρ is first measured; 0 is the published
+//! `keep_share` (0.875) × (1 − ρ) of its fair share (shards ÷ active
+//! cores), the whole `keep_share` before ρ is measured; 0 is the published
 //! rule, which keeps only its last non-empty shard. A core whose load is one
 //! heavy shard would otherwise give all its other shards away and, when
 //! that shard's flows end (soon, when ρ is low), sit idle until a later
 //! round refills it; when loads persist, the heavy shard stays and no
 //! reserve is kept.
+//!
+//! **Thresholds scale with the load** (`scale_thresholds`, a flowshift
+//! addition): below `target_load`, the imbalance threshold (0.02) and the
+//! solver's 1 % stop are multiplied by mean load ÷ target load. At 16 cores
+//! each core of the default trace is ≈ 10 % busy and one shard ≈ 0.6 %: a
+//! core that gave its shards away one to each of the others left none of
+//! them 0.02 above the mean, so the absolute rule never refilled it.
+//!
+//! With `predict = false`, `keep_share = 0` and `scale_thresholds = false`
+//! a round is the published one.
 
 use super::{Balancer, Plan, Snapshot};
 use crate::{CoreId, ShardId};
@@ -84,6 +98,15 @@ pub struct RssppConfig {
     /// overloaded core keeps, scaled by 1 − ρ (0.5; 0 = only its last
     /// non-empty shard, as published).
     pub keep_share: f64,
+    /// Periods between the two rate vectors whose correlation is ρ (2: a
+    /// move decided now carries load from the period after next; 1: the
+    /// next period).
+    pub persistence_lag: usize,
+    /// Below `target_load`, the imbalance threshold and the solver's 1 %
+    /// stop scale with mean load ÷ target load, so that a lightly loaded
+    /// pool still sees a core that lost its shards (false: absolute, as
+    /// published).
+    pub scale_thresholds: bool,
 }
 
 impl Default for RssppConfig {
@@ -99,7 +122,9 @@ impl Default for RssppConfig {
             min_period_ns: 10_000_000,
             max_period_ns: 1_000_000_000,
             predict: true,
-            keep_share: 0.5,
+            keep_share: 0.875,
+            persistence_lag: 3,
+            scale_thresholds: true,
         }
     }
 }
@@ -135,7 +160,7 @@ pub struct Rsspp {
     rounds: u64,
     runs: u64,
     /// The previous period's packet rate of each shard (packets per ms).
-    prev_rates: Option<Vec<f64>>,
+    prev_rates: std::collections::VecDeque<Vec<f64>>,
     /// This round's ρ was measured (not the first round's assumed 1).
     measured: bool,
 }
@@ -157,7 +182,7 @@ impl Rsspp {
             last: RoundInfo::default(),
             rounds: 0,
             runs: 0,
-            prev_rates: None,
+            prev_rates: std::collections::VecDeque::new(),
             measured: false,
         }
     }
@@ -205,7 +230,14 @@ impl Rsspp {
         let rates = shard_rates(snap);
         self.last.persistence = 1.0;
         self.measured = false;
-        if let Some(prev) = self.prev_rates.as_ref().filter(|p| p.len() == rates.len()) {
+        self.prev_rates.retain(|p| p.len() == rates.len());
+        // ρ over the lag, once that many periods are known
+        let lag = self.cfg.persistence_lag.max(1);
+        if let Some(prev) = self
+            .prev_rates
+            .front()
+            .filter(|_| self.prev_rates.len() == lag)
+        {
             let rho = persistence(prev, &rates);
             self.last.persistence = rho;
             self.measured = true;
@@ -213,7 +245,10 @@ impl Rsspp {
                 predict(&mut shards_of, &mut load, &cores, rho);
             }
         }
-        self.prev_rates = Some(rates);
+        self.prev_rates.push_back(rates);
+        while self.prev_rates.len() > lag {
+            self.prev_rates.pop_front();
+        }
         self.last.before = sq_imbalance(&cores, &load);
         if self.cfg.autoscale {
             let mut scale = Scale {
@@ -230,7 +265,12 @@ impl Rsspp {
         }
         let n = cores.len();
         let mean = cores.iter().map(|&c| load[c]).sum::<f64>() / n.max(1) as f64;
-        let th = self.cfg.threshold;
+        let scale = if self.cfg.scale_thresholds && self.cfg.target_load > 0.0 {
+            (mean / self.cfg.target_load).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        let th = self.cfg.threshold * scale;
         let over: Vec<usize> = cores
             .iter()
             .copied()
@@ -258,6 +298,7 @@ impl Rsspp {
             over: &over,
             under: &under,
             keep_share,
+            eps: SOLVER_EPS * scale,
         };
         let solve = |allow: &[f64]| run(&round, allow);
         let (best, runs) = self.search(w, mean, solve);
@@ -537,7 +578,12 @@ struct Solve<'a> {
     over: &'a [usize],
     under: &'a [usize],
     keep_share: f64,
+    /// Within this of the mean a core stops giving or taking.
+    eps: f64,
 }
+
+/// Within this of the mean (1 % of a core) a core stops giving or taking.
+const SOLVER_EPS: f64 = 0.01;
 
 #[derive(Clone, Debug)]
 struct Run {
@@ -559,8 +605,8 @@ fn run(round: &Solve, allow: &[f64]) -> Run {
         over,
         under,
         keep_share,
+        eps,
     } = *round;
-    const EPS: f64 = 0.01;
     // what an overloaded core keeps: at least one shard, and `keep_share` of
     // its fair share of the shards
     let total: usize = cores.iter().map(|&c| shards_of[c].len()).sum();
@@ -595,7 +641,7 @@ fn run(round: &Solve, allow: &[f64]) -> Run {
                 .iter()
                 .enumerate()
                 .filter(|(_, (c, v, k, left))| {
-                    load[*c] - mean > EPS && *left > keep && *k < v.len()
+                    load[*c] - mean > eps && *left > keep && *k < v.len()
                 })
                 .max_by(|a, b| load[a.1 .0].total_cmp(&load[b.1 .0]))
             {
@@ -603,7 +649,7 @@ fn run(round: &Solve, allow: &[f64]) -> Run {
                 None => break,
             };
             targets.clear();
-            targets.extend(under.iter().copied().filter(|&u| mean - load[u] > EPS));
+            targets.extend(under.iter().copied().filter(|&u| mean - load[u] > eps));
             // largest deficit first
             targets.sort_by(|a, b| load[*a].total_cmp(&load[*b]));
         }
@@ -717,49 +763,58 @@ mod tests {
     }
 
     #[test]
-    fn an_overloaded_core_keeps_half_its_fair_share_of_shards() {
-        // as above; by default core 0 keeps 4 of its 8 shards (half of 32 / 4)
+    fn an_overloaded_core_keeps_its_share_of_its_fair_share_of_shards() {
+        // as above; with keep_share 0.5 core 0 keeps 4 of its 8 shards (half
+        // of 32 / 4), with the default 0.875 it keeps 7
         let (sl, owner) = core_0_heavy();
         let s = snap(4, &sl, &owner);
-        let mut b = Rsspp::new(RssppConfig::default());
-        let plan = b.plan(&s);
-        let from_0 = plan
-            .moves
-            .iter()
-            .filter(|(sh, _)| owner[usize::from(*sh)] == 0);
-        assert_eq!(from_0.count(), 4, "{:?}", plan.moves);
-        let after = apply(&s, &plan, &sl);
-        assert!(sq(&after) < sq(&s.core_load) / 4.0, "{after:?}");
+        for (keep_share, given) in [(0.5, 4), (RssppConfig::default().keep_share, 1)] {
+            let mut b = Rsspp::new(RssppConfig {
+                keep_share,
+                ..RssppConfig::default()
+            });
+            let plan = b.plan(&s);
+            let from_0 = plan
+                .moves
+                .iter()
+                .filter(|(sh, _)| owner[usize::from(*sh)] == 0);
+            assert_eq!(from_0.count(), given, "{:?}", plan.moves);
+            let after = apply(&s, &plan, &sl);
+            assert!(sq(&after) < sq(&s.core_load), "{after:?}");
+        }
     }
 
     #[test]
     fn loads_that_persist_are_planned_as_published() {
         let (sl, owner) = core_0_heavy();
         let s = snap(4, &sl, &owner);
+        let lag = RssppConfig::default().persistence_lag;
         let plans = |predict: bool| {
             let mut b = Rsspp::new(RssppConfig {
                 predict,
                 ..RssppConfig::default()
             });
-            let first = b.plan(&s);
-            // the same loads again: the shards kept their load, ρ = 1
-            (first, b.plan(&s), b.last_round().persistence)
+            // the same loads every period: the shards kept their load, and
+            // once `lag` periods are known ρ = 1
+            let plans: Vec<Plan> = (0..=lag).map(|_| b.plan(&s)).collect();
+            (plans, b.last_round().persistence)
         };
-        let (a1, a2, rho) = plans(true);
-        let (b1, b2, _) = plans(false);
+        let (a, rho) = plans(true);
+        let (b, _) = plans(false);
         assert_eq!(rho, 1.0);
-        assert!(!a1.moves.is_empty());
-        assert_eq!((a1.moves, a2.moves), (b1.moves, b2.moves));
+        assert!(!a[0].moves.is_empty());
+        let moves = |p: &[Plan]| p.iter().map(|p| p.moves.clone()).collect::<Vec<_>>();
+        assert_eq!(moves(&a), moves(&b));
     }
 
     #[test]
     fn loads_that_do_not_persist_move_nothing() {
-        // period 1: half of each core's shards busy, balanced (no move)
+        // periods 1–3: half of each core's shards busy, balanced (no move)
         let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
         let p1: Vec<f64> = (0..32)
             .map(|s| if s % 8 < 4 { 0.04 } else { 0.0 })
             .collect();
-        // period 2: core 0's shards all busy, uncorrelated with period 1
+        // period 4: core 0's shards all busy, uncorrelated with period 1
         let p2: Vec<f64> = (0..32)
             .map(|s| if s % 4 == 0 { 0.06 } else { 0.01 })
             .collect();
@@ -768,7 +823,9 @@ mod tests {
                 predict,
                 ..RssppConfig::default()
             });
-            assert!(b.plan(&snap(4, &p1, &owner)).moves.is_empty());
+            for _ in 0..RssppConfig::default().persistence_lag {
+                assert!(b.plan(&snap(4, &p1, &owner)).moves.is_empty());
+            }
             let plan = b.plan(&snap(4, &p2, &owner));
             (plan, b.last_round().persistence)
         };
@@ -780,8 +837,65 @@ mod tests {
     }
 
     #[test]
+    fn persistence_is_measured_over_the_lag() {
+        // the rates alternate between two uncorrelated patterns: one
+        // period apart they anti-correlate, two apart they repeat exactly
+        let owner: Vec<CoreId> = (0..32).map(|s| (s % 4) as CoreId).collect();
+        let a: Vec<f64> = (0..32).map(|s| if s < 16 { 0.04 } else { 0.01 }).collect();
+        let b: Vec<f64> = (0..32).map(|s| if s < 16 { 0.01 } else { 0.04 }).collect();
+        let rho_at = |lag: usize| {
+            let mut r = Rsspp::new(RssppConfig {
+                persistence_lag: lag,
+                ..RssppConfig::default()
+            });
+            let mut seen = Vec::new();
+            for p in [&a, &b, &a, &b, &a] {
+                r.plan(&snap(4, p, &owner));
+                seen.push((r.measured, r.last_round().persistence));
+            }
+            seen
+        };
+        // lag 1: measured from the second period on, always 0 (clamped)
+        assert_eq!(rho_at(1)[1..], [(true, 0.0); 4]);
+        // lag 2: unmeasured (and assumed 1) for two periods, then 1
+        assert_eq!(rho_at(2)[..2], [(false, 1.0); 2]);
+        assert_eq!(rho_at(2)[2..], [(true, 1.0); 3]);
+    }
+
+    #[test]
+    fn thresholds_scale_with_a_light_load() {
+        // 16 cores about 10 % busy: core 0 kept 3 of its 16 shards, the 13
+        // others went one to each core; a shard carries 0.006
+        let mut owner: Vec<CoreId> = (0..256).map(|s| (s % 16) as CoreId).collect();
+        for s in (16..256).step_by(16).skip(2) {
+            owner[s] = (s / 16) as CoreId;
+        }
+        let sl = vec![0.006; 256];
+        let s = snap(16, &sl, &owner);
+        let plan = |scale_thresholds: bool| {
+            let mut b = Rsspp::new(RssppConfig {
+                scale_thresholds,
+                ..RssppConfig::default()
+            });
+            b.plan(&s)
+        };
+        // absolute thresholds: no core is 0.02 above the mean
+        assert!(plan(false).moves.is_empty());
+        let refill = plan(true);
+        assert!(!refill.moves.is_empty());
+        assert!(
+            refill.moves.iter().all(|&(_, to)| to == 0),
+            "{:?}",
+            refill.moves
+        );
+        let after = apply(&s, &refill, &sl);
+        assert!(sq(&after) < sq(&s.core_load) / 2.0, "{after:?}");
+    }
+
+    #[test]
     fn the_reserve_shrinks_as_loads_persist() {
         assert_eq!(reserve_share(0.5, None), 0.5);
+        assert_eq!(reserve_share(0.875, Some(0.2)), 0.875 * 0.8);
         assert_eq!(reserve_share(0.5, Some(0.0)), 0.5);
         assert_eq!(reserve_share(0.5, Some(0.5)), 0.25);
         assert_eq!(reserve_share(0.5, Some(1.0)), 0.0);
