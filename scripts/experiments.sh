@@ -41,18 +41,25 @@ period = "10ms"
 min_period_ns = 10000000
 max_period_ns = 10000000
 EOF
+  # RULES=published: RSS++'s rounds as published (results as fig12p-*, fig12wp-*)
+  if [[ ${RULES:-} == published ]]; then
+    printf 'predict = false\nkeep_share = 0.0\nscale_thresholds = false\n' >> out/exp/fig12.toml
+  fi
 }
+# the suffix of Fig. 12b's results: p for RSS++'s published rules
+p=""
+[[ ${RULES:-} == published ]] && p=p
 
 if [[ $what == fig12 || $what == all ]]; then
   # RSS++ Fig. 12b at a fixed 10 ms period, ~50 % mean core load at every core
   # count (the paper scales the per-packet work with the cores; here the rate)
   fig12_setup
-  : > out/exp/fig12.txt
+  : > "out/exp/fig12$p.txt"
   for c in 2 4 8 12 16; do
     speed=$(awk -v c="$c" 'BEGIN { printf "%.3f", 0.27 * c }')
     "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus-sized.pcap \
       --cores "$c" --speed "$speed" --duration 2s --balancers static,rsspp \
-      --json "out/exp/fig12-$c.json" | tee -a out/exp/fig12.txt
+      --json "out/exp/fig12$p-$c.json" | tee -a "out/exp/fig12$p.txt"
   done
 fi
 
@@ -93,7 +100,7 @@ if [[ $what == fig12w || $what == all ]]; then
   fig12_setup
   sed -e 's/^period = .*/period = "100ms"/' -e 's/^min_period_ns = .*/min_period_ns = 100000000/' \
     -e 's/^max_period_ns = .*/max_period_ns = 1000000000/' out/exp/fig12.toml > out/exp/fig12w.toml
-  : > out/exp/fig12w.txt
+  : > "out/exp/fig12w$p.txt"
   for c in 2 4 8 12 16; do
     python3 - "$c" <<'EOF'
 import re, sys
@@ -108,7 +115,7 @@ EOF
     speed=$(awk -v c="$c" 'BEGIN { s = 0.27 * c; if (s > 1) s = 1; printf "%.3f", s }')
     "$fs" compare "${sim[@]}" --model "out/exp/model-w$c.toml" --config out/exp/fig12w.toml \
       --input out/exp/campus-sized.pcap --cores "$c" --speed "$speed" --duration 5s \
-      --balancers static,rsspp --json "out/exp/fig12w-$c.json" | tee -a out/exp/fig12w.txt
+      --balancers static,rsspp --json "out/exp/fig12w$p-$c.json" | tee -a "out/exp/fig12w$p.txt"
   done
 fi
 

@@ -299,3 +299,40 @@ fn icmp_errors_about_a_translated_flow_are_related_and_translated() {
     let nat = c.nfs()[1].counters();
     assert!(nat.contains(&("related", 1)), "{nat:?}");
 }
+
+/// The default chain's shards at 16 cores: 256 shards of 256 buckets over a
+/// /24, where each bucket group has fewer ports (≈ 252) than there are shards.
+/// Every shard still maps its new flows (hundreds of flows land in the last
+/// four shards, which own no place of any group at any one address).
+#[test]
+fn every_shard_maps_flows_when_groups_have_fewer_ports_than_shards() {
+    let toml = r#"
+        [steering]
+        buckets = 256
+        shards = 256
+        [[nf]]
+        kind = "nat"
+        internal = "10.0.0.0/8"
+        external = ["203.0.113.0/24"]
+    "#;
+    let (mut c, mut shards) = chain(toml);
+    let mut per_shard = vec![0u32; 256];
+    let mut x = 0x2545_f491u32;
+    for i in 0..20_000u32 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let f = frame(
+            "tcp",
+            v4(0x0a00_0000 | i),
+            1024 + (x % 60000) as u16,
+            v4(0xc612_0000 | (x >> 16)),
+            443,
+            TcpFlags::SYN,
+            b"",
+        );
+        let (v, p) = run(&mut c, &mut shards, f, 0);
+        assert_eq!(v, Verdict::Forward, "flow {i}");
+        per_shard[(p.hash & 255) as usize] += 1;
+    }
+    assert!(per_shard[252..].iter().all(|&n| n >= 40), "{:?}", &per_shard[252..]);
+    assert_eq!(c.counters().dropped(DropCause::NatPortsExhausted), 0);
+}

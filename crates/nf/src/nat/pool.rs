@@ -7,7 +7,8 @@
 //! external port is known when the mapping is made, so the bucket the reply needs
 //! fixes the low bits of the external port's contribution. [`PortPlan`] groups every
 //! port by those bits once; a shard's [`PortPool`] owns every S-th port of each
-//! group, so shards never share a port and never need a lock.
+//! group (shifted by address, so that groups smaller than S are shared out over
+//! the addresses), so shards never share a port and never need a lock.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -199,7 +200,8 @@ pub enum PortClass {
     Udp = 1,
 }
 
-/// One shard's share of the pool: every `shards`-th port of each group, per
+/// One shard's share of the pool: every `shards`-th port of each group (from
+/// a place that shifts with the address, [`PortPool::residue`]), per
 /// external address and class, handed out lazily from a random start and
 /// recycled as late as possible ([`Lane`]). Only the (address, class, group)
 /// lanes a flow has used take memory: a /24 pool over 4 096 groups would
@@ -247,24 +249,41 @@ impl PortPool {
         ((addr * 2 + class as usize) * self.groups + v as usize) as u32
     }
 
-    /// The lane of (address, class, group `v`), made when first used.
-    fn lane(&mut self, addr: usize, class: PortClass, v: u32) -> &mut Lane {
+    /// Which places of a group of `len` ports this shard owns at address
+    /// `addr`: those ≡ the returned residue (mod shards). Each address's
+    /// group is cut into runs of `shards` places, and each address shifts
+    /// the owners by `len`, so when a group has fewer ports than there are
+    /// shards the addresses tile them: address 0's ports go to shards
+    /// 0…len − 1, address 1's to len…2·len − 1, and so on, and every shard
+    /// gets a port of every group once ports × addresses ≥ shards (without
+    /// the shift the same last shards would own no port at any address).
+    fn residue(&self, addr: usize, len: usize) -> u32 {
+        let n = u64::from(self.shards);
+        let shift = (addr as u64 * len as u64) % n;
+        ((u64::from(self.shard) + n - shift) % n) as u32
+    }
+
+    /// The lane of (address, class, group `v`), made when first used, and
+    /// this shard's residue in it.
+    fn lane(&mut self, addr: usize, class: PortClass, v: u32) -> (u32, &mut Lane) {
         let i = self.slot(addr, class, v);
-        let (shard, shards, salt) = (self.shard, self.shards, self.salt);
+        let (shards, salt) = (self.shards, self.salt);
         let len = self.plan.ports(v).len();
-        self.slots
+        let r = self.residue(addr, len);
+        let lane = self
+            .slots
             .entry(i)
-            .or_insert_with(|| Lane::new(len, shard, shards, mix(salt, u64::from(i))))
+            .or_insert_with(|| Lane::new(len, r, shards, mix(salt, u64::from(i))));
+        (r, lane)
     }
 
     /// A free port of group `v` for external address `addr`.
     pub fn alloc(&mut self, addr: usize, class: PortClass, v: u32) -> Option<u16> {
-        let (shard, shards) = (self.shard, self.shards);
+        let shards = self.shards;
         let plan = self.plan.clone();
         let ports = plan.ports(v);
-        let p = self
-            .lane(addr, class, v)
-            .take(shard, shards, |k| ports[k])?;
+        let (r, lane) = self.lane(addr, class, v);
+        let p = lane.take(r, shards, |k| ports[k])?;
         self.in_use += 1;
         Some(p)
     }
@@ -272,7 +291,7 @@ impl PortPool {
     /// Returns a port.
     pub fn free(&mut self, addr: usize, class: PortClass, port: u16) {
         let v = self.plan.value_of(port);
-        self.lane(addr, class, v).free.push_back(port);
+        self.lane(addr, class, v).1.free.push_back(port);
         self.in_use = self.in_use.saturating_sub(1);
     }
 
@@ -290,13 +309,12 @@ impl PortPool {
         let Some(at) = ports.iter().position(|&p| p == port) else {
             return false;
         };
-        let (shard, shards) = (self.shard, self.shards);
-        if at as u32 % shards != shard {
+        let shards = self.shards;
+        if at as u32 % shards != self.residue(addr, ports.len()) {
             return false;
         }
-        let ok = self
-            .lane(addr, class, v)
-            .reserve(at, shard, shards, |k| ports[k]);
+        let (r, lane) = self.lane(addr, class, v);
+        let ok = lane.reserve(at, r, shards, |k| ports[k]);
         self.in_use += u64::from(ok);
         ok
     }
@@ -363,6 +381,42 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), plan.ports(5).len());
+    }
+
+    /// 256 shards over groups of ≈ 252 ports (a full port range over 256
+    /// buckets): the last shards own no place of any group, so without the
+    /// per-address shift they had no port at all; with it, over 256
+    /// addresses every shard has ports of every group, and no port of an
+    /// address goes to two shards.
+    #[test]
+    fn groups_smaller_than_the_shards_are_tiled_over_the_addresses() {
+        let t = Toeplitz::new(RssKey::SYMMETRIC);
+        let plan = Arc::new(PortPlan::new(&t, 255, 1024, 65535));
+        assert!((0..256).all(|v| plan.ports(v).len() < 256));
+        let (shards, addrs) = (256usize, 256usize);
+        for v in [0u32, 77, 255] {
+            let mut owner = std::collections::HashMap::new();
+            for s in 0..shards {
+                let mut pool = PortPool::new(plan.clone(), s, shards, addrs);
+                let mut got = 0;
+                for a in 0..addrs {
+                    while let Some(p) = pool.alloc(a, PortClass::Tcp, v) {
+                        assert_eq!(owner.insert((a, p), s), None, "{a}:{p} twice");
+                        got += 1;
+                    }
+                }
+                assert!(got >= 240, "shard {s} got {got} ports of group {v}");
+            }
+            assert_eq!(owner.len(), addrs * plan.ports(v).len());
+        }
+        // a mapping made elsewhere lands in the shard that owns its port
+        let p = plan.ports(3)[10];
+        let owners: Vec<usize> = (0..shards)
+            .filter(|&s| {
+                PortPool::new(plan.clone(), s, shards, addrs).reserve(5, PortClass::Tcp, p)
+            })
+            .collect();
+        assert_eq!(owners.len(), 1, "{owners:?}");
     }
 
     #[test]
