@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
-# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|all]
+# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|fig1|all]
 # Traces and results go to out/exp/ (ignored by git). Needs a release build:
 #   cargo build --release -p flowshift-cli
 set -euo pipefail
@@ -178,4 +178,10 @@ if [[ $what == tablev || $what == all ]]; then
       --speed 0.9 --period 100ms --duration 60s --balancers rsspp@128,dyssect@16 \
       --json "out/exp/tablev-$a.json" | tee -a out/exp/tablev.txt
   done
+fi
+
+if [[ $what == fig1 || $what == all ]]; then
+  # Dyssect Fig. 1: one core runs a NAT over 1 M Zipf α 1.1 flows in bursts of
+  # 32, in memory, with 1 … 128 shards (each table sized for its share)
+  "$fs" bench-shards --json out/exp/fig1.json | tee out/exp/fig1.txt
 fi

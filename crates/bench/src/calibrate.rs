@@ -186,7 +186,7 @@ fn nic_cost(chain: &Chain, trace: &Trace, packets: u64) -> f64 {
 /// chain, a first lap creating the flows (priced apart, as `new_flow_ns`) and
 /// then `laps` more with time moving on, on this thread; the fastest of those
 /// (the least disturbed by the rest of the machine).
-fn in_memory_ns(chain: &mut Chain, trace: &Trace, laps: u32) -> f64 {
+pub(crate) fn in_memory_ns(chain: &mut Chain, trace: &Trace, laps: u32) -> f64 {
     if trace.is_empty() {
         return 0.0;
     }

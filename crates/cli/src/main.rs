@@ -49,6 +49,9 @@ enum Command {
     /// NFLOW/MVT Figs. 5a–c: entangled vs disjoint entries, a shared locked
     /// monitor vs per-core counters, a shared NAT pool vs per-shard pools.
     BenchMvt(bench::mvt::BenchMvtArgs),
+    /// Dyssect Fig. 1: one core running a NAT over many Zipf flows, in
+    /// memory, against the number of shards.
+    BenchShards(bench::shards::BenchShardsArgs),
     /// Inspect traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Steer(c) => steer::run(c),
         Command::Pool(c) => pool::run(c),
         Command::BenchMvt(a) => bench::mvt::run(a),
+        Command::BenchShards(a) => bench::shards::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

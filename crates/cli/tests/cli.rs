@@ -1012,3 +1012,42 @@ fn rsspp_beats_static_rss_on_eight_cores_at_the_default_shards() {
     }
     std::fs::remove_file(&input).ok();
 }
+
+/// Dyssect Fig. 1 as a user runs it: a row per shard count, the first the
+/// reference, every rate positive; a shard count that is not a power of two
+/// is refused with the option's name.
+#[test]
+fn bench_shards_prints_a_row_per_shard_count() {
+    let json = tmp("fig1.json");
+    let out = ok(&flowshift(&[
+        "bench-shards",
+        "--flows",
+        "2000",
+        "--packets",
+        "4000",
+        "--shards",
+        "1,4,16",
+        "--rounds",
+        "2",
+        "--laps",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("Dyssect Fig. 1"), "{out}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    let shards: Vec<u64> = rows.iter().map(|r| r["shards"].as_u64().unwrap()).collect();
+    assert_eq!(shards, [1, 4, 16]);
+    assert_eq!(rows[0]["vs_first"].as_f64(), Some(1.0));
+    for r in rows {
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r}");
+        // each shard's table holds its share of the flows, twice over
+        let cap = r["capacity_per_shard"].as_u64().unwrap();
+        assert!(cap * r["shards"].as_u64().unwrap() >= 4000, "{r}");
+    }
+    let o = flowshift(&["bench-shards", "--shards", "1,3"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--shards takes powers of two"));
+}

@@ -333,6 +333,10 @@ fn every_shard_maps_flows_when_groups_have_fewer_ports_than_shards() {
         assert_eq!(v, Verdict::Forward, "flow {i}");
         per_shard[(p.hash & 255) as usize] += 1;
     }
-    assert!(per_shard[252..].iter().all(|&n| n >= 40), "{:?}", &per_shard[252..]);
+    assert!(
+        per_shard[252..].iter().all(|&n| n >= 40),
+        "{:?}",
+        &per_shard[252..]
+    );
     assert_eq!(c.counters().dropped(DropCause::NatPortsExhausted), 0);
 }
