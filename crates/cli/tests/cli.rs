@@ -550,7 +550,8 @@ fn sim_compare_plots_and_validate() {
     assert_eq!(r["mode"], "sim");
     assert_eq!(r["cores"]["working"], 8);
     assert_eq!(r["packets_in"], 60000);
-    assert!(r["load_over_time"].as_array().unwrap().len() > 2);
+    // a sample per controller round (RSS++ backs its period off: 1, 10 ms)
+    assert!(r["load_over_time"].as_array().unwrap().len() >= 2);
     assert_eq!(r["load_over_time"][0]["load"].as_array().unwrap().len(), 8);
     assert!(!r["latency_cdf"]["all"].as_array().unwrap().is_empty());
     // compare in the simulator at two core counts, with plots in both formats
@@ -999,7 +1000,8 @@ fn rsspp_beats_static_rss_on_eight_cores_at_the_default_shards() {
             .map(|w| w["t_ns"].as_u64().unwrap())
             .collect()
     };
-    assert!(ends(&st).len() >= 20, "{:?}", ends(&st));
+    // the trace lasts ≈ 160 ms in the simulator
+    assert!(ends(&st).len() >= 12, "{:?}", ends(&st));
     assert_eq!(ends(&st), ends(&rs));
     assert!(rs["migrations"]["shard_moves"].as_u64().unwrap() > 0);
     for k in ["max_over_min", "period_median", "period_median_packets"] {
