@@ -50,13 +50,25 @@ EOF
 p=""
 [[ ${RULES:-} == published ]] && p=p
 
+# k: the speed (× the trace's own pace) per core that loads a core 50 % with
+# the bundled model's chain, measured on one core at a quarter of the pace
+# (for c cores, speed k·c)
+fig12_k() {
+  "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus-sized.pcap \
+    --cores 1 --speed 0.25 --duration 500ms --balancers static \
+    --json out/exp/fig12-probe.json >/dev/null
+  python3 -c 'import json; r = json.load(open("out/exp/fig12-probe.json"))[0]
+print("%.4f" % (0.5 * 0.25 / r["per_core"][0]["load"]))'
+}
+
 if [[ $what == fig12 || $what == all ]]; then
   # RSS++ Fig. 12b at a fixed 10 ms period, ~50 % mean core load at every core
   # count (the paper scales the per-packet work with the cores; here the rate)
   fig12_setup
-  : > "out/exp/fig12$p.txt"
+  k=$(fig12_k)
+  echo "# speed per core for 50 % load: $k" | tee "out/exp/fig12$p.txt"
   for c in 2 4 8 12 16; do
-    speed=$(awk -v c="$c" 'BEGIN { printf "%.3f", 0.27 * c }')
+    speed=$(awk -v c="$c" -v k="$k" 'BEGIN { printf "%.3f", k * c }')
     "$fs" compare "${sim[@]}" --config out/exp/fig12.toml --input out/exp/campus-sized.pcap \
       --cores "$c" --speed "$speed" --duration 2s --balancers static,rsspp \
       --json "out/exp/fig12$p-$c.json" | tee -a "out/exp/fig12$p.txt"
@@ -94,25 +106,27 @@ EOF
 
 if [[ $what == fig12w || $what == all ]]; then
   # Fig. 12b as the paper runs it: the trace at its own pace, a per-packet work
-  # W that grows with the cores (0.27 × cores × the chain's cost, added to the
-  # firewall's price in a copy of the bundled model; below 4 cores the trace is
-  # slowed instead), RSS++'s own 100 ms period with its backoff (up to 1 s)
+  # W that grows with the cores (k × cores × the chain's cost, k as in fig12,
+  # added to the firewall's price in a copy of the bundled model; where k ×
+  # cores < 1 the trace is slowed instead), RSS++'s own 100 ms period with its
+  # backoff (up to 1 s)
   fig12_setup
   sed -e 's/^period = .*/period = "100ms"/' -e 's/^min_period_ns = .*/min_period_ns = 100000000/' \
     -e 's/^max_period_ns = .*/max_period_ns = 1000000000/' out/exp/fig12.toml > out/exp/fig12w.toml
-  : > "out/exp/fig12w$p.txt"
+  k=$(fig12_k)
+  echo "# speed per core for 50 % load: $k" | tee "out/exp/fig12w$p.txt"
   for c in 2 4 8 12 16; do
-    python3 - "$c" <<'EOF'
+    python3 - "$c" "$k" <<'EOF'
 import re, sys
-c = int(sys.argv[1])
+c, k = int(sys.argv[1]), float(sys.argv[2])
 s = open('crates/sim/default-model.toml').read()
 num = lambda k: float(re.search(rf'^{k} = (\S+)', s, re.M).group(1))
 chain = num('overhead_ns') + num('firewall') + num('seqcheck')
-extra = max(0.27 * c - 1.0, 0.0) * chain
+extra = max(k * c - 1.0, 0.0) * chain
 s = re.sub(r'^firewall = \S+', f'firewall = {num("firewall") + extra}', s, flags=re.M)
 open(f'out/exp/model-w{c}.toml', 'w').write(s)
 EOF
-    speed=$(awk -v c="$c" 'BEGIN { s = 0.27 * c; if (s > 1) s = 1; printf "%.3f", s }')
+    speed=$(awk -v c="$c" -v k="$k" 'BEGIN { s = k * c; if (s > 1) s = 1; printf "%.3f", s }')
     "$fs" compare "${sim[@]}" --model "out/exp/model-w$c.toml" --config out/exp/fig12w.toml \
       --input out/exp/campus-sized.pcap --cores "$c" --speed "$speed" --duration 5s \
       --balancers static,rsspp --json "out/exp/fig12w$p-$c.json" | tee -a "out/exp/fig12w$p.txt"

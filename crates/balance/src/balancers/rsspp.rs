@@ -95,12 +95,11 @@ pub struct RssppConfig {
     /// shards' period-to-period persistence) instead of its last load.
     pub predict: bool,
     /// Share of its fair share of the shards (shards ÷ active cores) an
-    /// overloaded core keeps, scaled by 1 − ρ (0.5; 0 = only its last
+    /// overloaded core keeps, scaled by 1 − ρ (0.875; 0 = only its last
     /// non-empty shard, as published).
     pub keep_share: f64,
-    /// Periods between the two rate vectors whose correlation is ρ (2: a
-    /// move decided now carries load from the period after next; 1: the
-    /// next period).
+    /// Periods between the two rate vectors whose correlation is ρ: the
+    /// horizon over which a move must pay (3; 1: the next period only).
     pub persistence_lag: usize,
     /// Below `target_load`, the imbalance threshold and the solver's 1 %
     /// stop scale with mean load ÷ target load, so that a lightly loaded
@@ -159,7 +158,8 @@ pub struct Rsspp {
     last: RoundInfo,
     rounds: u64,
     runs: u64,
-    /// The previous period's packet rate of each shard (packets per ms).
+    /// The last `persistence_lag` periods' packet rates of each shard
+    /// (packets per ms), oldest first.
     prev_rates: std::collections::VecDeque<Vec<f64>>,
     /// This round's ρ was measured (not the first round's assumed 1).
     measured: bool,
