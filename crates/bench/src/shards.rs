@@ -21,6 +21,8 @@ use nf::ChainConfig;
 use serde::Serialize;
 use trace::{Generator, Trace, TraceSpec};
 
+use crate::micro::median;
+
 /// Options of `flowshift bench-shards`.
 #[derive(Args, Debug)]
 pub struct BenchShardsArgs {
@@ -138,13 +140,16 @@ pub fn run(a: BenchShardsArgs) -> anyhow::Result<()> {
         .iter()
         .enumerate()
         .map(|(i, &s)| {
-            let ratios: Vec<f64> = (0..a.rounds).map(|r| mpps[i][r] / mpps[0][r]).collect();
+            let mut ratios: Vec<f64> = (0..a.rounds).map(|r| mpps[i][r] / mpps[0][r]).collect();
+            let mut rates = mpps[i].clone();
+            let mpps = median(&mut rates);
             Row {
                 shards: s,
                 capacity_per_shard: capacity(s),
-                mpps: median(&mpps[i]),
-                range: (min(&mpps[i]), max(&mpps[i])),
-                vs_first: median(&ratios),
+                mpps,
+                // sorted by the median
+                range: (rates[0], rates[rates.len() - 1]),
+                vs_first: median(&mut ratios),
             }
         })
         .collect();
@@ -178,18 +183,4 @@ fn print(a: &BenchShardsArgs, rows: &[Row]) {
             100.0 * r.vs_first
         );
     }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::MAX, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(0.0, f64::max)
 }

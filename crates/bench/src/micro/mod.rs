@@ -105,7 +105,7 @@ struct Variant<'a> {
 }
 
 /// The median of `x` (sorted in place); 0 for none.
-fn median(x: &mut [f64]) -> f64 {
+pub(crate) fn median(x: &mut [f64]) -> f64 {
     x.sort_by(f64::total_cmp);
     x.get(x.len() / 2).copied().unwrap_or(0.0)
 }
