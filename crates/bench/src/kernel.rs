@@ -892,7 +892,6 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let chain = dir.join("fw-nat.toml");
     std::fs::write(&chain, CHAIN)?;
-    let mut server = iperf3_server(bed)?;
     eprintln!(
         "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s)",
         a.seconds, a.rounds
@@ -902,13 +901,17 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
     let result = (|| -> anyhow::Result<()> {
         for round in 0..a.rounds {
             for &v in &chosen {
-                samples.extend(tcp_variant(bed, v, round, (&dir, &chain), a.seconds)?);
+                // a fresh server for each variant: a test whose last segments
+                // a stopped variant never forwarded keeps the old one busy
+                let mut server = iperf3_server(bed)?;
+                let got = tcp_variant(bed, v, round, (&dir, &chain), a.seconds);
+                let _ = server.kill();
+                let _ = server.wait();
+                samples.extend(got?);
             }
         }
         Ok(())
     })();
-    let _ = server.kill();
-    let _ = server.wait();
     let _ = std::fs::remove_dir_all(&dir);
     result?;
     print_tcp(&samples, &chosen);
