@@ -77,10 +77,12 @@ fn server(bed: &Bed) {
 
 /// The client's capture on its interface: data segments from the server,
 /// per connection, whose IP ID is below one already seen (a retransmission
-/// carries a newer one, so each is a reordered segment).
+/// carries a newer one, so each is a reordered segment). A connection is
+/// its ports from the server's SYN-ACK on, so a client port that a later
+/// download uses again is a new connection with its own IP ID series.
 struct Capture {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<(u64, u64)>,
+    thread: std::thread::JoinHandle<(u64, u64, u64)>,
 }
 
 impl Capture {
@@ -95,7 +97,7 @@ impl Capture {
             ready_tx.send(()).unwrap();
             let mut b = RxBatch::new(64);
             let mut last: HashMap<(u16, u16), u16> = HashMap::new();
-            let (mut segments, mut late) = (0u64, 0u64);
+            let (mut segments, mut late, mut reused) = (0u64, 0u64, 0u64);
             let server: std::net::Ipv4Addr = SERVER.parse().unwrap();
             loop {
                 let k = sock.recv_batch(&mut b).unwrap();
@@ -119,15 +121,20 @@ impl Capture {
                     let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
                     let tcp = 14 + ihl;
                     let doff = usize::from(f[tcp + 12] >> 4) * 4;
+                    let key = (
+                        u16::from_be_bytes([f[tcp], f[tcp + 1]]),
+                        u16::from_be_bytes([f[tcp + 2], f[tcp + 3]]),
+                    );
+                    if f[tcp + 13] & 0x02 != 0 {
+                        // the server's SYN-ACK opens a new connection: a
+                        // client port used again starts a new IP ID series
+                        reused += u64::from(last.remove(&key).is_some());
+                    }
                     if total <= ihl + doff {
                         continue;
                     }
                     segments += 1;
                     let id = u16::from_be_bytes([f[18], f[19]]);
-                    let key = (
-                        u16::from_be_bytes([f[tcp], f[tcp + 1]]),
-                        u16::from_be_bytes([f[tcp + 2], f[tcp + 3]]),
-                    );
                     if let Some(&prev) = last.get(&key) {
                         let back = prev.wrapping_sub(id);
                         if back != 0 && back < 0x8000 {
@@ -138,14 +145,15 @@ impl Capture {
                     last.insert(key, id);
                 }
             }
-            (segments, late)
+            (segments, late, reused)
         });
         ready.recv().unwrap();
         Capture { stop, thread }
     }
 
-    /// (data segments seen, those with a lower IP ID than one before).
-    fn finish(self) -> (u64, u64) {
+    /// (data segments seen, those with a lower IP ID than one before,
+    /// connections on a client port an earlier one of the run used).
+    fn finish(self) -> (u64, u64, u64) {
         std::thread::sleep(Duration::from_millis(200));
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
@@ -241,7 +249,7 @@ fn shard_moves_reorder_nothing_a_client_can_see() {
         let cap = Capture::start(&bed);
         common::downloads(&bed.client(), to, 100, 8, pattern);
         let retrans = iperf(&bed, 2, "300M");
-        let (segments, late) = cap.finish();
+        let (segments, late, reused) = cap.finish();
         let out = run.interrupt();
         assert!(
             out.status.success(),
@@ -263,7 +271,7 @@ fn shard_moves_reorder_nothing_a_client_can_see() {
             .collect();
         let line = format!(
             "run {k}: {} shard moves, {pin} packets in, reordered {}, client data segments {segments} \
-             (IP ID late {late}), iperf3 retransmissions {retrans}, drops [{}]",
+             (IP ID late {late}, client ports used again {reused}), iperf3 retransmissions {retrans}, drops [{}]",
             r["migrations"]["shard_moves"],
             r["reordered"],
             by_cause.join(", ")
