@@ -15,7 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cmd;
 
-use cmd::{bed, chain, gen, pool, sim, stats, steer};
+use cmd::{bed, chain, ctl, gen, pool, sim, stats, steer};
 
 /// flowshift — stateful network functions on many cores, with load moved between
 /// cores while traffic flows.
@@ -66,6 +66,10 @@ enum Command {
     /// machine.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// A running instance's flows and counters, through its control socket:
+    /// list and delete flows (`flows`, `flows delete`), read counters
+    /// (`stats`).
+    Ctl(ctl::CtlArgs),
     /// The network-namespace test beds: client — flowshift — server, or a
     /// pool's (needs root).
     Bed(bed::BedArgs),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bed(a) => bed::run(a),
+        Command::Ctl(a) => ctl::run(a),
         Command::Compare(a) => bench::compare::run(a),
         Command::Calibrate(a) => bench::calibrate::run(a),
         Command::Validate(a) => bench::validate::run(a),

@@ -180,6 +180,8 @@ pub struct IoSection {
     pub xdp_mode: Option<String>,
     /// An address to serve Prometheus metrics at, as `--metrics`.
     pub metrics: Option<String>,
+    /// The control socket's path, or `off`, as `--control`.
+    pub control: Option<String>,
     /// Serve metrics on an address other than loopback (the endpoint has no
     /// authentication) [default: false].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -9,11 +9,13 @@
 //! - [`output`]: files written whole (checked first, renamed into place).
 //! - [`memcap`]: the memory cap, checked before anything is allocated.
 //! - [`metrics`]: the Prometheus endpoint of `--metrics`.
+//! - [`control`]: the control socket `flowshift ctl` talks to.
 //! - [`speaker`]: a pool node's BGP speaker (`[pool.bgp]`).
 //! - [`forwarding`]: waiting for a child `flowshift run` to forward.
 
 #![forbid(unsafe_code)]
 
+pub mod control;
 pub mod file;
 pub mod forwarding;
 pub mod memcap;

@@ -147,6 +147,11 @@ pub struct RunArgs {
     /// migrations, a latency histogram.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// The control socket `flowshift ctl` talks to (a Unix socket, the
+    /// owner's alone), or `off` [default: /run/flowshift/PID.sock with
+    /// --iface, none for a replayed trace].
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<String>,
     /// Refuse configurations whose flow tables, full, would take more than this
     /// (e.g. 8GiB, 512MiB) [default: half of this machine's memory].
     #[arg(long)]
@@ -501,6 +506,42 @@ pub struct Ran {
     pub input_failure: Option<String>,
 }
 
+/// Serves the control socket `--control` / `[io] control` names (by default
+/// an interface run's `/run/flowshift/PID.sock`); the file goes with the
+/// returned value.
+fn control(
+    a: &RunArgs,
+    sec: &RunSection,
+    ifaces: bool,
+    cfg: &mut RunConfig,
+) -> anyhow::Result<Option<crate::control::Served>> {
+    let asked = a.control.as_ref().or(sec.io.control.as_ref());
+    let path = match asked.map(String::as_str) {
+        Some("off") => return Ok(None),
+        Some(p) => std::path::PathBuf::from(p),
+        None if ifaces => crate::control::default_path(),
+        None => return Ok(None),
+    };
+    let metrics = cfg.metrics.get_or_insert_with(Default::default).clone();
+    let inspector = std::sync::Arc::new(runspec::inspect::Inspector::default());
+    match crate::control::serve(&path, inspector.clone(), metrics) {
+        Ok(s) => {
+            eprintln!(
+                "flowshift: control socket {} (flowshift ctl)",
+                path.display()
+            );
+            cfg.inspector = Some(inspector);
+            Ok(Some(s))
+        }
+        // the default place may be closed to this user: say so, run on
+        Err(e) if asked.is_none() => {
+            eprintln!("flowshift: no control socket ({e:#}); give one with --control PATH");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs the chain as `a` says until its input ends or a signal stops it;
 /// writes `--json` and `--output`.
 pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
@@ -551,6 +592,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         eprintln!("flowshift: metrics at http://{at}/metrics");
         cfg.metrics = Some(m);
     }
+    let _control = control(a, &sec, ifaces.is_some(), &mut cfg)?;
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
         None => packets.describe(),

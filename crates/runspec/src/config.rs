@@ -161,6 +161,9 @@ pub struct RunConfig {
     pub stop: Option<Stop>,
     /// Where the run publishes live metrics (`--metrics`).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// Where a control thread asks the working cores for their flows
+    /// (`flowshift ctl flows`).
+    pub inspector: Option<std::sync::Arc<crate::inspect::Inspector>>,
     /// Parse and hash every frame of the trace before the run starts (the NIC
     /// model's per-packet work done at load time, as a NIC's DMA and RSS leave
     /// a frame): the NIC-model thread then only copies a packet, steers it by
@@ -466,6 +469,7 @@ impl Default for RunConfig {
             priority_dscp: 46,
             stop: None,
             metrics: None,
+            inspector: None,
             presteer: false,
             rps: true,
             nic_threads: 1,

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod inspect;
 pub mod metrics;
 mod report;
 mod tally;

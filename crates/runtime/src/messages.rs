@@ -21,6 +21,9 @@ pub(crate) enum ToWorker {
         ticket: Ticket,
         states: Vec<(ShardId, EntryIdx, Box<Leased>)>,
     },
+    /// An operator's question about the flows of the shards it owns
+    /// (`flowshift ctl flows`), answered between two bursts.
+    Inspect(runspec::inspect::Query),
 }
 
 /// Messages to the controller.

@@ -383,6 +383,7 @@ impl Threads<'_> {
             self.top.owned(i)
         };
         Worker {
+            me: i,
             chain: self.chain.instance(),
             shards: Vec::new(),
             ring,
@@ -508,6 +509,7 @@ impl Threads<'_> {
         let (_, ctl_rx) = wiring.ctl.clone();
         let controller = self.controller(&wiring, ctl_rx);
         let queues = std::mem::take(&mut wiring.queues.0);
+        let inboxes = wiring.inbox.0.clone();
         let buffers = crate::buffers::Buffers::new(std::mem::take(&mut wiring.recycle.1));
         drop(wiring);
         let opts = FeedOptions {
@@ -526,6 +528,10 @@ impl Threads<'_> {
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
+        let _inspecting = cfg
+            .inspector
+            .as_ref()
+            .map(|i| Inspecting::attach(i, &inboxes, self.top.owner.len()));
         let shared = self.shared;
         thread::scope(|sc| {
             let wh: Vec<_> = workers
@@ -590,6 +596,35 @@ impl Threads<'_> {
                     .collect(),
             )
         })
+    }
+}
+
+/// The run's working cores attached to an [`Inspector`](runspec::inspect::Inspector)
+/// while they run; detached when dropped.
+struct Inspecting<'a>(&'a runspec::inspect::Inspector);
+
+impl<'a> Inspecting<'a> {
+    fn attach(
+        i: &'a runspec::inspect::Inspector,
+        inboxes: &[Sender<ToWorker>],
+        shards: usize,
+    ) -> Inspecting<'a> {
+        let cores = inboxes
+            .iter()
+            .map(|tx| {
+                let tx = tx.clone();
+                Box::new(move |q| tx.send(ToWorker::Inspect(q)).is_ok())
+                    as runspec::inspect::Deliver
+            })
+            .collect();
+        i.attach(cores, shards);
+        Inspecting(i)
+    }
+}
+
+impl Drop for Inspecting<'_> {
+    fn drop(&mut self) {
+        self.0.detach();
     }
 }
 

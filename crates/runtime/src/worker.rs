@@ -58,6 +58,8 @@ enum Fate {
 }
 
 pub(crate) struct Worker {
+    /// Which working core.
+    pub me: usize,
     pub chain: Chain,
     pub shards: Vec<Option<Shard>>,
     pub ring: Consumer<Packet>,
@@ -653,6 +655,7 @@ impl Worker {
                 self.arrived_entries = Some(entries);
             }
             ToWorker::SetRatio { shard, ratio } => self.core.handle_ratio(shard, ratio),
+            ToWorker::Inspect(q) => self.inspect(q),
             ToWorker::SetOffloader { to } => self.core.handle_offloader(to),
             ToWorker::Returned { ticket, states } => {
                 let mut entries = Vec::with_capacity(states.len());

@@ -190,6 +190,41 @@ impl FlowKey {
         (y ^ y >> 32) as u32
     }
 
+    /// The tuple of the packets `side` sends (the inverse of
+    /// [`of`](Self::of): `FlowKey::of(t)` gives `(k, side)` and
+    /// `k.tuple(side) == t`), for showing a flow to an operator.
+    pub fn tuple(&self, side: Side) -> FiveTuple {
+        let [a, b, c, d, e] = self.w;
+        let (lo, hi, lp, hp) = if self.wide() {
+            let addr = |x: u64, y: u64| {
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&x.to_le_bytes());
+                bytes[8..].copy_from_slice(&y.to_le_bytes());
+                let v6 = core::net::Ipv6Addr::from(bytes);
+                // families mixed or IPv4 in a wide key: IPv4-mapped
+                match (b >> 40) & 1 {
+                    0 => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+                    _ => IpAddr::V6(v6),
+                }
+            };
+            (addr(a, c), addr(d, e), b as u16, (b >> 16) as u16)
+        } else {
+            let ep = |x: u64| IpAddr::V4(core::net::Ipv4Addr::from(((x & ENDPOINT) >> 16) as u32));
+            (ep(a), ep(b), a as u16, b as u16)
+        };
+        let (src, dst, src_port, dst_port) = match side {
+            Side::Lo => (lo, hi, lp, hp),
+            Side::Hi => (hi, lo, hp, lp),
+        };
+        FiveTuple {
+            src,
+            dst,
+            src_port,
+            dst_port,
+            proto: self.proto(),
+        }
+    }
+
     /// IP protocol of the flow.
     pub fn proto(&self) -> u8 {
         if self.wide() {
@@ -204,6 +239,29 @@ impl FlowKey {
 mod tests {
     use super::*;
     use core::net::Ipv4Addr;
+
+    proptest::proptest! {
+        #[test]
+        fn a_key_gives_back_each_sides_tuple(
+            s in proptest::prelude::any::<[u8; 16]>(),
+            d in proptest::prelude::any::<[u8; 16]>(),
+            sp: u16, dp: u16, proto: u8, v6: bool,
+        ) {
+            let (src, dst) = if v6 {
+                (IpAddr::from(s), IpAddr::from(d))
+            } else {
+                (
+                    IpAddr::from([s[0], s[1], s[2], s[3]]),
+                    IpAddr::from([d[0], d[1], d[2], d[3]]),
+                )
+            };
+            let t = FiveTuple { src, dst, src_port: sp, dst_port: dp, proto };
+            let (k, side) = FlowKey::of(&t);
+            proptest::prop_assert_eq!(k.tuple(side), t);
+            let other = if side == Side::Lo { Side::Hi } else { Side::Lo };
+            proptest::prop_assert_eq!(k.tuple(other), t.reversed());
+        }
+    }
 
     #[test]
     fn both_directions_one_key() {

@@ -3,6 +3,7 @@
 
 pub mod bed;
 pub mod chain;
+pub mod ctl;
 pub mod gen;
 pub mod pool;
 pub mod report;

@@ -1,0 +1,131 @@
+//! `flowshift ctl`: asks a running instance, through its control socket
+//! (`launch::control`), for its counters and flows, and deletes flows.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use launch::control::{self, Request};
+use runspec::inspect::FlowRow;
+
+/// Options of `flowshift ctl`.
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// The instance's control socket [default: the one running instance's
+    /// in /run/flowshift].
+    #[arg(long, global = true)]
+    pub socket: Option<PathBuf>,
+    /// Print the instance's JSON answer.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// What to ask.
+#[derive(Subcommand, Debug)]
+pub enum CtlCommand {
+    /// The live counters (what `--metrics` serves): packets, drops by cause,
+    /// per-core load, migrations.
+    Stats,
+    /// The flow entries, or with `delete` first, deletes them (each NF's
+    /// state released as expiry releases it; the flow's next packet is a new
+    /// flow's). Filter terms, all of which must hold for the flow's original
+    /// or translated tuple: tcp, udp, icmp, icmpv6, proto=N, src=ADDR[/LEN],
+    /// dst=ADDR[/LEN], sport=N, dport=N.
+    Flows {
+        /// `delete`, then filter terms; or only filter terms.
+        #[arg(value_name = "[delete] TERM")]
+        terms: Vec<String>,
+        /// With `delete` and no term: delete every flow.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+pub fn run(a: CtlArgs) -> anyhow::Result<()> {
+    let path = match a.socket {
+        Some(p) => p,
+        None => control::find()?,
+    };
+    let req = match a.command {
+        CtlCommand::Stats => Request::Stats,
+        CtlCommand::Flows { terms, all } => match terms.split_first() {
+            Some((d, rest)) if d == "delete" => Request::Delete {
+                filter: rest.join(" "),
+                all,
+            },
+            _ if all => anyhow::bail!("--all goes with `flows delete`"),
+            _ => Request::Flows {
+                filter: terms.join(" "),
+            },
+        },
+    };
+    let delete = matches!(req, Request::Delete { .. });
+    let v = control::request(&path, &req)?;
+    // a reader that stops early (`| head`) ends the printing, not in an error
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let printed = print(&mut out, &v, a.json).and_then(|rows| Ok((rows, out.flush()?)));
+    let rows = match printed {
+        Ok((rows, ())) => rows,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    if a.json || v.get("stats").is_some() {
+        return Ok(());
+    }
+    if delete {
+        let offloaded = v["offloaded"].as_u64().unwrap_or(0);
+        eprintln!("flowshift: deleted {} flow(s)", v["deleted"]);
+        if offloaded > 0 {
+            eprintln!(
+                "flowshift: {offloaded} matching flow(s) were with an offloading core and stay: ask again"
+            );
+        }
+    } else {
+        eprintln!("flowshift: {rows} flow(s)");
+    }
+    Ok(())
+}
+
+/// Prints the answer; the flows it listed.
+fn print(out: &mut impl Write, v: &serde_json::Value, json: bool) -> std::io::Result<usize> {
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
+        return Ok(0);
+    }
+    if let Some(stats) = v["stats"].as_object() {
+        for (k, x) in stats {
+            writeln!(out, "{k} {x}")?;
+        }
+        return Ok(0);
+    }
+    let rows: Vec<FlowRow> = serde_json::from_value(v["flows"].clone())?;
+    for r in &rows {
+        writeln!(out, "{}", line(r))?;
+    }
+    Ok(rows.len())
+}
+
+/// A flow on one line, as `conntrack -L` shows one.
+fn line(r: &FlowRow) -> String {
+    let mut s = r.orig.to_string();
+    if let Some(t) = &r.translated {
+        s += &format!("  as {t}");
+    }
+    if r.assured {
+        s += "  [assured]";
+    }
+    if r.offloaded {
+        s += "  [offloaded]";
+    }
+    s += &format!("  core {} shard {}", r.core, r.shard);
+    for n in &r.nfs {
+        let Some(st) = &n.state else { continue };
+        s += &format!("  {}: {st}", n.nf);
+        if let Some(ms) = n.timeout_ms {
+            s += &format!(" ({}s left)", ms.div_ceil(1000));
+        }
+    }
+    s
+}

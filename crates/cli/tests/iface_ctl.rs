@@ -1,0 +1,248 @@
+//! `flowshift ctl` against a running FW → NAT on the netns bed, as an
+//! operator uses it: 24 connections held open through the NAT; `ctl flows`
+//! lists exactly them (each inside address and port as the client sees it,
+//! each mapped one as the server sees it); `ctl flows delete` of one removes
+//! exactly it, whose next segment is then refused by the firewall as
+//! `ct_invalid` (mid-stream, no SYN) while the others still carry data.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use netio::netns;
+use netio::testbed::{Bed, SERVER};
+
+mod common;
+use common::Running;
+
+const PORT: u16 = 7311;
+const CONNECTIONS: usize = 24;
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// The server: accepts connections, reports each peer (as the NAT maps it),
+/// and echoes what it reads.
+fn server(bed: &Bed) -> mpsc::Receiver<SocketAddr> {
+    let ns = bed.server();
+    let (ready, up) = mpsc::channel();
+    let (peers, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let l = TcpListener::bind((SERVER, PORT)).unwrap();
+        ready.send(()).unwrap();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = peers.send(s.peer_addr().unwrap());
+            std::thread::spawn(move || {
+                let mut b = [0u8; 64];
+                while let Ok(n) = s.read(&mut b) {
+                    if n == 0 || s.write_all(&b[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    up.recv().unwrap();
+    rx
+}
+
+/// `CONNECTIONS` connections from the client namespace, each echoed once.
+fn connect(bed: &Bed) -> Vec<TcpStream> {
+    let ns = bed.client();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
+        (0..CONNECTIONS)
+            .map(|k| {
+                let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
+                    .unwrap_or_else(|e| panic!("connection {k}: {e}"));
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                assert!(echoes(&mut s, k as u8), "connection {k} echoes");
+                s
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// True when `s` echoes a byte.
+fn echoes(s: &mut TcpStream, b: u8) -> bool {
+    let mut got = [0u8; 1];
+    s.write_all(&[b]).is_ok() && s.read_exact(&mut got).is_ok() && got[0] == b
+}
+
+/// `flowshift ctl --socket SOCK --json ARGS…`'s answer.
+fn ctl(sock: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// (inside endpoints, mapped endpoints) of the listed flows.
+type Endpoints = BTreeSet<(String, u16)>;
+
+fn endpoints(flows: &serde_json::Value) -> (Endpoints, Endpoints) {
+    let ep = |t: &serde_json::Value| {
+        (
+            t["src"].as_str().unwrap().to_string(),
+            t["sport"].as_u64().unwrap() as u16,
+        )
+    };
+    let rows = flows.as_array().unwrap();
+    (
+        rows.iter().map(|r| ep(&r["orig"])).collect(),
+        rows.iter().map(|r| ep(&r["translated"])).collect(),
+    )
+}
+
+#[test]
+fn ctl_lists_exactly_the_servers_connections_and_deletes_one() {
+    let Some(bed) = common::bed("fsct") else {
+        return;
+    };
+    let peers = server(&bed);
+    let cfg = tmp("ctl-chain.toml");
+    std::fs::write(
+        &cfg,
+        "[[nf]]\nkind = \"firewall\"\nrules = \"allow tcp 10.0.0.0/8 -> any\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n",
+    )
+    .unwrap();
+    let sock = tmp("ctl.sock");
+    let json = tmp("ctl.json");
+    let mut run = Running::start(
+        &bed,
+        &cfg,
+        &[
+            "--control",
+            sock.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    run.wait_forwarding();
+    let mut conns = connect(&bed);
+    let seen: Endpoints = (0..CONNECTIONS)
+        .map(|_| {
+            let p = peers.recv_timeout(Duration::from_secs(5)).unwrap();
+            (p.ip().to_string(), p.port())
+        })
+        .collect();
+    let inside: Endpoints = conns
+        .iter()
+        .map(|s| {
+            let a = s.local_addr().unwrap();
+            (a.ip().to_string(), a.port())
+        })
+        .collect();
+
+    let listed = ctl(&sock, &["flows", "tcp", &format!("dport={PORT}")]);
+    let (orig, mapped) = endpoints(&listed["flows"]);
+    assert_eq!(orig, inside, "the inside endpoints, as the client has them");
+    assert_eq!(
+        mapped, seen,
+        "the mapped endpoints, as the server sees them"
+    );
+    for r in listed["flows"].as_array().unwrap() {
+        assert_eq!(r["nfs"].as_array().unwrap().len(), 2, "{r}");
+        assert!(
+            r["nfs"][0]["state"]
+                .as_str()
+                .unwrap()
+                .contains("Established"),
+            "{r}"
+        );
+        assert!(r["nfs"][1]["timeout_ms"].as_u64().unwrap() > 0, "{r}");
+    }
+    // the same flows found by their mapped side
+    let (_, one) = endpoints(&listed["flows"]);
+    let (addr, port) = one.iter().next().unwrap().clone();
+    let by_mapped = ctl(
+        &sock,
+        &["flows", &format!("src={addr}"), &format!("sport={port}")],
+    );
+    assert_eq!(by_mapped["flows"].as_array().unwrap().len(), 1);
+
+    // delete one connection's flow: exactly it goes
+    let victim = conns.remove(0);
+    let vport = victim.local_addr().unwrap().port();
+    let del = ctl(
+        &sock,
+        &["flows", "delete", "tcp", &format!("sport={vport}")],
+    );
+    assert_eq!(del["deleted"], 1, "{del}");
+    let after = ctl(&sock, &["flows", "tcp", &format!("dport={PORT}")]);
+    assert_eq!(after["flows"].as_array().unwrap().len(), CONNECTIONS - 1);
+    let stats = ctl(&sock, &["stats"]);
+    let invalid = |s: &serde_json::Value| {
+        s["stats"]["flowshift_packets_total{what=\"dropped\",cause=\"ct_invalid\"}"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let before = invalid(&stats);
+    // its next segment is mid-stream for the firewall: refused
+    let mut victim = victim;
+    victim
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(!echoes(&mut victim, 1), "a deleted flow carries nothing");
+    // the others still carry data
+    for (k, s) in conns.iter_mut().enumerate() {
+        assert!(echoes(s, k as u8), "connection {k} after the delete");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let now = invalid(&ctl(&sock, &["stats"]));
+    assert!(now > before, "ct_invalid {before} → {now}");
+
+    // bad requests get errors, the run goes on
+    let bad = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "flows", "port=1"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown filter term `port=1`"));
+    let all = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "flows", "delete"])
+        .output()
+        .unwrap();
+    assert!(!all.status.success(), "deleting every flow needs --all");
+    assert_eq!(
+        ctl(&sock, &["flows", "tcp", &format!("dport={PORT}")])["flows"]
+            .as_array()
+            .unwrap()
+            .len(),
+        CONNECTIONS - 1
+    );
+
+    drop(conns);
+    let out = run.interrupt();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sock.exists(), "the socket goes with the run");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        r["drops"]["ct_invalid"].as_u64().unwrap() >= 1,
+        "{}",
+        r["drops"]
+    );
+}
