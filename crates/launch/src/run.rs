@@ -506,15 +506,22 @@ pub struct Ran {
     pub input_failure: Option<String>,
 }
 
-/// Serves the control socket `--control` / `[io] control` names (by default
-/// an interface run's `/run/flowshift/PID.sock`); the file goes with the
-/// returned value.
-fn control(
+/// Serves what a run shows while it runs: the metrics of `--metrics` and
+/// the control socket `--control` / `[io] control` names (by default an
+/// interface run's `/run/flowshift/PID.sock`; the file goes with the
+/// returned value).
+fn live(
     a: &RunArgs,
     sec: &RunSection,
     ifaces: bool,
     cfg: &mut RunConfig,
 ) -> anyhow::Result<Option<crate::control::Served>> {
+    if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
+        let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
+        let at = crate::metrics::serve(addr, m.clone(), sec.io.metrics_public)?;
+        eprintln!("flowshift: metrics at http://{at}/metrics");
+        cfg.metrics = Some(m);
+    }
     let asked = a.control.as_ref().or(sec.io.control.as_ref());
     let path = match asked.map(String::as_str) {
         Some("off") => return Ok(None),
@@ -586,13 +593,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         }
         None => stop_on_signals()?,
     });
-    if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
-        let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
-        let at = crate::metrics::serve(addr, m.clone(), sec.io.metrics_public)?;
-        eprintln!("flowshift: metrics at http://{at}/metrics");
-        cfg.metrics = Some(m);
-    }
-    let _control = control(a, &sec, ifaces.is_some(), &mut cfg)?;
+    let _control = live(a, &sec, ifaces.is_some(), &mut cfg)?;
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
         None => packets.describe(),
