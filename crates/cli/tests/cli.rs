@@ -438,6 +438,18 @@ fn bench_prints_every_variant() {
         assert!(r["packets"].as_u64().unwrap() >= 6 * r["flows"].as_u64().unwrap());
         assert!(r["ns_per_packet"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // the NAT event log's cost: every mapping created and deleted written
+    // (500 flows: 1 000 records a round), none lost, three ratios
+    let log = &res["nat_log"];
+    assert_eq!(
+        (log["records"].as_u64(), log["lost"].as_u64()),
+        (Some(1_000), Some(0)),
+        "{log}"
+    );
+    for k in ["first_lap", "established", "expiry"] {
+        assert!(log[k].as_f64().unwrap() > 0.0, "{log}");
+    }
+    assert!(out.contains("NAT event log"), "{out}");
 }
 
 #[test]

@@ -182,6 +182,10 @@ pub struct IoSection {
     pub metrics: Option<String>,
     /// The control socket's path, or `off`, as `--control`.
     pub control: Option<String>,
+    /// Where NAT events go, as `--nat-log`.
+    pub nat_log: Option<String>,
+    /// Events each core's NAT queue holds for the logger (default 65536).
+    pub nat_log_queue: Option<usize>,
     /// Serve metrics on an address other than loopback (the endpoint has no
     /// authentication) [default: false].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

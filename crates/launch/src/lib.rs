@@ -10,6 +10,7 @@
 //! - [`memcap`]: the memory cap, checked before anything is allocated.
 //! - [`metrics`]: the Prometheus endpoint of `--metrics`.
 //! - [`control`]: the control socket `flowshift ctl` talks to.
+//! - [`natlog`]: NAT events logged as JSON lines or IPFIX (`--nat-log`).
 //! - [`speaker`]: a pool node's BGP speaker (`[pool.bgp]`).
 //! - [`forwarding`]: waiting for a child `flowshift run` to forward.
 
@@ -20,6 +21,7 @@ pub mod file;
 pub mod forwarding;
 pub mod memcap;
 pub mod metrics;
+pub mod natlog;
 pub mod output;
 pub mod packets;
 pub mod run;

@@ -152,6 +152,13 @@ pub struct RunArgs {
     /// --iface, none for a replayed trace].
     #[arg(long, value_name = "PATH")]
     pub control: Option<String>,
+    /// Log every NAT mapping created and deleted: `json:PATH` (JSON lines
+    /// appended to a file) or `ipfix:HOST:PORT` (IPFIX, RFC 8158's NAT44
+    /// BIB events, to a collector). Queued per core off the packet path; a
+    /// full queue (`[io] nat_log_queue` events, default 65536) counts its
+    /// losses as the NAT's `log_lost`.
+    #[arg(long, value_name = "DEST")]
+    pub nat_log: Option<String>,
     /// Refuse configurations whose flow tables, full, would take more than this
     /// (e.g. 8GiB, 512MiB) [default: half of this machine's memory].
     #[arg(long)]
@@ -506,6 +513,31 @@ pub struct Ran {
     pub input_failure: Option<String>,
 }
 
+/// Starts the NAT event logger `--nat-log` / `[io] nat_log` asks for, with
+/// every NAT of `chain` queueing its events for it.
+fn nat_log(
+    a: &RunArgs,
+    sec: &RunSection,
+    chain: &mut nf::Chain,
+) -> anyhow::Result<Option<(crate::natlog::Logger, crate::natlog::Dest)>> {
+    let Some(d) = a.nat_log.as_ref().or(sec.io.nat_log.as_ref()) else {
+        return Ok(None);
+    };
+    let dest: crate::natlog::Dest = d.parse()?;
+    if !chain.has_events() {
+        bail!("--nat-log {dest}: the chain has no NAT to log");
+    }
+    let queue = sec.io.nat_log_queue.unwrap_or(crate::natlog::QUEUE);
+    if !(1..=1 << 24).contains(&queue) {
+        bail!("`[io] nat_log_queue` = {queue}: events per core's queue are 1..=16777216");
+    }
+    let hub = std::sync::Arc::new(nf::nat::EventHub::new(queue));
+    chain.log_events(&hub);
+    let logger = crate::natlog::Logger::start(&dest, hub)?;
+    eprintln!("flowshift: NAT events to {dest}");
+    Ok(Some((logger, dest)))
+}
+
 /// Serves what a run shows while it runs: the metrics of `--metrics` and
 /// the control socket `--control` / `[io] control` names (by default an
 /// interface run's `/run/flowshift/PID.sock`; the file goes with the
@@ -553,7 +585,7 @@ fn live(
 /// writes `--json` and `--output`.
 pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     let Setup {
-        chain,
+        mut chain,
         mut cfg,
         packets,
         ifaces,
@@ -594,6 +626,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         None => stop_on_signals()?,
     });
     let _control = live(a, &sec, ifaces.is_some(), &mut cfg)?;
+    let nat_log = nat_log(a, &sec, &mut chain)?;
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
         None => packets.describe(),
@@ -632,6 +665,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     let out = runtime::run_on(&chain, input, &cfg);
     // the writer ends once the last tap is gone
     cfg.output_tap = None;
+    if let Some((logger, dest)) = nat_log {
+        let w = logger.finish();
+        eprintln!(
+            "flowshift: NAT log: {} records to {dest}{}",
+            w.records,
+            w.failures()
+        );
+    }
     let mut out = out?;
     let m = &mut out.report.memory;
     m.insert("tables_at_capacity", chain.table_bytes_at_capacity());

@@ -1250,6 +1250,19 @@ impl Chain {
         });
     }
 
+    /// Sends every NF's events (NAT mappings created and deleted) to `hub`,
+    /// in this chain and the instances made from it from then on.
+    pub fn log_events(&mut self, hub: &std::sync::Arc<crate::nat::EventHub>) {
+        for nf in &mut self.nfs {
+            nf.log_events(hub);
+        }
+    }
+
+    /// True if an NF of the chain has events to log (a NAT).
+    pub fn has_events(&self) -> bool {
+        self.nfs.iter().any(|n| n.kind() == "nat")
+    }
+
     /// Merges another core's chain (same configuration) into this one: NF
     /// mergeable state, NF counters and chain counters.
     pub fn merge_from(&mut self, other: &Chain) {

@@ -94,6 +94,9 @@ pub trait Nf: Send + Any {
     fn offloadable(&self, _slot: Option<&FlowState>) -> bool {
         true
     }
+    /// Sends the NF's events (a NAT's mappings created and deleted) to
+    /// `hub`, for a logger to drain. Default: the NF has none.
+    fn log_events(&mut self, _hub: &std::sync::Arc<crate::nat::EventHub>) {}
     /// Takes back state that expired or was evicted (e.g. return a NAT port).
     fn release(&mut self, _local: &mut ShardLocal, _state: FlowState) {}
     /// Takes in state installed from another node (a pool's replica or bulk

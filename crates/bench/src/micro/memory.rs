@@ -26,6 +26,9 @@ pub struct Variant {
     /// `[table] layout`: `shared` (one lookup a packet) or `per-nf` (each NF
     /// after the first looks the packet up in an index of its own).
     pub layout: &'static str,
+    /// The NAT's mapping events logged (`run --nat-log`): queued per core
+    /// and written as JSON lines by a thread beside the chain.
+    pub log: bool,
 }
 
 const FW: &str = "[[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n";
@@ -46,6 +49,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             flows,
             preallocate: false,
             layout: "shared",
+            log: false,
         },
         Variant {
             name: "firewall",
@@ -53,6 +57,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             flows,
             preallocate: false,
             layout: "shared",
+            log: false,
         },
         Variant {
             name: "nat",
@@ -60,6 +65,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             flows,
             preallocate: false,
             layout: "shared",
+            log: false,
         },
     ];
     let mut sizes = vec![1_000, flows, large];
@@ -72,6 +78,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             flows,
             preallocate: false,
             layout: "shared",
+            log: false,
         });
         // each NF finding its own flow, as the papers' baselines do
         v.push(Variant {
@@ -80,6 +87,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             flows,
             preallocate: false,
             layout: "per-nf",
+            log: false,
         });
         if flows >= 100_000 {
             // the same chain with indexes at their capacity from the start
@@ -89,6 +97,7 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
                 flows,
                 preallocate: true,
                 layout: "shared",
+                log: false,
             });
         }
     }
@@ -234,6 +243,12 @@ pub struct Measured {
     /// flow (the tables and the NFs' state; meaningful in a process of its
     /// own: `--variant`).
     pub rss_per_flow: f64,
+    /// The first lap, ns per packet.
+    pub first_lap_ns_per_packet: f64,
+    /// Expiring every flow after the laps, ns per flow.
+    pub expire_ns_per_flow: f64,
+    /// With the NAT's events logged: (records written, lost to a full queue).
+    pub logged: Option<(u64, u64)>,
 }
 
 /// A variant's fastest lap of `laps` (after a first lap that creates the
@@ -255,6 +270,11 @@ pub fn measure(
         + 1_000;
     let mut out = Vec::with_capacity(32);
     let mut best = Duration::MAX;
+    let logger = v.log.then(|| {
+        let hub = std::sync::Arc::new(nf::nat::EventHub::new(launch::natlog::QUEUE));
+        chain.log_events(&hub);
+        launch::natlog::json_to(std::io::sink(), hub)
+    });
     for lap in 0..=u64::from(laps.max(1)) {
         restore(&mut work, pristine);
         let before = chain.counters().forwarded;
@@ -286,9 +306,30 @@ pub fn measure(
         );
         if lap > 0 {
             best = best.min(took);
+        } else {
+            m.first_lap_ns_per_packet = took.as_nanos() as f64 / work.len().max(1) as f64;
         }
     }
     m.ns_per_packet = best.as_nanos() as f64 / pristine.len().max(1) as f64;
+    // every flow expires (past the longest timeout): every mapping deleted
+    let last = pristine.last().map_or(0, |p| p.ts_ns);
+    let end = last + (u64::from(laps.max(1)) + 2) * span + 4 * 3_600_000_000_000;
+    let start = Instant::now();
+    for s in shards.iter_mut().flatten() {
+        chain.expire(s, end);
+    }
+    m.expire_ns_per_flow = start.elapsed().as_nanos() as f64 / m.flows.max(1) as f64;
+    if let Some(l) = logger {
+        let w = l.finish();
+        let lost = chain
+            .nfs()
+            .iter()
+            .flat_map(|n| n.counters())
+            .filter(|(k, _)| *k == "log_lost")
+            .map(|(_, v)| v)
+            .sum();
+        m.logged = Some((w.records, lost));
+    }
     Ok(m)
 }
 
@@ -397,4 +438,63 @@ pub fn instructions(v: &Variant, packets: u64) -> anyhow::Result<Counted> {
         l1_misses: (events[4] + events[5]) / n,
         ll_misses: (events[7] + events[8]) / n,
     })
+}
+
+/// What logging the NAT's events costs the packet path, as rates with the
+/// log over rates without (medians over `rounds` rounds, each measuring
+/// firewall → NAT without and with the log in turn, on the same packets):
+/// the lap that creates every flow, the established laps, and the expiry
+/// that deletes every mapping. With the records written and lost.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct LogCost {
+    /// Connections.
+    pub flows: u32,
+    /// Rate ratio on the first lap (every mapping created and logged).
+    pub first_lap: f64,
+    /// Rate ratio on the established laps (nothing logged).
+    pub established: f64,
+    /// Rate ratio of the expiry (every mapping deleted and logged).
+    pub expiry: f64,
+    /// Records the logger wrote in the last round.
+    pub records: u64,
+    /// Records lost to a full queue, over every round.
+    pub lost: u64,
+}
+
+/// Measures [`LogCost`] at `flows` connections.
+pub fn log_cost(flows: u32, count: u64, laps: u32, rounds: usize) -> anyhow::Result<LogCost> {
+    let off = Variant {
+        name: "fw+nat",
+        nfs: FW_NAT,
+        flows,
+        preallocate: false,
+        layout: "shared",
+        log: false,
+    };
+    let on = Variant {
+        name: "fw+nat/log",
+        log: true,
+        ..off
+    };
+    let pkts = packets(&chain(&off)?, flows, count)?;
+    let mut ratios: [Vec<f64>; 3] = Default::default();
+    let mut cost = LogCost {
+        flows,
+        ..LogCost::default()
+    };
+    for _ in 0..rounds.max(1) {
+        let a = measure(&off, &pkts, &mut chain(&off)?, laps)?;
+        let b = measure(&on, &pkts, &mut chain(&on)?, laps)?;
+        ratios[0].push(a.first_lap_ns_per_packet / b.first_lap_ns_per_packet);
+        ratios[1].push(a.ns_per_packet / b.ns_per_packet);
+        ratios[2].push(a.expire_ns_per_flow / b.expire_ns_per_flow);
+        let (records, lost) = b.logged.unwrap_or_default();
+        cost.records = records;
+        cost.lost += lost;
+    }
+    let [f, e, x] = &mut ratios;
+    cost.first_lap = super::median(f);
+    cost.established = super::median(e);
+    cost.expiry = super::median(x);
+    Ok(cost)
 }

@@ -61,6 +61,7 @@ pub struct BenchArgs {
 #[derive(serde::Serialize)]
 struct Results {
     memory: Vec<memory::MemRow>,
+    nat_log: memory::LogCost,
     runtime: Vec<Row>,
 }
 
@@ -129,6 +130,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mem = in_memory(&a)?;
+    let nat_log = log_cost(&a)?;
     let rt = if a.memory_only {
         Vec::new()
     } else {
@@ -139,6 +141,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             p,
             &Results {
                 memory: mem,
+                nat_log,
                 runtime: rt,
             },
         )?;
@@ -252,6 +255,26 @@ fn in_memory(a: &BenchArgs) -> anyhow::Result<Vec<memory::MemRow>> {
          burst of 32 of the first lap, which creates the flows and grows the tables — /prealloc: indexes at capacity from the start)"
     );
     Ok(rows)
+}
+
+/// What logging the NAT's events costs the packet path
+/// ([`memory::log_cost`]), printed.
+fn log_cost(a: &BenchArgs) -> anyhow::Result<memory::LogCost> {
+    let c = memory::log_cost(a.flows, a.packets, a.laps, a.rounds.max(3))?;
+    println!(
+        "NAT event log (`run --nat-log`: queued per core, written as JSON lines by a thread beside the chain), \
+         fw+nat at {} flows, rate with the log / without, median of {} rounds side by side: \
+         first lap (every mapping created and logged) {:.3}, established laps {:.3}, expiry (every mapping \
+         deleted and logged) {:.3}; {} records a round, {} lost",
+        c.flows,
+        a.rounds.max(3),
+        c.first_lap,
+        c.established,
+        c.expiry,
+        c.records,
+        c.lost
+    );
+    Ok(c)
 }
 
 /// The runtime rows, printed as they come.

@@ -16,6 +16,7 @@
 //! NFLOW key: bidirectional 5-tuple; needs ports in the steering hash.
 
 mod config;
+pub mod events;
 pub mod map;
 pub mod pool;
 
@@ -25,6 +26,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 pub use config::NatSection;
+pub use events::{EventHub, NatEvent};
 use ipnet::Ipv4Net;
 pub use map::{NatMap, NatTcp};
 pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
@@ -89,6 +91,8 @@ counters! {
         /// whose port was in use here or not this shard's: two flows may
         /// share it.
         adopt_conflicts,
+        /// Mapping events not logged: this core's event queue was full.
+        log_lost,
     }
 }
 
@@ -133,6 +137,8 @@ pub struct Nat {
     shared: Arc<Shared>,
     plan: Option<Arc<PortPlan>>,
     counters: NatCounters,
+    /// Where mapping events go, when logged.
+    log: events::EventLog,
 }
 
 impl Nat {
@@ -171,6 +177,7 @@ impl Nat {
             }),
             plan: None,
             counters: NatCounters::default(),
+            log: events::EventLog::default(),
         }
     }
 
@@ -586,6 +593,7 @@ impl Nf for Nat {
 
     fn release(&mut self, local: &mut ShardLocal, state: FlowState) {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
+            self.log(&m, false);
             let e = usize::from(m.ext_idx);
             if self.shared.external.get(e) != Some(&m.ext_addr) {
                 // installed from another node: its port is that node's
@@ -599,6 +607,10 @@ impl Nf for Nat {
             }
             self.counters.released += 1;
         }
+    }
+
+    fn log_events(&mut self, hub: &Arc<EventHub>) {
+        self.log = events::EventLog::to(hub.clone());
     }
 
     counted_nf!(Nat);
@@ -622,6 +634,20 @@ impl Nat {
         }
         self.counters.related += 1;
         Verdict::Forward
+    }
+
+    /// Records a mapping's creation or end (counted when the queue is full).
+    #[inline]
+    fn log(&mut self, m: &NatMap, created: bool) {
+        let e = NatEvent {
+            created,
+            proto: m.proto,
+            int: (m.int_addr, m.int_port),
+            ext: (m.ext_addr, m.ext_port),
+        };
+        if !self.log.record(e) {
+            self.counters.log_lost += 1;
+        }
     }
 
     /// A packet of a flow with no mapping: passed, refused, or mapped.
@@ -655,6 +681,7 @@ impl Nat {
         }
         cx.insert(FlowState::Nat(m));
         cx.set_timeout(self.timeout(&m, cx.emergency));
+        self.log(&m, true);
         self.counters.mappings += 1;
         self.counters.out += 1;
         Verdict::Forward
