@@ -581,25 +581,16 @@ fn live(
     }
 }
 
-/// Runs the chain as `a` says until its input ends or a signal stops it;
-/// writes `--json` and `--output`.
-pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
-    let Setup {
-        mut chain,
-        mut cfg,
-        packets,
-        ifaces,
-        sec,
-        steering,
-        io_memory,
-        ..
-    } = setup(a, crate::packets::Hold::Stream)?;
-    // output paths are checked before the run, not after it
-    for p in a.json.iter().chain(&a.output) {
-        crate::output::check(p)?;
-    }
+/// How the run stops: on signals, or — a pool node on BGP — its speaker
+/// drains the node's routes first. The speaker's control, if any.
+fn stopping(
+    a: &RunArgs,
+    sec: &RunSection,
+    ifaces: Option<&Vec<String>>,
+    cfg: &mut RunConfig,
+) -> anyhow::Result<Option<PathBuf>> {
     let bgp = sec.pool.as_ref().and_then(|p| p.bgp.as_ref());
-    let speaker = match (bgp, &ifaces) {
+    let speaker = match (bgp, ifaces) {
         (Some(b), Some(i)) => {
             let stem = a
                 .config
@@ -625,6 +616,27 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         }
         None => stop_on_signals()?,
     });
+    Ok(ctl)
+}
+
+/// Runs the chain as `a` says until its input ends or a signal stops it;
+/// writes `--json` and `--output`.
+pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
+    let Setup {
+        mut chain,
+        mut cfg,
+        packets,
+        ifaces,
+        sec,
+        steering,
+        io_memory,
+        ..
+    } = setup(a, crate::packets::Hold::Stream)?;
+    // output paths are checked before the run, not after it
+    for p in a.json.iter().chain(&a.output) {
+        crate::output::check(p)?;
+    }
+    let ctl = stopping(a, &sec, ifaces.as_ref(), &mut cfg)?;
     let _control = live(a, &sec, ifaces.is_some(), &mut cfg)?;
     let nat_log = nat_log(a, &sec, &mut chain)?;
     let what = match &ifaces {
