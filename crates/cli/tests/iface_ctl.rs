@@ -4,6 +4,10 @@
 //! each mapped one as the server sees it); `ctl flows delete` of one removes
 //! exactly it, whose next segment is then refused by the firewall as
 //! `ct_invalid` (mid-stream, no SYN) while the others still carry data.
+//! Then live reload: while 100 downloads run, the configuration is reloaded
+//! with a changed ACL, and a broken file is refused — every download arrives
+//! whole; afterwards an ACL line denying the client stops new connections
+//! while a connection opened before goes on.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -14,12 +18,14 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use netio::netns;
-use netio::testbed::{Bed, SERVER};
+use netio::testbed::{Bed, CLIENT, SERVER};
 
 mod common;
 use common::Running;
 
 const PORT: u16 = 7311;
+const DOWNLOAD: u16 = 7312;
+const BYTES: usize = 1_000_000;
 const CONNECTIONS: usize = 24;
 
 fn tmp(name: &str) -> PathBuf {
@@ -245,4 +251,173 @@ fn ctl_lists_exactly_the_servers_connections_and_deletes_one() {
         "{}",
         r["drops"]
     );
+}
+
+fn pattern(seed: u8) -> Vec<u8> {
+    (0..BYTES)
+        .map(|i| (i as u32 * 31 + u32::from(seed)) as u8)
+        .collect()
+}
+
+/// The download server: each connection gets `pattern(first byte)`.
+fn download_server(bed: &Bed) {
+    let ns = bed.server();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let l = TcpListener::bind((SERVER, DOWNLOAD)).unwrap();
+        tx.send(()).unwrap();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut seed = [0u8; 1];
+                if s.read_exact(&mut seed).is_ok() {
+                    let _ = s.write_all(&pattern(seed[0]));
+                }
+            });
+        }
+    });
+    rx.recv().unwrap();
+}
+
+/// FW → NAT whose ACL is `acl` (rules, one per line).
+fn chain(acl: &str) -> String {
+    format!(
+        "[[nf]]\nkind = \"firewall\"\nrules = \"\"\"\n{acl}\n\"\"\"\n\
+         [[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\nexternal = [\"203.0.113.0/24\"]\n"
+    )
+}
+
+/// `flowshift ctl --socket SOCK reload FILE`: whether it was applied, and
+/// what it said.
+fn reload(sock: &std::path::Path, file: &std::path::Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "reload"])
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn reload_while_downloads_run_breaks_none_and_a_new_acl_judges_new_connections() {
+    let Some(bed) = common::bed("fsrl") else {
+        return;
+    };
+    download_server(&bed);
+    let peers = server(&bed);
+    let allow = "allow tcp 10.0.0.0/8 -> any";
+    let cfg = tmp("reload-chain.toml");
+    std::fs::write(&cfg, chain(allow)).unwrap();
+    let sock = tmp("reload.sock");
+    let json = tmp("reload.json");
+    let mut run = Running::start(
+        &bed,
+        &cfg,
+        &[
+            "--control",
+            sock.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    run.wait_forwarding();
+
+    // 100 downloads while the configuration changes under them
+    let (ns, to) = (
+        bed.client(),
+        SocketAddr::new(SERVER.parse().unwrap(), DOWNLOAD),
+    );
+    let downloads = std::thread::spawn(move || common::downloads(&ns, to, 100, 4, pattern));
+    let changed = tmp("reload-changed.toml");
+    std::fs::write(
+        &changed,
+        chain(&format!("deny tcp 10.99.0.0/16 -> any\n{allow}")),
+    )
+    .unwrap();
+    let broken = tmp("reload-broken.toml");
+    std::fs::write(&broken, chain("allow tcp 10.0.0.0/8 ->")).unwrap();
+    let mut applied = 0;
+    while !downloads.is_finished() {
+        let (ok, said) = reload(&sock, &changed);
+        assert!(ok && said.contains("reloaded nf[0] firewall"), "{said}");
+        let (ok, said) = reload(&sock, &broken);
+        assert!(
+            !ok && said.contains("nf[0].rules"),
+            "a broken file is refused: {said}"
+        );
+        let (ok, said) = reload(&sock, &cfg);
+        assert!(ok, "{said}");
+        applied += 2;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    downloads.join().expect("every download arrives whole");
+    assert!(applied >= 2, "reloaded while the downloads ran");
+
+    // a connection opened before the client is denied goes on after
+    let mut held = connect_one(&bed);
+    let _ = peers.recv_timeout(Duration::from_secs(5)).unwrap();
+    let denied = tmp("reload-denied.toml");
+    std::fs::write(
+        &denied,
+        chain(&format!("deny tcp {CLIENT}/32 -> any\n{allow}")),
+    )
+    .unwrap();
+    let (ok, said) = reload(&sock, &denied);
+    assert!(ok, "{said}");
+    assert!(
+        echoes(&mut held, 7),
+        "an established connection keeps its state"
+    );
+    let refused = std::thread::spawn({
+        let ns = bed.client();
+        move || {
+            netns::enter(&ns).unwrap();
+            let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
+            TcpStream::connect_timeout(&to, Duration::from_secs(2)).is_err()
+        }
+    });
+    assert!(
+        refused.join().unwrap(),
+        "a new connection from the client is denied"
+    );
+    // and with the old file back, new connections pass again
+    let (ok, said) = reload(&sock, &cfg);
+    assert!(ok, "{said}");
+    let mut again = connect_one(&bed);
+    assert!(echoes(&mut again, 9));
+
+    drop((held, again));
+    let out = run.interrupt();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        r["drops"]["policy"].as_u64().unwrap() >= 1,
+        "{}",
+        r["drops"]
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("flowshift: reload refused"), "{err}");
+}
+
+/// One connection to the echo server from the client namespace.
+fn connect_one(bed: &Bed) -> TcpStream {
+    let ns = bed.client();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let to = SocketAddr::new(SERVER.parse().unwrap(), PORT);
+        let s = TcpStream::connect_timeout(&to, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    })
+    .join()
+    .unwrap()
 }

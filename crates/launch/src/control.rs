@@ -1,7 +1,7 @@
 //! The control socket of a running instance (`flowshift ctl` is its
 //! client): a Unix stream socket, one JSON request per line and one JSON
 //! answer per line. Requests: `{"cmd":"stats"}` (the live counters),
-//! `{"cmd":"flows","filter":"…"}` (the flow entries, [`runspec::inspect`]),
+//! `{"cmd":"flows","filter":"…"}` (the flow entries, [`runspec::control`]),
 //! `{"cmd":"delete","filter":"…"}` (delete them; an empty filter needs
 //! `"all":true`). Answers: `{"ok":true,…}` or `{"ok":false,"error":"…"}`.
 //!
@@ -20,9 +20,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use runspec::inspect::{FlowFilter, Inspector};
+use runspec::control::{Control, FlowFilter};
 use runspec::metrics::Metrics;
 use serde::{Deserialize, Serialize};
+
+use crate::reload::Reloader;
 
 /// Where interface runs put their socket by default, one per process
 /// (`<pid>.sock`); `flowshift ctl` finds it there.
@@ -52,6 +54,12 @@ pub enum Request {
         #[serde(default)]
         all: bool,
     },
+    /// Read the configuration file (this one, else the running one's) again
+    /// and apply it live.
+    Reload {
+        #[serde(default)]
+        file: Option<PathBuf>,
+    },
 }
 
 /// A socket being served; the file goes when this is dropped.
@@ -76,8 +84,9 @@ pub fn default_path() -> PathBuf {
 /// stale one is replaced) and serves requests from a thread.
 pub fn serve(
     path: &Path,
-    inspector: Arc<Inspector>,
+    cores: Arc<Control>,
     metrics: Arc<Metrics>,
+    reloader: Option<Arc<Reloader>>,
 ) -> anyhow::Result<Served> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
@@ -103,10 +112,14 @@ pub fn serve(
         .name("control".into())
         .spawn(move || {
             for s in l.incoming().flatten() {
-                let (i, m) = (inspector.clone(), metrics.clone());
+                let live = Live {
+                    cores: cores.clone(),
+                    metrics: metrics.clone(),
+                    reloader: reloader.clone(),
+                };
                 let _ = std::thread::Builder::new()
                     .name("control-conn".into())
-                    .spawn(move || connection(s, &i, &m));
+                    .spawn(move || connection(s, &live));
             }
         })?;
     Ok(Served {
@@ -114,8 +127,15 @@ pub fn serve(
     })
 }
 
+/// What a request reaches: the cores, the metrics, the reloader.
+struct Live {
+    cores: Arc<Control>,
+    metrics: Arc<Metrics>,
+    reloader: Option<Arc<Reloader>>,
+}
+
 /// Serves one connection's requests until it closes or idles.
-fn connection(s: UnixStream, inspector: &Inspector, metrics: &Metrics) {
+fn connection(s: UnixStream, live: &Live) {
     let _ = s.set_read_timeout(Some(IDLE));
     let Ok(mut w) = s.try_clone() else { return };
     let mut r = BufReader::new(s);
@@ -141,7 +161,7 @@ fn connection(s: UnixStream, inspector: &Inspector, metrics: &Metrics) {
             continue;
         }
         let answer = match serde_json::from_str::<Request>(&line) {
-            Ok(req) => answer(req, inspector, metrics),
+            Ok(req) => answer(req, live),
             Err(e) => error(&format!(
                 "not a request ({e}): send e.g. {{\"cmd\":\"flows\",\"filter\":\"tcp dport=80\"}}"
             )),
@@ -180,9 +200,26 @@ fn error(e: &str) -> serde_json::Value {
 }
 
 /// One request's answer.
-fn answer(req: Request, inspector: &Inspector, metrics: &Metrics) -> serde_json::Value {
+fn answer(req: Request, live: &Live) -> serde_json::Value {
     let (filter, delete) = match req {
-        Request::Stats => return serde_json::json!({ "ok": true, "stats": counters(metrics) }),
+        Request::Stats => {
+            return serde_json::json!({ "ok": true, "stats": counters(&live.metrics) })
+        }
+        Request::Reload { file } => {
+            let Some(r) = &live.reloader else {
+                return error("this run does not reload");
+            };
+            return match r.reload(file.as_deref()) {
+                Ok(done) => {
+                    eprintln!("flowshift: reload: {done}");
+                    serde_json::json!({ "ok": true, "reloaded": done })
+                }
+                Err(e) => {
+                    eprintln!("flowshift: reload refused: {e}");
+                    error(&e)
+                }
+            };
+        }
         Request::Flows { filter } => (filter, false),
         Request::Delete { filter, all } => {
             if filter.trim().is_empty() && !all {
@@ -195,7 +232,7 @@ fn answer(req: Request, inspector: &Inspector, metrics: &Metrics) -> serde_json:
         Ok(f) => f,
         Err(e) => return error(&e),
     };
-    match inspector.ask(&f, delete) {
+    match live.cores.ask(&f, delete) {
         Ok(a) if delete => serde_json::json!({
             "ok": true, "deleted": a.deleted, "offloaded": a.offloaded, "flows": a.rows,
         }),
@@ -275,7 +312,12 @@ mod tests {
     fn talk(lines: &[&str]) -> Vec<serde_json::Value> {
         let (a, b) = UnixStream::pair().unwrap();
         let t = std::thread::spawn(move || {
-            connection(b, &Inspector::default(), &Metrics::default());
+            let live = Live {
+                cores: Arc::default(),
+                metrics: Arc::default(),
+                reloader: None,
+            };
+            connection(b, &live);
         });
         let mut w = a.try_clone().unwrap();
         for l in lines {
@@ -332,10 +374,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fs-ctl-{}", std::process::id()));
         let path = dir.join("x.sock");
         let m = Arc::new(Metrics::default());
-        let first = serve(&path, Arc::default(), m.clone()).unwrap();
+        let first = serve(&path, Arc::default(), m.clone(), None).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "the owner's alone");
-        let e = serve(&path, Arc::default(), m.clone()).unwrap_err();
+        let e = serve(&path, Arc::default(), m.clone(), None).unwrap_err();
         assert!(e.to_string().contains("another flowshift serves it"), "{e}");
         let v = request(&path, &Request::Stats).unwrap();
         assert_eq!(v["ok"], true);
@@ -343,7 +385,7 @@ mod tests {
         assert!(!path.exists());
         // a file left by a killed instance
         std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let again = serve(&path, Arc::default(), m).unwrap();
+        let again = serve(&path, Arc::default(), m, None).unwrap();
         drop(again);
         let _ = std::fs::remove_dir_all(dir);
     }

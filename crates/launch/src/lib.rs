@@ -11,6 +11,7 @@
 //! - [`metrics`]: the Prometheus endpoint of `--metrics`.
 //! - [`control`]: the control socket `flowshift ctl` talks to.
 //! - [`natlog`]: NAT events logged as JSON lines or IPFIX (`--nat-log`).
+//! - [`reload`]: live reload of the configuration (`ctl reload`, SIGHUP).
 //! - [`speaker`]: a pool node's BGP speaker (`[pool.bgp]`).
 //! - [`forwarding`]: waiting for a child `flowshift run` to forward.
 
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod natlog;
 pub mod output;
 pub mod packets;
+pub mod reload;
 pub mod run;
 pub mod sim;
 pub mod speaker;

@@ -237,21 +237,14 @@ fn io_backend(flag: Option<IoArg>, io: &IoSection) -> anyhow::Result<netio::Io> 
 const IFACE_RING: usize = 4096;
 
 pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
-    let (mut chain_cfg, sec, base) = load(a.config.as_deref())?;
-    if let Some(ext) = &sec.nat_external {
-        for nf in &mut chain_cfg.nf {
-            if let nf::config::NfSection::Nat(n) = nf {
-                n.external.clone_from(ext);
-            }
-        }
-    }
+    let (chain_cfg, sec, base) = load(a.config.as_deref())?;
     let mut cfg = run_config(a, &sec)?;
     if cfg.workers == 0 || cfg.workers > runspec::MAX_CORES {
         // (the cores' own error, before shards are scaled to them)
         cfg.validate()?;
     }
     // shards the file left unset scale with the working cores
-    let chain = chain_cfg.build_for_cores(&base, cfg.workers)?;
+    let (chain_cfg, chain) = crate::reload::fitted(chain_cfg, &sec, cfg.workers, &base)?;
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
     cfg.rps = io_modes(a, &sec.io)?;
@@ -562,14 +555,20 @@ fn live(
         None => return Ok(None),
     };
     let metrics = cfg.metrics.get_or_insert_with(Default::default).clone();
-    let inspector = std::sync::Arc::new(runspec::inspect::Inspector::default());
-    match crate::control::serve(&path, inspector.clone(), metrics) {
+    let cores = std::sync::Arc::new(runspec::control::Control::default());
+    let reloader = std::sync::Arc::new(crate::reload::Reloader::new(
+        a.config.as_deref(),
+        cfg.workers,
+        cores.clone(),
+    )?);
+    match crate::control::serve(&path, cores.clone(), metrics, Some(reloader.clone())) {
         Ok(s) => {
             eprintln!(
                 "flowshift: control socket {} (flowshift ctl)",
                 path.display()
             );
-            cfg.inspector = Some(inspector);
+            cfg.control = Some(cores);
+            crate::reload::on_sighup(reloader)?;
             Ok(Some(s))
         }
         // the default place may be closed to this user: say so, run on

@@ -1250,6 +1250,34 @@ impl Chain {
         });
     }
 
+    /// A live reload: NFs `which` take the configuration of `new`'s NFs at
+    /// the same places ([`Nf::reload`]), all or none (an error names the NF
+    /// that cannot and nothing changes). `new` must have the same NFs in the
+    /// same order.
+    pub fn reload_nfs(&mut self, new: &Chain, which: &[usize]) -> Result<(), String> {
+        if new.nfs.len() != self.nfs.len()
+            || new
+                .nfs
+                .iter()
+                .zip(&self.nfs)
+                .any(|(a, b)| a.kind() != b.kind())
+        {
+            return Err("the chain's NFs cannot be added, removed or reordered live".into());
+        }
+        // every NF first on a copy, so a refusal changes nothing
+        let mut trial: Vec<Box<dyn Nf>> = which.iter().map(|&i| self.nfs[i].instance()).collect();
+        for (t, &i) in trial.iter_mut().zip(which) {
+            t.reload(new.nfs[i].as_ref())
+                .map_err(|e| format!("nf[{i}] ({}): {e}", self.nfs[i].name()))?;
+        }
+        for &i in which {
+            self.nfs[i]
+                .reload(new.nfs[i].as_ref())
+                .expect("as on the copy");
+        }
+        Ok(())
+    }
+
     /// Sends every NF's events (NAT mappings created and deleted) to `hub`,
     /// in this chain and the instances made from it from then on.
     pub fn log_events(&mut self, hub: &std::sync::Arc<crate::nat::EventHub>) {

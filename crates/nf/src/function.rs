@@ -125,6 +125,17 @@ pub trait Nf: Send + Any {
     /// Takes every core's snapshot (its own among them) as its merged view:
     /// decisions (thresholds) are made on it until the next merge.
     fn merge_shared(&mut self, _all: &[Shared]) {}
+    /// A live reload: takes `new`'s configuration (an NF of the same kind,
+    /// built from the new configuration file), keeping its own per-flow and
+    /// per-shard state and its counters; the packets after it are judged by
+    /// the new configuration. An error (nothing changed) for an NF whose
+    /// configuration cannot change while traffic flows. Default: cannot.
+    fn reload(&mut self, _new: &dyn Nf) -> Result<(), String> {
+        Err(format!(
+            "a {} cannot change while traffic flows (restart to apply it)",
+            self.kind()
+        ))
+    }
 }
 
 impl dyn Nf {

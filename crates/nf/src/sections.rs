@@ -57,6 +57,13 @@ macro_rules! sections {
 
             /// The `kind`s flowshift knows.
             pub const KINDS: &'static [&'static str] = &[$($name,)*];
+
+            /// This table's `kind`.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(NfSection::$kind(_) => $name,)*
+                }
+            }
         }
 
     };

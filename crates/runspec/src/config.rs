@@ -163,7 +163,7 @@ pub struct RunConfig {
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     /// Where a control thread asks the working cores for their flows
     /// (`flowshift ctl flows`).
-    pub inspector: Option<std::sync::Arc<crate::inspect::Inspector>>,
+    pub control: Option<std::sync::Arc<crate::control::Control>>,
     /// Parse and hash every frame of the trace before the run starts (the NIC
     /// model's per-packet work done at load time, as a NIC's DMA and RSS leave
     /// a frame): the NIC-model thread then only copies a packet, steers it by
@@ -469,7 +469,7 @@ impl Default for RunConfig {
             priority_dscp: 46,
             stop: None,
             metrics: None,
-            inspector: None,
+            control: None,
             presteer: false,
             rps: true,
             nic_threads: 1,

@@ -27,7 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
-pub mod inspect;
+pub mod control;
 pub mod metrics;
 mod report;
 mod tally;

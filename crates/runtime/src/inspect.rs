@@ -1,14 +1,27 @@
-//! A working core's answer to an operator's question about its flows
-//! (`flowshift ctl flows`, [`runspec::inspect`]): the entries of the shards
-//! whose objects it holds, deleted when asked. It runs between two bursts,
-//! on the core that owns the tables, so no lock guards them.
+//! A core's part of an operator's orders ([`runspec::control`]): a working
+//! core's answer to a question about its flows (`flowshift ctl flows`: the
+//! entries of the shards whose objects it holds, deleted when asked), and any
+//! core's part of a live reload. Each runs between two bursts, on the core
+//! that owns the tables and the chain, so no lock guards them.
 
-use runspec::inspect::{CoreAnswer, FlowRow, Query};
+use nf::Chain;
+use runspec::control::{CoreAnswer, FlowRow, Query, Reload};
 use state::EntryId;
 
 use crate::worker::Worker;
 
+/// A core's part of a live reload: its chain's NFs take the new
+/// configuration, between two bursts.
+pub(crate) fn reload(chain: &mut Chain, r: Reload) {
+    let _ = r.reply.send(chain.reload_nfs(&r.chain, &r.nfs));
+}
+
 impl Worker {
+    /// Its part of a live reload.
+    pub(crate) fn reload(&mut self, r: Reload) {
+        reload(&mut self.chain, r);
+    }
+
     /// Answers `q` (an answer nobody waits for any more is dropped).
     pub(crate) fn inspect(&mut self, q: Query) {
         let now = self.shared.now_ns();

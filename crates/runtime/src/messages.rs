@@ -21,9 +21,9 @@ pub(crate) enum ToWorker {
         ticket: Ticket,
         states: Vec<(ShardId, EntryIdx, Box<Leased>)>,
     },
-    /// An operator's question about the flows of the shards it owns
-    /// (`flowshift ctl flows`), answered between two bursts.
-    Inspect(runspec::inspect::Query),
+    /// An operator's order (`flowshift ctl`): a question about the flows of
+    /// the shards it owns, or a live reload; carried out between two bursts.
+    Order(runspec::control::Order),
 }
 
 /// Messages to the controller.

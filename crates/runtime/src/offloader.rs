@@ -42,6 +42,8 @@ pub(crate) struct Offloader {
     pub metrics: Option<(Arc<runspec::metrics::Metrics>, usize)>,
     /// Delayed merge of NF state shared across cores, if the chain has any.
     pub merging: Option<crate::merge::Merging>,
+    /// An operator's orders (a live reload).
+    pub orders: crossbeam_channel::Receiver<runspec::control::Order>,
 }
 
 impl Offloader {
@@ -63,6 +65,15 @@ impl Offloader {
             }
             if let Some(m) = &mut self.merging {
                 m.tick(self.shared.now_ns(), &mut self.chain);
+            }
+            while let Ok(o) = self.orders.try_recv() {
+                match o {
+                    runspec::control::Order::Reload(r) => {
+                        crate::inspect::reload(&mut self.chain, r)
+                    }
+                    // (flows are the working cores' to list)
+                    runspec::control::Order::Query(q) => drop(q),
+                }
             }
             let mut worked = 0;
             for (w, ring) in &mut self.rings {

@@ -268,6 +268,11 @@ struct Wiring {
     /// Per offloading core, (working core, its ring).
     offload_rx: Vec<Vec<(CoreId, Consumer<ToOffload>)>>,
     inbox: (Vec<Sender<ToWorker>>, Vec<Receiver<ToWorker>>),
+    /// An operator's orders to each offloading core.
+    orders: (
+        Vec<Sender<runspec::control::Order>>,
+        Vec<Receiver<runspec::control::Order>>,
+    ),
     ctl: (Sender<ToController>, Receiver<ToController>),
     /// Used packet buffers back to the NIC model, one ring per working then
     /// offloading core (none without `recycle`).
@@ -306,6 +311,7 @@ impl Wiring {
             offload_tx,
             offload_rx,
             inbox: (0..w).map(|_| crossbeam_channel::unbounded()).unzip(),
+            orders: (0..o).map(|_| crossbeam_channel::unbounded()).unzip(),
             ctl: crossbeam_channel::unbounded(),
         }
     }
@@ -467,6 +473,7 @@ impl Threads<'_> {
                         .merge
                         .clone()
                         .map(|b| crate::merge::Merging::new(b, w + k)),
+                    orders: wiring.orders.1[k].clone(),
                 };
                 if let Some(r) = give_back.next() {
                     off.sink.set_recycle(r);
@@ -509,7 +516,7 @@ impl Threads<'_> {
         let (_, ctl_rx) = wiring.ctl.clone();
         let controller = self.controller(&wiring, ctl_rx);
         let queues = std::mem::take(&mut wiring.queues.0);
-        let inboxes = wiring.inbox.0.clone();
+        let inboxes = (wiring.inbox.0.clone(), wiring.orders.0.clone());
         let buffers = crate::buffers::Buffers::new(std::mem::take(&mut wiring.recycle.1));
         drop(wiring);
         let opts = FeedOptions {
@@ -529,9 +536,9 @@ impl Threads<'_> {
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
         let _inspecting = cfg
-            .inspector
+            .control
             .as_ref()
-            .map(|i| Inspecting::attach(i, &inboxes, self.top.owner.len()));
+            .map(|i| Controlling::attach(i, &inboxes, self.top.owner.len()));
         let shared = self.shared;
         thread::scope(|sc| {
             let wh: Vec<_> = workers
@@ -599,30 +606,36 @@ impl Threads<'_> {
     }
 }
 
-/// The run's working cores attached to an [`Inspector`](runspec::inspect::Inspector)
+/// The run's working cores attached to an [`Control`](runspec::control::Control)
 /// while they run; detached when dropped.
-struct Inspecting<'a>(&'a runspec::inspect::Inspector);
+struct Controlling<'a>(&'a runspec::control::Control);
 
-impl<'a> Inspecting<'a> {
+impl<'a> Controlling<'a> {
     fn attach(
-        i: &'a runspec::inspect::Inspector,
-        inboxes: &[Sender<ToWorker>],
+        i: &'a runspec::control::Control,
+        (working, offloading): &(Vec<Sender<ToWorker>>, Vec<Sender<runspec::control::Order>>),
         shards: usize,
-    ) -> Inspecting<'a> {
-        let cores = inboxes
+    ) -> Controlling<'a> {
+        let working = working
             .iter()
             .map(|tx| {
                 let tx = tx.clone();
-                Box::new(move |q| tx.send(ToWorker::Inspect(q)).is_ok())
-                    as runspec::inspect::Deliver
+                Box::new(move |o| tx.send(ToWorker::Order(o)).is_ok()) as runspec::control::Deliver
             })
             .collect();
-        i.attach(cores, shards);
-        Inspecting(i)
+        let offloading = offloading
+            .iter()
+            .map(|tx| {
+                let tx = tx.clone();
+                Box::new(move |o| tx.send(o).is_ok()) as runspec::control::Deliver
+            })
+            .collect();
+        i.attach(working, offloading, shards);
+        Controlling(i)
     }
 }
 
-impl Drop for Inspecting<'_> {
+impl Drop for Controlling<'_> {
     fn drop(&mut self) {
         self.0.detach();
     }

@@ -655,7 +655,8 @@ impl Worker {
                 self.arrived_entries = Some(entries);
             }
             ToWorker::SetRatio { shard, ratio } => self.core.handle_ratio(shard, ratio),
-            ToWorker::Inspect(q) => self.inspect(q),
+            ToWorker::Order(runspec::control::Order::Query(q)) => self.inspect(q),
+            ToWorker::Order(runspec::control::Order::Reload(r)) => self.reload(r),
             ToWorker::SetOffloader { to } => self.core.handle_offloader(to),
             ToWorker::Returned { ticket, states } => {
                 let mut entries = Vec::with_capacity(states.len());

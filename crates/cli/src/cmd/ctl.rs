@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use launch::control::{self, Request};
-use runspec::inspect::FlowRow;
+use runspec::control::FlowRow;
 
 /// Options of `flowshift ctl`.
 #[derive(Args, Debug)]
@@ -41,6 +41,16 @@ pub enum CtlCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Reads the configuration file again (FILE, else the running one's) and
+    /// applies it while traffic flows: the NFs' rules change, flows keep their
+    /// state. A file that does not validate, or changes what cannot change
+    /// live (cores, shards, tables, the NFs in the chain, a NAT's pool), is
+    /// refused with its reason and the running configuration stays. SIGHUP
+    /// does the same with the running file.
+    Reload {
+        /// The new configuration file.
+        file: Option<PathBuf>,
+    },
 }
 
 pub fn run(a: CtlArgs) -> anyhow::Result<()> {
@@ -50,6 +60,10 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
     };
     let req = match a.command {
         CtlCommand::Stats => Request::Stats,
+        CtlCommand::Reload { file } => Request::Reload {
+            // the instance resolves paths from its own directory
+            file: file.map(|f| std::path::absolute(&f)).transpose()?,
+        },
         CtlCommand::Flows { terms, all } => match terms.split_first() {
             Some((d, rest)) if d == "delete" => Request::Delete {
                 filter: rest.join(" "),
@@ -72,6 +86,10 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     if a.json || v.get("stats").is_some() {
+        return Ok(());
+    }
+    if let Some(done) = v["reloaded"].as_str() {
+        eprintln!("flowshift: {done}");
         return Ok(());
     }
     if delete {
@@ -98,6 +116,9 @@ fn print(out: &mut impl Write, v: &serde_json::Value, json: bool) -> std::io::Re
         for (k, x) in stats {
             writeln!(out, "{k} {x}")?;
         }
+        return Ok(0);
+    }
+    if v.get("flows").is_none() {
         return Ok(0);
     }
     let rows: Vec<FlowRow> = serde_json::from_value(v["flows"].clone())?;

@@ -160,5 +160,17 @@ impl Nf for Firewall {
         cx.hit_done(hit)
     }
 
+    fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
+        let n = new
+            .as_any()
+            .downcast_ref::<Firewall>()
+            .ok_or("not a firewall")?;
+        // the rules judge new connections from now on; tracked ones keep
+        // their state (as nftables' `ct state established` does)
+        self.classifier = n.classifier.clone();
+        self.timeouts = n.timeouts.clone();
+        Ok(())
+    }
+
     counted_nf!(Firewall);
 }

@@ -131,5 +131,14 @@ impl Nf for Router {
         Verdict::Forward
     }
 
+    fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
+        let n = new
+            .as_any()
+            .downcast_ref::<Router>()
+            .ok_or("not a router")?;
+        self.table = n.table.clone();
+        Ok(())
+    }
+
     counted_nf!(Router);
 }

@@ -1,10 +1,11 @@
-//! Flow inspection of a running run (`flowshift ctl flows`): a filter on a
-//! flow's tuples, a flow entry as a row, and the [`Inspector`] through which
-//! a control thread asks every working core for the entries of the shards it
-//! owns — and deletes them when asked. A core answers between two bursts, so
-//! a question never stops the packet path for longer than one walk over the
-//! core's tables; a shard in transit between two cores at that instant is
-//! asked again until every shard has answered.
+//! An operator's link to a running run's cores (`flowshift ctl`): a filter
+//! on a flow's tuples, a flow entry as a row, and the [`Control`] through
+//! which a control thread asks every working core for the entries of the
+//! shards it owns — and deletes them when asked — or has every core swap NFs
+//! for newly configured ones (a live reload). A core answers between two
+//! bursts, so a question never stops the packet path for longer than one
+//! walk over the core's tables; a shard in transit between two cores at that
+//! instant is asked again until every shard has answered.
 
 use std::net::IpAddr;
 use std::sync::mpsc;
@@ -271,30 +272,96 @@ pub struct Answer {
     pub offloaded: u64,
 }
 
-/// Delivers a question to one working core (its inbox).
-pub type Deliver = Box<dyn Fn(Query) -> bool + Send + Sync>;
+/// Swap NFs of a core's chain for newly configured ones.
+pub struct Reload {
+    /// The new chain, an instance for this core.
+    pub chain: Box<nf::Chain>,
+    /// Which of its NFs replace the running ones (their configuration; the
+    /// running ones' state and counters stay).
+    pub nfs: Vec<usize>,
+    /// Where the core says it did.
+    pub reply: mpsc::Sender<Result<(), String>>,
+}
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reload {:?}", self.nfs)
+    }
+}
+
+/// What the control thread asks of a core.
+#[derive(Debug)]
+pub enum Order {
+    /// A question about its flows (working cores).
+    Query(Query),
+    /// A live reload (every core).
+    Reload(Reload),
+}
+
+/// Delivers an order to one core (its inbox).
+pub type Deliver = Box<dyn Fn(Order) -> bool + Send + Sync>;
+
+/// The cores a run attached: working, offloading, and the number of shards.
+type Attached = (Vec<Deliver>, Vec<Deliver>, usize);
 
 /// The rendezvous between a control thread and a run's working cores. The
 /// run attaches one [`Deliver`] per working core when its cores start and
 /// detaches them when they stop.
 #[derive(Default)]
-pub struct Inspector {
-    cores: Mutex<Option<(Vec<Deliver>, usize)>>,
+pub struct Control {
+    cores: Mutex<Option<Attached>>,
 }
 
-impl std::fmt::Debug for Inspector {
+impl std::fmt::Debug for Control {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Inspector")
+        f.write_str("Control")
     }
 }
 
 /// How long a request waits for the cores (a core answers between bursts).
 const WAIT: Duration = Duration::from_secs(5);
 
-impl Inspector {
-    /// The run's working cores, and its number of shards.
-    pub fn attach(&self, cores: Vec<Deliver>, shards: usize) {
-        *self.cores.lock().unwrap_or_else(|e| e.into_inner()) = Some((cores, shards));
+impl Control {
+    /// The run's working cores, its offloading cores, and its number of
+    /// shards.
+    pub fn attach(&self, working: Vec<Deliver>, offloading: Vec<Deliver>, shards: usize) {
+        *self.cores.lock().unwrap_or_else(|e| e.into_inner()) = Some((working, offloading, shards));
+    }
+
+    /// Every core swaps the NFs `nfs` of its chain for those of `chain`
+    /// (each core an instance of it), between two bursts; returns once every
+    /// core has (the number of cores).
+    pub fn reload(&self, chain: &nf::Chain, nfs: &[usize]) -> Result<usize, String> {
+        let guard = self.cores.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((working, offloading, _)) = guard.as_ref() else {
+            return Err("the run's cores are not running (starting or stopping)".into());
+        };
+        let (tx, rx) = mpsc::channel();
+        let mut asked = 0;
+        for deliver in working.iter().chain(offloading) {
+            let r = Reload {
+                chain: Box::new(chain.instance()),
+                nfs: nfs.to_vec(),
+                reply: tx.clone(),
+            };
+            asked += usize::from(deliver(Order::Reload(r)));
+        }
+        drop(tx);
+        let until = Instant::now() + WAIT;
+        for k in 0..asked {
+            let left = until.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(format!(
+                        "{} of {asked} cores did not take the new configuration within {WAIT:?}",
+                        asked - k
+                    ))
+                }
+            }
+        }
+        Ok(asked)
     }
 
     /// The run's cores have stopped.
@@ -306,7 +373,7 @@ impl Inspector {
     /// answered is asked for again until every shard has answered once.
     pub fn ask(&self, filter: &FlowFilter, delete: bool) -> Result<Answer, String> {
         let guard = self.cores.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((cores, shards)) = guard.as_ref() else {
+        let Some((cores, _, shards)) = guard.as_ref() else {
             return Err("the run's cores are not running (starting or stopping)".into());
         };
         let mut done = vec![false; *shards];
@@ -328,7 +395,7 @@ impl Inspector {
                     done: done.clone(),
                     reply: tx.clone(),
                 };
-                asked += usize::from(deliver(q));
+                asked += usize::from(deliver(Order::Query(q)));
             }
             drop(tx);
             let mut fresh = vec![false; *shards];
@@ -407,11 +474,12 @@ mod tests {
     fn shards_in_transit_are_asked_again_and_nothing_counts_twice() {
         // two cores over four shards; shard 3 is in transit at the first
         // question and arrives at core 1 for the second
-        let i = Inspector::default();
+        let i = Control::default();
         let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let core = |me: usize| -> Deliver {
             let asked = asked.clone();
-            Box::new(move |q: Query| {
+            Box::new(move |o: Order| {
+                let Order::Query(q) = o else { return false };
                 let round = asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) / 2;
                 let mut owned = if me == 0 { vec![0, 1] } else { vec![2] };
                 if me == 1 && round > 0 {
@@ -431,7 +499,7 @@ mod tests {
             i.ask(&FlowFilter::default(), false).is_err(),
             "not attached"
         );
-        i.attach(vec![core(0), core(1)], 4);
+        i.attach(vec![core(0), core(1)], Vec::new(), 4);
         let a = i.ask(&FlowFilter::default(), true).unwrap();
         assert_eq!(a.deleted, 4, "each shard once");
         assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 4);
