@@ -1065,3 +1065,58 @@ fn bench_shards_prints_a_row_per_shard_count() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--shards takes powers of two"));
 }
+
+#[test]
+fn nptv6_translates_a_generated_ipv6_trace_that_tshark_reads_clean() {
+    let (input, out, cfg, json) = (
+        tmp("npt-in.pcap"),
+        tmp("npt-out.pcap"),
+        tmp("npt.toml"),
+        tmp("npt.json"),
+    );
+    ok(&flowshift(&[
+        "gen",
+        "-o",
+        input.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "3000",
+        "--ipv6-share",
+        "1",
+    ]));
+    // the generator's clients are in fd00::/8, its servers in 2001:db8::/32
+    std::fs::write(
+        &cfg,
+        "[[nf]]\nkind = \"nptv6\"\ninside = \"fd00::/8\"\noutside = \"3f00::/8\"\n",
+    )
+    .unwrap();
+    ok(&flowshift(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    tshark_ok(&out);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let n = &r["nf"]["nptv6"];
+    assert!(n["outbound"].as_u64().unwrap() > 1_000, "{n}");
+    assert_eq!(r["packets_out"], r["packets_in"]);
+    // every packet from a client left with the outside prefix
+    let t = trace::read_pcap(&out).unwrap();
+    let mut translated = 0;
+    for (_, f) in t.iter() {
+        let info = wire::parse(f).unwrap();
+        if let std::net::IpAddr::V6(s) = info.tuple.src {
+            assert_ne!(s.segments()[0] >> 8, 0xfd, "an inside source left: {s}");
+            translated += u64::from(s.segments()[0] >> 8 == 0x3f);
+        }
+    }
+    assert_eq!(translated, n["outbound"].as_u64().unwrap());
+}

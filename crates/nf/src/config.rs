@@ -322,6 +322,29 @@ pub struct ChainConfig {
     pub nf: Vec<NfSection>,
 }
 
+/// NPTv6 rewrites IPv6 addresses without a second key for the flow (and its
+/// mapping does not keep a flow's RSS bucket, as the NAT's ports do): an NF
+/// keeping per-flow state in the same chain would see a translated flow's two
+/// directions as two flows, on two shards. Such a chain is refused.
+fn npt_alone(nfs: &[Box<dyn Nf>]) -> Result<(), ConfigError> {
+    let Some(i) = nfs.iter().position(|n| n.kind() == "nptv6") else {
+        return Ok(());
+    };
+    match nfs.iter().find(|n| n.state_kind() == crate::StateKind::PerFlow) {
+        None => Ok(()),
+        Some(n) => Err(field(
+            format!("nf[{i}]"),
+            format!(
+                "nptv6 rewrites IPv6 addresses statelessly: `{}` ({}) keeps per-flow state and would \
+                 see a translated flow's two directions as two flows; run NPTv6 in a chain of \
+                 stateless NFs (router, monitor)",
+                n.name(),
+                n.kind()
+            ),
+        )),
+    }
+}
+
 impl ChainConfig {
     /// Scales what the file left unset to `workers` working cores:
     /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 1 024) and,
@@ -420,6 +443,7 @@ impl ChainConfig {
         for (i, n) in self.nf.iter().enumerate() {
             nfs.push(n.build(i, base, (s.buckets(), s.shards()))?);
         }
+        npt_alone(&nfs)?;
         let capacity = self.capacity_within_memcap(&nfs, policy)?;
         let rules = match &s.rules {
             None => None,

@@ -35,6 +35,9 @@ macro_rules! with_nf_kinds {
             /// Streaming IDS: matcher states per flow (boxed: the other NFs' states
             /// fit in 16 bytes, and a flow entry's slot is as large as the largest).
             Ids = "ids": crate::ids::IdsSection, flow Ids(Box<crate::ids::flow::IdsFlow>);
+            /// NPTv6 (RFC 6296): stateless, checksum-neutral IPv6 prefix
+            /// translation.
+            Nptv6 = "nptv6": crate::nptv6::Nptv6Section;
         }
     };
 }

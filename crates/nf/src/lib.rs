@@ -67,6 +67,7 @@ pub mod lb;
 pub mod monitor;
 pub mod nat;
 mod nflow;
+pub mod nptv6;
 mod packet;
 pub mod router;
 mod sections;

@@ -60,11 +60,14 @@ pub enum DropCause {
     /// A packet for a pool node's spill node (spill-over) that its socket
     /// refused.
     SpillFailed,
+    /// An IPv6 address NPTv6 cannot map: its subnet word is 0xFFFF (RFC 6296
+    /// §3.5: 0xFFFF and 0x0000 are the same one's-complement number).
+    NptUnmappable,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 20] = [
+    pub const ALL: [DropCause; 21] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -85,6 +88,7 @@ impl DropCause {
         DropCause::IdsBlacklisted,
         DropCause::ReplicaInvalid,
         DropCause::SpillFailed,
+        DropCause::NptUnmappable,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -110,6 +114,7 @@ impl DropCause {
             DropCause::IdsBlacklisted => "ids_blacklisted",
             DropCause::ReplicaInvalid => "replica_invalid",
             DropCause::SpillFailed => "spill_failed",
+            DropCause::NptUnmappable => "npt_unmappable",
         }
     }
 
