@@ -14,7 +14,6 @@
 //! policy = "refuse"       # or "evict-unassured"
 //! evict_min_age = "1s"    # evict-unassured spares unassured flows younger than this
 //! timer_tick = "10ms"
-//! fast_entries = 0        # GranularNF fast table of the hottest flows; 0 = none
 //! preallocate = false     # the index at its capacity at once (else it doubles with the flows)
 //! layout = "shared"       # or "per-nf": each NF finds its flow through its own index
 //! emergency_high = 0.9    # emergency mode (short timeouts for unassured flows)
@@ -258,8 +257,9 @@ pub struct TableSection {
     /// Timer resolution.
     #[serde(with = "duration")]
     pub timer_tick: core::time::Duration,
-    /// Flows in the fast table in front of the shard's table (0 = none).
-    pub fast_entries: usize,
+    /// Refused with its reason unless 0: the fast table (GranularNF §3) was
+    /// removed (measured slower than the index alone, docs/MEASURED.md).
+    pub fast_entries: Option<usize>,
     /// Emergency mode from this share of the capacity on (1 = only when full;
     /// 0 = never): unassured flows get the NFs' short emergency timeouts.
     pub emergency_high: f64,
@@ -288,7 +288,7 @@ impl Default for TableSection {
             capacity: None,
             policy: TablePolicy::Refuse,
             timer_tick: core::time::Duration::from_millis(10),
-            fast_entries: 0,
+            fast_entries: None,
             emergency_high: 0.9,
             emergency_low: 0.8,
             evict_min_age: core::time::Duration::from_secs(1),
@@ -463,7 +463,6 @@ impl ChainConfig {
                 capacity,
                 policy,
                 tick_ns: self.table.timer_tick.as_nanos().max(1) as u64,
-                fast_entries: self.table.fast_entries,
                 evict_min_age_ns: self
                     .table
                     .evict_min_age
@@ -530,10 +529,11 @@ impl ChainConfig {
                 ),
             ));
         }
-        if self.table.fast_entries > self.table.capacity().min(1 << 20) {
+        if self.table.fast_entries.is_some_and(|n| n > 0) {
             return Err(field(
                 "table.fast_entries",
-                "must be at most the capacity (and 2^20): it caches the hottest of them",
+                "the fast table was removed: in front of the index it made the chain slower \
+                 (×0.6 at 100 K and 1 M Zipf flows; docs/MEASURED.md): delete the line",
             ));
         }
         let (high, low) = (self.table.emergency_high, self.table.emergency_low);
@@ -572,7 +572,6 @@ impl ChainConfig {
                         1
                     },
                     policy,
-                    fast_entries: self.table.fast_entries,
                     // the per-NF layout's own indexes, one per NF keeping
                     // entries after the first
                     own_indexes: match self.table.layout {

@@ -535,7 +535,7 @@ impl Threads<'_> {
         };
         let hasher = self.chain.hasher().clone();
         let feeder_cpu = self.cpu(w + o);
-        let _inspecting = cfg
+        let _controlling = cfg
             .control
             .as_ref()
             .map(|i| Controlling::attach(i, &inboxes, self.top.owner.len()));
@@ -606,7 +606,7 @@ impl Threads<'_> {
     }
 }
 
-/// The run's working cores attached to an [`Control`](runspec::control::Control)
+/// The run's cores attached to a [`Control`](runspec::control::Control)
 /// while they run; detached when dropped.
 struct Controlling<'a>(&'a runspec::control::Control);
 

@@ -18,7 +18,6 @@
 //!
 //! Pure logic: no threads, no clocks, no I/O. Time is always an argument (ns).
 
-mod fast;
 mod key;
 pub mod merge;
 mod prefetch;
@@ -26,7 +25,6 @@ pub use prefetch::prefetch;
 mod table;
 mod wheel;
 
-pub use fast::FastStats;
 pub use key::{Dir, FlowKey, Side};
 pub use table::{
     CapPolicy, Detached, EntryId, Exits, FlowTable, Image, IndexHash, InsertError, Lookup, Probe,

@@ -11,7 +11,6 @@ pub use image::Image;
 
 use index::{Index, EMPTY, MOVED};
 
-use crate::fast::{FastStats, FastTable, Place};
 use crate::prefetch::prefetch;
 use crate::{Dir, FlowKey, Side, TimerWheel};
 
@@ -73,9 +72,6 @@ pub struct TableConfig {
     pub wheel_slots: usize,
     /// What the index is keyed by.
     pub index: IndexHash,
-    /// Flows kept in the fast table in front of the index (GranularNF's fast
-    /// table, see [`fast`](crate::fast)); 0 = none. Rounded up to a power of two.
-    pub fast_entries: usize,
     /// `EvictUnassured` evicts only unassured flows at least this old (by the
     /// time of [`note_time`](FlowTable::note_time)): a younger one may have its
     /// answer on the way, so the new flow is refused instead.
@@ -99,7 +95,6 @@ impl Default for TableConfig {
             tick_ns: 10_000_000,
             wheel_slots: 4096,
             index: IndexHash::Key,
-            fast_entries: 0,
             evict_min_age_ns: 0,
             preallocate: false,
             own_indexes: 0,
@@ -289,11 +284,6 @@ pub struct FlowTable<S> {
     wheel: TimerWheel<(u32, u32)>,
     due: Vec<(u64, (u32, u32))>,
     stats: TableStats,
-    fast: Option<Box<FastTable>>,
-    /// With a fast table: slow-table lookups per entry this period.
-    heat: Vec<u16>,
-    /// Scratch for the refresh.
-    hottest: Vec<(u32, u32)>,
 }
 
 /// Where a key's lookup in one table starts ([`FlowTable::probe`]): its
@@ -341,8 +331,7 @@ impl<S: Slot> FlowTable<S> {
             // up to 3 wheel items per entry before stale ones are dropped
             + 3 * std::mem::size_of::<(u64, (u32, u32))>()
             + std::mem::size_of::<u32>()
-            + queue
-            + if cfg.fast_entries > 0 { 2 } else { 0 };
+            + queue;
         let wheel = cfg.wheel_slots.max(1).next_power_of_two() as u64 * 24;
         index * (1 + cfg.own_indexes as u64) + cfg.capacity as u64 * entry as u64 + wheel
     }
@@ -383,9 +372,6 @@ impl<S: Slot> FlowTable<S> {
             now_ns: 0,
             due: Vec::new(),
             stats: TableStats::default(),
-            fast: (cfg.fast_entries > 0).then(|| Box::new(FastTable::new(cfg.fast_entries))),
-            heat: Vec::new(),
-            hottest: Vec::new(),
             cfg,
         }
     }
@@ -410,16 +396,6 @@ impl<S: Slot> FlowTable<S> {
         &self.stats
     }
 
-    /// The fast table's counters (`None` without one).
-    pub fn fast_stats(&self) -> Option<&FastStats> {
-        self.fast.as_ref().map(|f| f.stats())
-    }
-
-    /// Flows the fast table holds at most (0 without one).
-    pub fn fast_capacity(&self) -> usize {
-        self.fast.as_ref().map_or(0, |f| f.capacity())
-    }
-
     /// The index hash of a key whose RSS hash is `rss`.
     #[inline]
     fn ih(&self, key: &FlowKey, rss: u32) -> u32 {
@@ -439,120 +415,7 @@ impl<S: Slot> FlowTable<S> {
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, side: Side, rss_hash: u32) -> Option<Lookup> {
         let hash = self.ih(key, rss_hash);
-        self.lookup_hashed(self.home(hash), key, side, hash)
-    }
-
-    /// The fast table first (when there is one), then the index; a flow found in
-    /// the index is offered to the fast table.
-    #[inline]
-    fn lookup_hashed(
-        &mut self,
-        home: usize,
-        key: &FlowKey,
-        side: Side,
-        hash: u32,
-    ) -> Option<Lookup> {
-        if let Some(f) = self.fast.as_deref_mut() {
-            if f.refresh_due() {
-                self.refresh_fast();
-            }
-            let f = self.fast.as_deref_mut().expect("fast table");
-            if let Some(h) = f.get(hash, key, side) {
-                if h.newly_assured {
-                    self.meta[h.id as usize].assured = true;
-                }
-                return Some(Lookup {
-                    id: EntryId(h.id),
-                    dir: h.dir,
-                    gen: h.gen,
-                });
-            }
-            return self.slow_and_offer(home, key, side, hash);
-        }
-        self.lookup_from(home, key, side, hash)
-    }
-
-    /// The index lookup after a fast-table miss; a flow found counts one towards
-    /// the next refresh.
-    #[inline]
-    fn slow_and_offer(
-        &mut self,
-        home: usize,
-        key: &FlowKey,
-        side: Side,
-        hash: u32,
-    ) -> Option<Lookup> {
-        let l = self.lookup_from(home, key, side, hash)?;
-        let h = &mut self.heat[l.id.0 as usize];
-        *h = h.saturating_add(1);
-        Some(l)
-    }
-
-    /// Rebuilds the fast table from the period's counts: the hottest entries seen
-    /// at least twice, hottest first, each with its key and alias key.
-    #[cold]
-    fn refresh_fast(&mut self) {
-        let Some(f) = self.fast.as_deref_mut() else {
-            return;
-        };
-        for (id, hits) in f.counts() {
-            let h = &mut self.heat[id as usize];
-            *h = u16::try_from(u32::from(*h) + hits).unwrap_or(u16::MAX);
-        }
-        let hottest = &mut self.hottest;
-        hottest.clear();
-        hottest.extend(
-            self.heat
-                .iter()
-                .enumerate()
-                .filter(|(_, &h)| h >= 2)
-                .map(|(id, &h)| (u32::from(h), id as u32)),
-        );
-        let cap = f.capacity();
-        if hottest.len() > cap {
-            hottest.select_nth_unstable_by(cap, |a, b| b.0.cmp(&a.0));
-            hottest.truncate(cap);
-        }
-        hottest.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        f.clear();
-        for &(_, id) in hottest.iter() {
-            let m = &self.meta[id as usize];
-            if !m.live {
-                continue;
-            }
-            let ih = match self.cfg.index {
-                IndexHash::Rss => m.hash,
-                IndexHash::Key => m.key.index_mix(),
-            };
-            f.place(Place {
-                hash: ih,
-                key: m.key,
-                id,
-                gen: m.gen,
-                orig: m.orig,
-                alias: false,
-                assured: m.assured,
-            });
-            if m.has_alias {
-                let (k, h) = self.aliases[id as usize];
-                f.place(Place {
-                    hash: match self.cfg.index {
-                        IndexHash::Rss => h,
-                        IndexHash::Key => k.index_mix(),
-                    },
-                    key: k,
-                    id,
-                    gen: m.gen,
-                    orig: match m.alias_side {
-                        Side::Lo => Side::Hi,
-                        Side::Hi => Side::Lo,
-                    },
-                    alias: true,
-                    assured: m.assured,
-                });
-            }
-        }
-        self.heat.fill(0);
+        self.lookup_from(self.home(hash), key, side, hash)
     }
 
     #[inline]
@@ -647,9 +510,6 @@ impl<S: Slot> FlowTable<S> {
         // (the home again: the index may have doubled since the probe, when
         // the burst inserted flows)
         let home = self.home(ih);
-        if self.fast.is_some() {
-            return self.lookup_hashed(home, key, side, ih);
-        }
         // the index probe of `lookup_from`, for a key's own entry, inline: the
         // first bucket whose signature matches, then its key (the loop
         // touches no key, so the compiler keeps none of its words across it);
@@ -737,14 +597,10 @@ impl<S: Slot> FlowTable<S> {
 
     /// Looks up a burst in passes so the cache misses of the burst overlap: first
     /// prefetch every request's home bucket, then probe each (its bucket is in
-    /// flight or cached by then) and finish it. With a fast table, the fast sets are
-    /// prefetched first and probed, and only the requests they miss go on to the
-    /// index. Same results as [`lookup`](Self::lookup), in order.
+    /// flight or cached by then) and finish it. Same results as
+    /// [`lookup`](Self::lookup), in order.
     pub fn lookup_batch(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
         out.clear();
-        if self.fast.is_some() {
-            return self.lookup_batch_fast(reqs, out);
-        }
         let mut homes = [(0usize, 0u32); 64];
         for chunk in reqs.chunks(homes.len()) {
             for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
@@ -800,59 +656,6 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    fn lookup_batch_fast(&mut self, reqs: &[(FlowKey, Side, u32)], out: &mut Vec<Option<Lookup>>) {
-        const MISS: usize = usize::MAX;
-        let mut homes = [(0usize, 0u32); 64];
-        for chunk in reqs.chunks(homes.len()) {
-            let base = out.len();
-            if self.fast.as_deref().is_some_and(|f| f.refresh_due()) {
-                self.refresh_fast();
-            }
-            let fast = self.fast.as_deref_mut().expect("fast table");
-            for (h, (k, _, rss)) in homes.iter_mut().zip(chunk) {
-                let ih = match self.cfg.index {
-                    IndexHash::Rss => *rss,
-                    IndexHash::Key => k.index_mix(),
-                };
-                *h = (0, ih);
-                prefetch(fast.set_ptr(ih));
-            }
-            // fast hits are answered now (and their state prefetched); misses get
-            // their index bucket prefetched
-            for (h, (k, s, _)) in homes.iter_mut().zip(chunk) {
-                let fast = self.fast.as_deref_mut().expect("fast table");
-                match fast.get(h.1, k, *s) {
-                    Some(hit) => {
-                        if hit.newly_assured {
-                            self.meta[hit.id as usize].assured = true;
-                        }
-                        prefetch(&self.slots[hit.id as usize * self.cfg.slots]);
-                        h.0 = MISS;
-                        out.push(Some(Lookup {
-                            id: EntryId(hit.id),
-                            dir: hit.dir,
-                            gen: hit.gen,
-                        }));
-                    }
-                    None => {
-                        h.0 = self.home(h.1);
-                        prefetch(self.index.now.addr(h.0));
-                        out.push(None);
-                    }
-                }
-            }
-            for (h, _) in homes.iter().take(chunk.len()) {
-                if *h != MISS {
-                    self.prefetch_hit(*h);
-                }
-            }
-            for (j, ((h, ih), (k, s, _))) in homes.iter().zip(chunk).enumerate() {
-                if *h != MISS {
-                    out[base + j] = self.slow_and_offer(*h, k, *s, *ih);
-                }
-            }
-        }
-    }
     /// Creates an entry for a new flow whose first packet came from `side`. When
     /// the table is full the policy applies; an evicted entry's non-empty slots are
     /// handed to `release(entry, nf, state)` first.
@@ -902,9 +705,6 @@ impl<S: Slot> FlowTable<S> {
                 if self.cfg.keys_per_entry > 1 {
                     self.aliases.push((FlowKey::default(), 0));
                 }
-                if self.fast.is_some() {
-                    self.heat.push(0);
-                }
                 self.slots.extend((0..n).map(|_| Cell::default()));
                 self.exits.push(Exits::default());
                 id
@@ -922,9 +722,6 @@ impl<S: Slot> FlowTable<S> {
         m.has_alias = false;
         m.pinned = false;
         let gen = m.gen;
-        if let Some(h) = self.heat.get_mut(id as usize) {
-            *h = 0;
-        }
         let ih = self.ih(&key, hash);
         self.index_insert(pack(ih, id, false), ih);
         self.push_unassured(id, gen);
@@ -952,9 +749,6 @@ impl<S: Slot> FlowTable<S> {
         self.slots.reserve_exact(more * n);
         if self.cfg.keys_per_entry > 1 {
             self.aliases.reserve_exact(more);
-        }
-        if self.fast.is_some() {
-            self.heat.reserve_exact(more);
         }
     }
 
@@ -1038,7 +832,7 @@ impl<S: Slot> FlowTable<S> {
         if self.meta[i].has_alias {
             let (k, h) = self.aliases[i];
             let ih = self.ih(&k, h);
-            self.index_remove(pack(ih, id.0, true), ih);
+            self.index_remove(pack(ih, id.0, true));
             self.meta[i].has_alias = false;
         }
     }
@@ -1064,10 +858,7 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    fn index_remove(&mut self, packed: u64, hash: u32) {
-        if let Some(f) = self.fast.as_deref_mut() {
-            f.invalidate(hash, (packed & ID_MASK) as u32, packed & ALIAS_BIT != 0);
-        }
+    fn index_remove(&mut self, packed: u64) {
         let found = self.index.remove(packed);
         debug_assert!(found, "removing a key that is not indexed");
         for o in &mut self.own {
@@ -1132,7 +923,7 @@ impl<S: Slot> FlowTable<S> {
             return;
         }
         let ih = self.ih(&self.meta[i].key, self.meta[i].hash);
-        self.index_remove(pack(ih, id.0, false), ih);
+        self.index_remove(pack(ih, id.0, false));
         self.drop_alias(id);
         let n = self.cfg.slots;
         for s in &mut self.slots[i * n..(i + 1) * n] {

@@ -56,8 +56,8 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
-    fn table_matches_a_model(ops in prop::collection::vec(op(), 1..400), fast in prop_oneof![Just(0usize), Just(4), Just(64)], own in 0usize..3) {
-        let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { fast_entries: fast, own_indexes: own, ..cfg(1000, CapPolicy::Refuse) });
+    fn table_matches_a_model(ops in prop::collection::vec(op(), 1..400), own in 0usize..3) {
+        let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig { own_indexes: own, ..cfg(1000, CapPolicy::Refuse) });
         let mut model: HashMap<u32, EntryId> = HashMap::new();
         let mut aliased: HashMap<u32, u32> = HashMap::new(); // alias key index -> flow
         for op in ops {
@@ -134,111 +134,6 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
-    /// A table with a fast table answers every lookup exactly as one without:
-    /// same entry, direction and generation, same assured marks, same evictions —
-    /// under inserts, removals, aliases, both directions and a full table that
-    /// evicts unassured flows.
-    #[test]
-    fn fast_table_is_invisible(ops in prop::collection::vec((0u8..5, 0u32..120, any::<bool>()), 1..600)) {
-        let mk = |fast| FlowTable::<Option<u32>>::new(TableConfig {
-            fast_entries: fast,
-            ..cfg(60, CapPolicy::EvictUnassured)
-        });
-        let (mut slow, mut fast) = (mk(0), mk(4));
-        let mut ids: HashMap<u32, EntryId> = HashMap::new();
-        for (what, i, rev) in ops {
-            let t = if rev { tuple(i).reversed() } else { tuple(i) };
-            let (k, s) = FlowKey::of(&t);
-            let h = weak_hash(i);
-            match what {
-                0 => {
-                    let a = slow.lookup(&k, s, h);
-                    let b = fast.lookup(&k, s, h);
-                    prop_assert_eq!(a, b);
-                    if a.is_none() {
-                        let a = slow.insert(k, s, h, |_, _, _| {});
-                        let b = fast.insert(k, s, h, |_, _, _| {});
-                        prop_assert_eq!(a, b);
-                        if let Ok(id) = a {
-                            *slow.slot_mut(id, 0) = Some(i);
-                            *fast.slot_mut(id, 0) = Some(i);
-                            ids.insert(i, id);
-                        }
-                    }
-                }
-                1 => {
-                    if let Some(id) = ids.remove(&i) {
-                        if slow.is_live(id) && slow.slot(id, 0) == &Some(i) {
-                            slow.remove(id);
-                            fast.remove(id);
-                        }
-                    }
-                }
-                2 => {
-                    if let Some(&id) = ids.get(&i) {
-                        if slow.is_live(id) && slow.slot(id, 0) == &Some(i) {
-                            let a = tuple(i + 10_000);
-                            let (ka, sa) = FlowKey::of(&if rev { a.reversed() } else { a });
-                            let found = slow.lookup(&ka, sa, weak_hash(i + 10_000));
-                            prop_assert_eq!(found, fast.lookup(&ka, sa, weak_hash(i + 10_000)));
-                            if found.is_none() {
-                                slow.add_alias(id, 1, ka, sa, weak_hash(i + 10_000));
-                                fast.add_alias(id, 1, ka, sa, weak_hash(i + 10_000));
-                            }
-                        }
-                    }
-                }
-                3 => {
-                    let a = tuple(i + 10_000);
-                    let (ka, sa) = FlowKey::of(&if rev { a.reversed() } else { a });
-                    prop_assert_eq!(slow.lookup(&ka, sa, weak_hash(i + 10_000)), fast.lookup(&ka, sa, weak_hash(i + 10_000)));
-                }
-                _ => {
-                    for _ in 0..4 {
-                        prop_assert_eq!(slow.lookup(&k, s, h), fast.lookup(&k, s, h));
-                    }
-                }
-            }
-            prop_assert_eq!(slow.len(), fast.len());
-            prop_assert_eq!(slow.stats(), fast.stats());
-            for id in slow.entries() {
-                prop_assert_eq!(slow.is_assured(id), fast.is_assured(id));
-                prop_assert_eq!(slow.generation(id), fast.generation(id));
-            }
-        }
-    }
-}
-
-#[test]
-fn fast_table_answers_the_hot_flows() {
-    let mut t: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
-        fast_entries: 256,
-        ..cfg(5000, CapPolicy::Refuse)
-    });
-    for i in 0..3000 {
-        let (k, s) = FlowKey::of(&tuple(i));
-        t.insert(k, s, i.wrapping_mul(2_654_435_761), |_, _, _| {})
-            .unwrap();
-    }
-    // 10 hot flows get 90 % of 100 000 lookups, the rest spread over 3000; the
-    // first refresh comes after 64 × 256 lookups
-    for n in 0..100_000u32 {
-        let i = if n % 10 != 0 {
-            n % 10
-        } else {
-            10 + (n / 10) % 2990
-        };
-        let (k, s) = FlowKey::of(&tuple(i));
-        assert!(t.lookup(&k, s, i.wrapping_mul(2_654_435_761)).is_some());
-    }
-    let f = t.fast_stats().unwrap().clone();
-    assert_eq!(f.hits + f.misses, 100_000);
-    assert!(f.hits > 70_000, "{f:?}");
-    assert_eq!(t.fast_capacity(), 256);
-}
-
 #[test]
 fn batch_lookup_equals_single_lookups() {
     let mut t: FlowTable<Option<u32>> = FlowTable::new(cfg(5000, CapPolicy::Refuse));
@@ -257,22 +152,6 @@ fn batch_lookup_equals_single_lookups() {
     let single: Vec<_> = reqs.iter().map(|(k, s, h)| t.lookup(k, *s, *h)).collect();
     assert_eq!(out, single);
     assert_eq!(out.iter().filter(|o| o.is_some()).count(), 500);
-    // with a fast table, warmed so that bursts mix fast hits, slow hits and misses
-    let mut f: FlowTable<Option<u32>> = FlowTable::new(TableConfig {
-        fast_entries: 256,
-        ..cfg(5000, CapPolicy::Refuse)
-    });
-    for i in 0..3000 {
-        let (k, s) = FlowKey::of(&tuple(i));
-        f.insert(k, s, weak_hash(i), |_, _, _| {}).unwrap();
-    }
-    for _ in 0..20 {
-        let mut out = Vec::new();
-        f.lookup_batch(&reqs, &mut out);
-        assert_eq!(out, single);
-    }
-    let st = f.fast_stats().unwrap();
-    assert!(st.hits > 0 && st.misses > 0, "{st:?}");
 }
 
 #[test]
