@@ -261,12 +261,22 @@ fn counters(metrics: &Metrics) -> serde_json::Map<String, serde_json::Value> {
 /// The client's side: sends `req` to the socket at `path` and returns the
 /// answer, or the instance's error.
 pub fn request(path: &Path, req: &Request) -> anyhow::Result<serde_json::Value> {
-    let s = UnixStream::connect(path)
-        .with_context(|| format!("control socket {}: cannot connect", path.display()))?;
+    let s = UnixStream::connect(path).with_context(|| {
+        format!(
+            "control socket {}: no flowshift answers there (not running, or stopped)",
+            path.display()
+        )
+    })?;
     let mut w = s.try_clone()?;
     writeln!(w, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line)?;
+    if line.is_empty() {
+        anyhow::bail!(
+            "control socket {}: the instance closed the connection without an answer (it is stopping)",
+            path.display()
+        );
+    }
     let v: serde_json::Value = serde_json::from_str(&line)
         .with_context(|| format!("control socket {}: not an answer", path.display()))?;
     if v["ok"] != serde_json::Value::Bool(true) {
