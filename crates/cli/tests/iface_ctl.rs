@@ -166,6 +166,12 @@ fn ctl_lists_exactly_the_servers_connections_and_deletes_one() {
         "the mapped endpoints, as the server sees them"
     );
     for r in listed["flows"].as_array().unwrap() {
+        // answers come from the server to the mapped endpoint
+        assert_eq!(r["reply"]["src"], r["translated"]["dst"], "{r}");
+        assert_eq!(r["reply"]["dst"], r["translated"]["src"], "{r}");
+        assert_eq!(r["reply"]["dport"], r["translated"]["sport"], "{r}");
+        // each echoed a moment ago
+        assert!(r["idle_ms"].as_u64().is_some_and(|ms| ms < 30_000), "{r}");
         assert_eq!(r["nfs"].as_array().unwrap().len(), 2, "{r}");
         assert!(
             r["nfs"][0]["state"]

@@ -32,6 +32,9 @@ pub struct EntryView {
     pub translated: Option<FiveTuple>,
     /// Both directions were seen.
     pub assured: bool,
+    /// ns since the flow's last packet left, when one has (by the stamps
+    /// the exit-order check keeps).
+    pub idle_ns: Option<u64>,
     /// Its NF states are with an offloading core at the moment (not shown,
     /// and the entry is not deleted while they are).
     pub offloaded: bool,
@@ -65,6 +68,10 @@ impl Chain {
             orig: image.key.tuple(image.orig),
             translated: image.alias.map(|(k, side, _, _)| k.tuple(side)),
             assured: image.assured,
+            idle_ns: match shard.table.last_exit(id) {
+                0 => None,
+                t => Some(now_ns.saturating_sub(t)),
+            },
             offloaded,
             nfs,
         }

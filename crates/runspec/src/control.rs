@@ -86,8 +86,12 @@ pub struct FlowRow {
     pub orig: Tuple,
     /// The original direction's tuple as it left the chain (a NAT's mapping).
     pub translated: Option<Tuple>,
+    /// The tuple answers carry on the wire (the translated one reversed).
+    pub reply: Tuple,
     /// Both directions were seen.
     pub assured: bool,
+    /// Milliseconds since the flow's last packet, when one has left.
+    pub idle_ms: Option<u64>,
     /// The flow's NF states are with an offloading core at the moment.
     pub offloaded: bool,
     /// One per NF of the chain.
@@ -102,7 +106,9 @@ impl FlowRow {
             shard,
             orig: Tuple::from(&v.orig),
             translated: v.translated.as_ref().map(Tuple::from),
+            reply: Tuple::from(&v.translated.unwrap_or(v.orig).reversed()),
             assured: v.assured,
+            idle_ms: v.idle_ns.map(|n| n / 1_000_000),
             offloaded: v.offloaded,
             nfs: v
                 .nfs

@@ -1207,6 +1207,14 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
+    /// The arrival stamp of the last packet of entry `id` that left (its
+    /// exit order, either direction); 0 if none has yet.
+    pub fn last_exit(&self, id: EntryId) -> u64 {
+        self.exits
+            .get(id.0 as usize)
+            .map_or(0, |e| e.0[0].max(e.0[1]))
+    }
+
     /// True while the entry is detached.
     pub fn is_detached(&self, id: EntryId) -> bool {
         self.meta[id.0 as usize].pinned

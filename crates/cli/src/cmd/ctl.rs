@@ -141,6 +141,9 @@ fn line(r: &FlowRow) -> String {
         s += "  [offloaded]";
     }
     s += &format!("  core {} shard {}", r.core, r.shard);
+    if let Some(ms) = r.idle_ms {
+        s += &format!("  idle {:.1}s", ms as f64 / 1000.0);
+    }
     for n in &r.nfs {
         let Some(st) = &n.state else { continue };
         s += &format!("  {}: {st}", n.nf);
