@@ -45,6 +45,9 @@ pub enum Request {
     Flows {
         #[serde(default)]
         filter: String,
+        /// Rows at most (the others are counted in `matched`).
+        #[serde(default = "default_limit")]
+        limit: usize,
     },
     /// Delete the flow entries the filter holds for.
     Delete {
@@ -53,6 +56,9 @@ pub enum Request {
         /// Needed with an empty filter (every flow).
         #[serde(default)]
         all: bool,
+        /// Rows of deleted flows listed at most.
+        #[serde(default = "default_limit")]
+        limit: usize,
     },
     /// Read the configuration file (this one, else the running one's) again
     /// and apply it live.
@@ -60,6 +66,13 @@ pub enum Request {
         #[serde(default)]
         file: Option<PathBuf>,
     },
+}
+
+/// Rows an answer lists unless the request says otherwise.
+pub const LIMIT: usize = 100_000;
+
+fn default_limit() -> usize {
+    LIMIT
 }
 
 /// A socket being served; the file goes when this is dropped.
@@ -201,7 +214,7 @@ fn error(e: &str) -> serde_json::Value {
 
 /// One request's answer.
 fn answer(req: Request, live: &Live) -> serde_json::Value {
-    let (filter, delete) = match req {
+    let (filter, delete, limit) = match req {
         Request::Stats => {
             return serde_json::json!({ "ok": true, "stats": counters(&live.metrics) })
         }
@@ -220,23 +233,24 @@ fn answer(req: Request, live: &Live) -> serde_json::Value {
                 }
             };
         }
-        Request::Flows { filter } => (filter, false),
-        Request::Delete { filter, all } => {
+        Request::Flows { filter, limit } => (filter, false, limit),
+        Request::Delete { filter, all, limit } => {
             if filter.trim().is_empty() && !all {
                 return error("deleting every flow needs `all` (ctl flows delete --all)");
             }
-            (filter, true)
+            (filter, true, limit)
         }
     };
     let f = match FlowFilter::parse(&filter) {
         Ok(f) => f,
         Err(e) => return error(&e),
     };
-    match live.cores.ask(&f, delete) {
+    match live.cores.ask(&f, delete, limit) {
         Ok(a) if delete => serde_json::json!({
-            "ok": true, "deleted": a.deleted, "offloaded": a.offloaded, "flows": a.rows,
+            "ok": true, "deleted": a.deleted, "offloaded": a.offloaded, "matched": a.matched,
+            "flows": a.rows,
         }),
-        Ok(a) => serde_json::json!({ "ok": true, "flows": a.rows }),
+        Ok(a) => serde_json::json!({ "ok": true, "matched": a.matched, "flows": a.rows }),
         Err(e) => error(&e),
     }
 }

@@ -225,10 +225,10 @@ impl FlowFilter {
             && self.dport.is_none_or(|p| p == t.dst_port)
     }
 
-    /// True when the filter holds for the entry (its original tuple or its
-    /// translated one).
-    pub fn matches(&self, v: &nf::EntryView) -> bool {
-        v.matches(|t| self.holds(t))
+    /// True when the filter holds for a flow's original tuple or its
+    /// translated one.
+    pub fn matches(&self, orig: &FiveTuple, translated: Option<&FiveTuple>) -> bool {
+        self.holds(orig) || translated.is_some_and(|t| self.holds(t))
     }
 }
 
@@ -249,6 +249,13 @@ pub struct Query {
     /// Skip the shards already answered for (a question asked again for
     /// the shards that were in transit).
     pub done: Vec<bool>,
+    /// Per shard, the entry slot its walk goes on from (a table is walked a
+    /// bounded piece at a time: entries never change slots).
+    pub cursor: Vec<u32>,
+    /// Entries a core walks for this question at most, over its shards.
+    pub budget: usize,
+    /// Rows wanted at most (matching flows beyond are counted only).
+    pub rows_left: usize,
     /// Where the core answers.
     pub reply: mpsc::Sender<CoreAnswer>,
 }
@@ -256,10 +263,13 @@ pub struct Query {
 /// One working core's answer.
 #[derive(Debug, Default)]
 pub struct CoreAnswer {
-    /// The shards it owned when it answered.
-    pub shards: Vec<usize>,
-    /// Its matching flows.
+    /// The shards it holds: each walked to its end (`None`), or the slot
+    /// the walk goes on from.
+    pub shards: Vec<(usize, Option<u32>)>,
+    /// Its matching flows (up to the rows wanted).
     pub rows: Vec<FlowRow>,
+    /// Its matching flows, listed or not.
+    pub matched: u64,
     /// Flows it deleted.
     pub deleted: u64,
     /// Matching flows it could not delete: their states were with an
@@ -270,8 +280,10 @@ pub struct CoreAnswer {
 /// Every core's answer to one request.
 #[derive(Debug, Default)]
 pub struct Answer {
-    /// The matching flows, by shard.
+    /// The matching flows, by shard (at most the rows asked for).
     pub rows: Vec<FlowRow>,
+    /// Every matching flow, listed or not.
+    pub matched: u64,
     /// Flows deleted.
     pub deleted: u64,
     /// Matching flows not deleted (offloaded at the moment; ask again).
@@ -377,16 +389,17 @@ impl Control {
 
     /// Asks every working core; a shard that moved between cores while they
     /// answered is asked for again until every shard has answered once.
-    pub fn ask(&self, filter: &FlowFilter, delete: bool) -> Result<Answer, String> {
+    pub fn ask(&self, filter: &FlowFilter, delete: bool, limit: usize) -> Result<Answer, String> {
         let guard = self.cores.lock().unwrap_or_else(|e| e.into_inner());
         let Some((cores, _, shards)) = guard.as_ref() else {
             return Err("the run's cores are not running (starting or stopping)".into());
         };
         let mut done = vec![false; *shards];
+        let mut cursor = vec![0u32; *shards];
         let mut answer = Answer::default();
-        let until = Instant::now() + WAIT;
+        let mut since = Instant::now();
         while done.iter().any(|d| !d) {
-            if Instant::now() > until {
+            if since.elapsed() > WAIT {
                 let missing = done.iter().filter(|d| !**d).count();
                 return Err(format!(
                     "{missing} shard(s) did not answer within {WAIT:?} (a core is stuck or the run is stopping)"
@@ -399,34 +412,46 @@ impl Control {
                     filter: filter.clone(),
                     delete,
                     done: done.clone(),
+                    cursor: cursor.clone(),
+                    budget: WALK,
+                    rows_left: limit.saturating_sub(answer.rows.len()),
                     reply: tx.clone(),
                 };
                 asked += usize::from(deliver(Order::Query(q)));
             }
             drop(tx);
-            let mut fresh = vec![false; *shards];
+            let mut heard = vec![false; *shards];
             for _ in 0..asked {
-                let left = until.saturating_duration_since(Instant::now());
-                let Ok(a) = rx.recv_timeout(left) else { break };
-                for s in a.shards.iter().copied().filter(|&s| s < *shards) {
-                    fresh[s] = true;
+                let Ok(a) = rx.recv_timeout(WAIT) else { break };
+                for (s, next) in a.shards.into_iter().filter(|(s, _)| *s < *shards) {
+                    heard[s] = true;
+                    match next {
+                        None => done[s] = true,
+                        Some(c) => cursor[s] = c,
+                    }
                 }
                 answer.rows.extend(a.rows);
+                answer.matched += a.matched;
                 answer.deleted += a.deleted;
                 answer.offloaded += a.offloaded;
             }
-            let moved = fresh.iter().zip(&done).any(|(f, d)| !f && !d);
-            for (d, f) in done.iter_mut().zip(fresh) {
-                *d |= f;
-            }
-            if moved {
+            if heard.iter().zip(&done).all(|(h, d)| *h || *d) {
+                // every shard answered: the walk moved on
+                since = Instant::now();
+            } else {
+                // a shard in transit between two cores: ask again shortly
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        answer.rows.truncate(limit);
         answer.rows.sort_by_key(|r| r.shard);
         Ok(answer)
     }
 }
+
+/// Entries a core walks per question (one pause of the packet path: about
+/// a fifth of a millisecond, more for the flows that match and are listed).
+pub const WALK: usize = 4096;
 
 #[cfg(test)]
 mod tests {
@@ -494,7 +519,7 @@ mod tests {
                 owned.retain(|s| !q.done[*s]);
                 let deleted = if q.delete { owned.len() as u64 } else { 0 };
                 let _ = q.reply.send(CoreAnswer {
-                    shards: owned,
+                    shards: owned.into_iter().map(|s| (s, None)).collect(),
                     deleted,
                     ..CoreAnswer::default()
                 });
@@ -502,14 +527,45 @@ mod tests {
             })
         };
         assert!(
-            i.ask(&FlowFilter::default(), false).is_err(),
+            i.ask(&FlowFilter::default(), false, 10).is_err(),
             "not attached"
         );
         i.attach(vec![core(0), core(1)], Vec::new(), 4);
-        let a = i.ask(&FlowFilter::default(), true).unwrap();
+        let a = i.ask(&FlowFilter::default(), true, 10).unwrap();
         assert_eq!(a.deleted, 4, "each shard once");
         assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 4);
         i.detach();
-        assert!(i.ask(&FlowFilter::default(), false).is_err());
+        assert!(i.ask(&FlowFilter::default(), false, 10).is_err());
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_walk_goes_on_from_its_cursor_until_every_shard_is_done() {
+        // one core, one shard of 10 000 entries, 4 096 walked per question;
+        // rows beyond the limit are counted only
+        let i = Control::default();
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = asked.clone();
+        let core: Deliver = Box::new(move |o: Order| {
+            let Order::Query(q) = o else { return false };
+            let from = q.cursor[0];
+            log.lock().unwrap().push(from);
+            let to = (from as usize + q.budget).min(10_000) as u32;
+            let next = (to < 10_000).then_some(to);
+            let _ = q.reply.send(CoreAnswer {
+                shards: vec![(0, next)],
+                matched: u64::from(to - from),
+                ..CoreAnswer::default()
+            });
+            true
+        });
+        i.attach(vec![core], Vec::new(), 1);
+        let a = i.ask(&FlowFilter::default(), false, 5).unwrap();
+        assert_eq!(a.matched, 10_000);
+        assert_eq!(*asked.lock().unwrap(), [0, 4096, 8192]);
     }
 }

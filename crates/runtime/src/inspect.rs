@@ -22,25 +22,42 @@ impl Worker {
         reload(&mut self.chain, r);
     }
 
-    /// Answers `q` (an answer nobody waits for any more is dropped).
+    /// Answers `q`, walking at most `q.budget` entries of the shards it
+    /// holds (an answer nobody waits for any more is dropped).
     pub(crate) fn inspect(&mut self, q: Query) {
         let now = self.shared.now_ns();
         let mut a = CoreAnswer::default();
+        let mut budget = q.budget.max(1);
         for (s, shard) in self.shards.iter_mut().enumerate() {
             let Some(shard) = shard.as_mut() else {
                 continue;
             };
+            let from = q.cursor.get(s).copied().unwrap_or(0);
             if q.done.get(s).copied().unwrap_or(true) {
                 continue;
             }
-            a.shards.push(s);
-            let ids: Vec<EntryId> = shard.table.entries().collect();
+            if budget == 0 {
+                // held here, walked next time
+                a.shards.push((s, Some(from)));
+                continue;
+            }
+            let ids: Vec<EntryId> = shard.table.entries_from(from).take(budget).collect();
+            budget -= ids.len();
+            let next = match ids.last() {
+                Some(last) if budget == 0 => Some(last.0 + 1),
+                _ => None,
+            };
+            a.shards.push((s, next));
             for id in ids {
-                let v = self.chain.view(shard, id, now);
-                if !q.filter.matches(&v) {
+                let (orig, translated) = shard.table.tuples(id);
+                if !q.filter.matches(&orig, translated.as_ref()) {
                     continue;
                 }
-                a.rows.push(FlowRow::new(self.me, s, &v));
+                a.matched += 1;
+                if a.rows.len() < q.rows_left {
+                    let v = self.chain.view(shard, id, now);
+                    a.rows.push(FlowRow::new(self.me, s, &v));
+                }
                 if q.delete {
                     if self.chain.delete(shard, id) {
                         a.deleted += 1;

@@ -40,6 +40,9 @@ pub enum CtlCommand {
         /// With `delete` and no term: delete every flow.
         #[arg(long)]
         all: bool,
+        /// List at most this many flows (the others are counted).
+        #[arg(long, default_value_t = launch::control::LIMIT)]
+        limit: usize,
     },
     /// Reads the configuration file again (FILE, else the running one's) and
     /// applies it while traffic flows: the NFs' rules change, flows keep their
@@ -64,14 +67,16 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
             // the instance resolves paths from its own directory
             file: file.map(|f| std::path::absolute(&f)).transpose()?,
         },
-        CtlCommand::Flows { terms, all } => match terms.split_first() {
+        CtlCommand::Flows { terms, all, limit } => match terms.split_first() {
             Some((d, rest)) if d == "delete" => Request::Delete {
                 filter: rest.join(" "),
                 all,
+                limit,
             },
             _ if all => anyhow::bail!("--all goes with `flows delete`"),
             _ => Request::Flows {
                 filter: terms.join(" "),
+                limit,
             },
         },
     };
@@ -102,6 +107,13 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
         }
     } else {
         eprintln!("flowshift: {rows} flow(s)");
+    }
+    let matched = v["matched"].as_u64().unwrap_or(0);
+    if matched > rows as u64 {
+        eprintln!(
+            "flowshift: {} more matching flow(s) not listed (--limit)",
+            matched - rows as u64
+        );
     }
     Ok(())
 }

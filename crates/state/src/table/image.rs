@@ -46,6 +46,24 @@ impl<S> Image<S> {
     }
 }
 
+impl<S: Slot> FlowTable<S> {
+    /// The tuple of live entry `id`'s first packet, and its translated
+    /// original-direction tuple when it has an alias key (without copying
+    /// its slots, as [`image`](Self::image) does).
+    pub fn tuples(&self, id: EntryId) -> (wire::FiveTuple, Option<wire::FiveTuple>) {
+        let i = id.0 as usize;
+        let m = &self.meta[i];
+        let alias = m.has_alias.then(|| {
+            let side = match m.alias_side {
+                Side::Lo => Side::Hi,
+                Side::Hi => Side::Lo,
+            };
+            self.aliases[i].0.tuple(side)
+        });
+        (m.key.tuple(m.orig), alias)
+    }
+}
+
 impl<S: Slot + Clone> FlowTable<S> {
     /// The image of live entry `id` at `now_ns`.
     pub fn image(&self, id: EntryId, now_ns: u64) -> Image<S> {
