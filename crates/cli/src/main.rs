@@ -66,9 +66,9 @@ enum Command {
     /// machine.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
-    /// A running instance's flows and counters, through its control socket:
-    /// list and delete flows (`flows`, `flows delete`), read counters
-    /// (`stats`).
+    /// A running instance, through its control socket: list and delete
+    /// flows (`flows`, `flows delete`), read counters (`stats`), reload the
+    /// configuration while traffic flows (`reload`).
     Ctl(ctl::CtlArgs),
     /// The network-namespace test beds: client — flowshift — server, or a
     /// pool's (needs root).
