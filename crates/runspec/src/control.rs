@@ -9,7 +9,7 @@
 
 use std::net::IpAddr;
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -327,7 +327,7 @@ type Attached = (Vec<Deliver>, Vec<Deliver>, usize);
 /// detaches them when they stop.
 #[derive(Default)]
 pub struct Control {
-    cores: Mutex<Option<Attached>>,
+    cores: Mutex<Option<Arc<Attached>>>,
 }
 
 impl std::fmt::Debug for Control {
@@ -336,6 +336,9 @@ impl std::fmt::Debug for Control {
     }
 }
 
+/// A core's inbox is gone: its loop has ended.
+const STOPPING: &str = "the run is stopping: its cores no longer answer";
+
 /// How long a request waits for the cores (a core answers between bursts).
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -343,17 +346,16 @@ impl Control {
     /// The run's working cores, its offloading cores, and its number of
     /// shards.
     pub fn attach(&self, working: Vec<Deliver>, offloading: Vec<Deliver>, shards: usize) {
-        *self.cores.lock().unwrap_or_else(|e| e.into_inner()) = Some((working, offloading, shards));
+        *self.cores.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Arc::new((working, offloading, shards)));
     }
 
     /// Every core swaps the NFs `nfs` of its chain for those of `chain`
     /// (each core an instance of it), between two bursts; returns once every
     /// core has (the number of cores).
     pub fn reload(&self, chain: &nf::Chain, nfs: &[usize]) -> Result<usize, String> {
-        let guard = self.cores.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((working, offloading, _)) = guard.as_ref() else {
-            return Err("the run's cores are not running (starting or stopping)".into());
-        };
+        let attached = self.attached()?;
+        let (working, offloading, _) = attached.as_ref();
         let (tx, rx) = mpsc::channel();
         let mut asked = 0;
         for deliver in working.iter().chain(offloading) {
@@ -362,7 +364,10 @@ impl Control {
                 nfs: nfs.to_vec(),
                 reply: tx.clone(),
             };
-            asked += usize::from(deliver(Order::Reload(r)));
+            if !deliver(Order::Reload(r)) {
+                return Err(STOPPING.into());
+            }
+            asked += 1;
         }
         drop(tx);
         let until = Instant::now() + WAIT;
@@ -382,6 +387,16 @@ impl Control {
         Ok(asked)
     }
 
+    /// The cores attached now (a copy of the list: a question in progress
+    /// never holds up the run's end, which detaches them).
+    fn attached(&self) -> Result<Arc<Attached>, String> {
+        self.cores
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| "the run's cores are not running (starting or stopping)".to_string())
+    }
+
     /// The run's cores have stopped.
     pub fn detach(&self) {
         *self.cores.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -390,10 +405,8 @@ impl Control {
     /// Asks every working core; a shard that moved between cores while they
     /// answered is asked for again until every shard has answered once.
     pub fn ask(&self, filter: &FlowFilter, delete: bool, limit: usize) -> Result<Answer, String> {
-        let guard = self.cores.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((cores, _, shards)) = guard.as_ref() else {
-            return Err("the run's cores are not running (starting or stopping)".into());
-        };
+        let attached = self.attached()?;
+        let (cores, _, shards) = attached.as_ref();
         let mut done = vec![false; *shards];
         let mut cursor = vec![0u32; *shards];
         let mut answer = Answer::default();
@@ -417,7 +430,10 @@ impl Control {
                     rows_left: limit.saturating_sub(answer.rows.len()),
                     reply: tx.clone(),
                 };
-                asked += usize::from(deliver(Order::Query(q)));
+                if !deliver(Order::Query(q)) {
+                    return Err(STOPPING.into());
+                }
+                asked += 1;
             }
             drop(tx);
             let mut heard = vec![false; *shards];
@@ -567,5 +583,40 @@ mod walk_tests {
         let a = i.ask(&FlowFilter::default(), false, 5).unwrap();
         assert_eq!(a.matched, 10_000);
         assert_eq!(*asked.lock().unwrap(), [0, 4096, 8192]);
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+
+    #[test]
+    fn a_question_to_stopped_cores_ends_at_once_and_never_holds_up_the_end() {
+        let i = Arc::new(Control::default());
+        // a core that has stopped: its inbox is gone
+        let gone: Deliver = Box::new(|_| false);
+        // a core that never answers, holding the question
+        let (keep, held) = mpsc::channel();
+        let keep = Mutex::new(keep);
+        let silent: Deliver = Box::new(move |o| keep.lock().unwrap().send(o).is_ok());
+        i.attach(vec![gone], Vec::new(), 1);
+        let t = Instant::now();
+        let e = i.ask(&FlowFilter::default(), false, 1).unwrap_err();
+        assert!(
+            e.contains("stopping") && t.elapsed() < Duration::from_secs(1),
+            "{e}"
+        );
+        // while a question waits on the silent core, the run's end detaches
+        i.attach(vec![silent], Vec::new(), 1);
+        let asking = {
+            let i = i.clone();
+            std::thread::spawn(move || i.ask(&FlowFilter::default(), false, 1))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        i.detach();
+        assert!(t.elapsed() < Duration::from_millis(500), "detach waited");
+        drop(held);
+        assert!(asking.join().unwrap().is_err());
     }
 }
