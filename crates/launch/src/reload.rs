@@ -70,14 +70,14 @@ pub struct Reloader {
 
 impl Reloader {
     /// The reloader of a run started from `file` (none: the default chain)
-    /// with `workers` working cores, whose cores are reached through `cores`.
+    /// with `workers` working cores, running `chain` built from `config` as
+    /// [`fitted`] built them, whose cores are reached through `cores`.
     pub fn new(
         file: Option<&Path>,
         workers: usize,
+        (config, chain): (ChainConfig, Chain),
         cores: Arc<Control>,
     ) -> anyhow::Result<Reloader> {
-        let (chain_cfg, sec, base) = load(file)?;
-        let (config, chain) = fitted(chain_cfg, &sec, workers, &base)?;
         Ok(Reloader {
             workers,
             cores,

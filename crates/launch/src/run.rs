@@ -540,6 +540,7 @@ fn live(
     sec: &RunSection,
     ifaces: bool,
     cfg: &mut RunConfig,
+    running: (ChainConfig, &nf::Chain),
 ) -> anyhow::Result<Option<crate::control::Served>> {
     if let Some(addr) = a.metrics.as_ref().or(sec.io.metrics.as_ref()) {
         let m = std::sync::Arc::new(runspec::metrics::Metrics::default());
@@ -559,6 +560,7 @@ fn live(
     let reloader = std::sync::Arc::new(crate::reload::Reloader::new(
         a.config.as_deref(),
         cfg.workers,
+        (running.0, running.1.instance()),
         cores.clone(),
     )?);
     match crate::control::serve(&path, cores.clone(), metrics, Some(reloader.clone())) {
@@ -623,6 +625,7 @@ fn stopping(
 pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     let Setup {
         mut chain,
+        chain_cfg,
         mut cfg,
         packets,
         ifaces,
@@ -636,7 +639,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         crate::output::check(p)?;
     }
     let ctl = stopping(a, &sec, ifaces.as_ref(), &mut cfg)?;
-    let _control = live(a, &sec, ifaces.is_some(), &mut cfg)?;
+    let _control = live(a, &sec, ifaces.is_some(), &mut cfg, (chain_cfg, &chain))?;
     let nat_log = nat_log(a, &sec, &mut chain)?;
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),
