@@ -42,13 +42,6 @@ pub struct EntryView {
     pub nfs: Vec<NfView>,
 }
 
-impl EntryView {
-    /// True when `f` holds for the original tuple or the translated one.
-    pub fn matches(&self, f: impl Fn(&FiveTuple) -> bool) -> bool {
-        f(&self.orig) || self.translated.as_ref().is_some_and(f)
-    }
-}
-
 impl Chain {
     /// The view of live entry `id` of `shard` at `now_ns`.
     pub fn view(&self, shard: &Shard, id: EntryId, now_ns: u64) -> EntryView {
