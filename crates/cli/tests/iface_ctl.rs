@@ -265,25 +265,10 @@ fn pattern(seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// The download server: each connection gets `pattern(first byte)`.
+/// The download server (`common::download_server`) at the bed's server.
 fn download_server(bed: &Bed) {
-    let ns = bed.server();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, DOWNLOAD)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 1];
-                if s.read_exact(&mut seed).is_ok() {
-                    let _ = s.write_all(&pattern(seed[0]));
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    let at = SocketAddr::new(SERVER.parse().unwrap(), DOWNLOAD);
+    common::download_server(&bed.server(), at, pattern);
 }
 
 /// FW → NAT whose ACL is `acl` (rules, one per line).

@@ -12,8 +12,7 @@
 //! previous runs' connections in TIME_WAIT: none fails.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,26 +52,10 @@ fn config(name: &str) -> PathBuf {
     p
 }
 
-/// The download server: each connection gets `pattern(first byte)`, then
-/// the server closes (it holds the connection in TIME_WAIT).
+/// The download server (`common::download_server`) at the bed's server.
 fn server(bed: &Bed) {
-    let ns = bed.server();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, DOWNLOAD)).unwrap();
-        tx.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut seed = [0u8; 1];
-                if s.read_exact(&mut seed).is_ok() {
-                    let _ = s.write_all(&pattern(seed[0]));
-                }
-            });
-        }
-    });
-    rx.recv().unwrap();
+    let at = SocketAddr::new(SERVER.parse().unwrap(), DOWNLOAD);
+    common::download_server(&bed.server(), at, pattern);
 }
 
 /// The client's capture on its interface: data segments from the server,

@@ -176,6 +176,19 @@ fn serve_each(ns: &str, at: SocketAddr, serve: impl Fn(TcpStream) + Send + Copy 
     rx.recv().unwrap();
 }
 
+/// The download server `downloads` talks to, in namespace `ns` at `at`:
+/// each connection's first byte `k` seeds it and gets `pattern(k)`, then the
+/// server closes (it holds the connection in TIME_WAIT). Returns once it
+/// listens.
+pub fn download_server(ns: &str, at: SocketAddr, pattern: fn(u8) -> Vec<u8>) {
+    serve_each(ns, at, move |mut s| {
+        let mut seed = [0u8; 1];
+        if s.read_exact(&mut seed).is_ok() {
+            let _ = s.write_all(&pattern(seed[0]));
+        }
+    });
+}
+
 /// A paced TCP server in namespace `ns` at `at`: each connection's first byte
 /// seeds it, then `chunks` chunks of `chunk` bytes, byte `i` being
 /// `pattern(seed, i)`, one chunk every `pace`. Returns once it listens.
