@@ -50,6 +50,32 @@ impl Packet {
         }
     }
 
+    /// [`Packet::new`], with IPv4 fragments parsed too
+    /// ([`wire::parse_fragmentable`]): for the NIC model, which gives a later
+    /// fragment its datagram's ports and hashes it again before steering it
+    /// ([`wire::fragments`]).
+    pub fn new_fragmentable(
+        data: Vec<u8>,
+        ts_ns: u64,
+        hasher: &RssHasher,
+    ) -> Result<Packet, (Vec<u8>, Malformed)> {
+        match wire::parse_fragmentable(&data) {
+            Ok(info) => {
+                let hash = hasher.hash(&info.tuple);
+                Ok(Packet {
+                    data,
+                    info,
+                    hash,
+                    ts_ns,
+                    entry: None,
+                    dir: Dir::Original,
+                    port: 0,
+                })
+            }
+            Err(m) => Err((data, m)),
+        }
+    }
+
     /// The L4 payload.
     pub fn payload(&self) -> &[u8] {
         self.info.payload(&self.data)

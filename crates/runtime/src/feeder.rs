@@ -241,7 +241,7 @@ fn feed_one(
         trace.filter(|_| opts.presteer).map(|trace| {
             (0..trace.len())
                 .map(|i| {
-                    Packet::new(trace.frame(i).to_vec(), 0, hasher)
+                    Packet::new_fragmentable(trace.frame(i).to_vec(), 0, hasher)
                         .map(|mut p| {
                             // the template's parse and hash are kept; its bytes are
                             // copied from the trace into a buffer when offered
@@ -253,6 +253,7 @@ fn feed_one(
                 .collect()
         });
     let mut arrivals = Arrivals::default();
+    let mut fragments = crate::fragments::Fragments::default();
     let t0 = shared.now_ns();
     st.prep_ns = t0 - prep0;
     let timed = matches!(schedule.pace, Pace::Timed { .. });
@@ -280,7 +281,8 @@ fn feed_one(
                         Ok(t) => Ok(from_template(t, buffers.copy(frame), now)),
                         Err(m) => Err(*m),
                     },
-                    _ => Packet::new(buffers.copy(frame), now, hasher).map_err(|(_, m)| m),
+                    _ => Packet::new_fragmentable(buffers.copy(frame), now, hasher)
+                        .map_err(|(_, m)| m),
                 };
                 let mut p = match parsed {
                     Ok(p) => p,
@@ -290,11 +292,15 @@ fn feed_one(
                     }
                 };
                 // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-                if chunk.lap > 0 {
+                if chunk.lap > 0 && p.info.fragment.is_none() {
                     let info = p.info;
                     wire::seqtag::relap(&mut p.data, &info, chunk.lap as u8);
                 }
-                if !enqueue(p, n, spray, !timed, shared, &mut queues, &mut st) {
+                let (q, full) = (&mut queues, &mut st.ring_full);
+                if !fragments.pass(p, hasher, &mut st.malformed, |p| {
+                    enqueue(p, n, spray, !timed, shared, q, full)
+                }) {
+                    fragments.finish(&mut st.malformed);
                     st.streamed = chunks.streamed();
                     return st;
                 }
@@ -305,6 +311,7 @@ fn feed_one(
             publisher.tick(shared.now_ns(), &st);
         }
     }
+    fragments.finish(&mut st.malformed);
     st.duration_ns = shared.now_ns() - t0;
     st.streamed = chunks.streamed();
     st
@@ -346,6 +353,7 @@ fn feed_parsed(
         let mut n = 0u64;
         let mut b = 0usize;
         let mut arrivals = Arrivals::default();
+        let mut fragments = crate::fragments::Fragments::default();
         let t0 = shared.now_ns();
         'feed: loop {
             if duration_ns.is_some_and(|d| shared.now_ns() - t0 >= d)
@@ -385,7 +393,10 @@ fn feed_parsed(
                     }
                 };
                 p.ts_ns = arrivals.stamp(shared);
-                if !enqueue(p, n, spray, wait, shared, &mut queues, &mut st) {
+                let (q, full) = (&mut queues, &mut st.ring_full);
+                if !fragments.pass(p, hasher, &mut st.malformed, |p| {
+                    enqueue(p, n, spray, wait, shared, q, full)
+                }) {
                     break 'feed;
                 }
             }
@@ -394,6 +405,7 @@ fn feed_parsed(
             publisher.tick(shared.now_ns(), &st);
             let _ = e.empties.push(batch);
         }
+        fragments.finish(&mut st.malformed);
         st.duration_ns = shared.now_ns() - t0;
         // Release: pairs with the parsers' Acquire loads; they leave.
         done.store(true, std::sync::atomic::Ordering::Release);
@@ -440,7 +452,7 @@ fn enqueue(
     wait: bool,
     shared: &Shared,
     queues: &mut [Producer<Packet>],
-    st: &mut FeederStats,
+    ring_full: &mut u64,
 ) -> bool {
     let q = if spray {
         // Sprayer: the bucket from a non-flow field (the L4 checksum, as
@@ -455,7 +467,7 @@ fn enqueue(
             Ok(()) => return true,
             Err(rtrb::PushError::Full(back)) => {
                 if !wait {
-                    st.ring_full += 1;
+                    *ring_full += 1;
                     shared.count_queue_drop(q);
                     return true;
                 }
@@ -491,6 +503,7 @@ pub(crate) fn feed_ports(
     let mut dgram = vec![0u8; 65_536];
     let mut n = 0u64;
     let mut arrivals = Arrivals::default();
+    let mut fragments = crate::fragments::Fragments::default();
     let mut overflow_read = t0;
     loop {
         let now = shared.now_ns();
@@ -519,10 +532,14 @@ pub(crate) fn feed_ports(
                 n += 1;
                 st.offered += 1;
                 st.bytes += frame.len() as u64 + u64::from(trace::FCS_LEN);
-                match Packet::new(opts.buffers.copy(frame), arrivals.stamp(shared), hasher) {
+                let at = arrivals.stamp(shared);
+                match Packet::new_fragmentable(opts.buffers.copy(frame), at, hasher) {
                     Ok(mut p) => {
                         p.port = port as u8;
-                        enqueue(p, n, opts.spray, false, shared, &mut queues, &mut st);
+                        let (q, full) = (&mut queues, &mut st.ring_full);
+                        fragments.pass(p, hasher, &mut st.malformed, |p| {
+                            enqueue(p, n, opts.spray, false, shared, q, full)
+                        });
                     }
                     Err((_, m)) => st.malformed[m as usize] += 1,
                 }
@@ -552,12 +569,14 @@ pub(crate) fn feed_ports(
             if now.saturating_sub(overflow_read) >= OVERFLOW_EVERY_NS {
                 overflow_read = now;
                 count_overflow(ports, &mut st);
+                fragments.tick(shared.now_ns(), &mut st.malformed);
             }
             // nothing waiting: give the CPU back for a moment
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
     }
     count_overflow(ports, &mut st);
+    fragments.finish(&mut st.malformed);
     let (unread, bytes) = count_unread(ports, &mut batch);
     st.unread_at_stop += unread;
     st.offered += unread;
@@ -629,7 +648,7 @@ fn replicas(
                 match Packet::new(frame.to_vec(), arrivals.stamp(shared), hasher) {
                     Ok(mut p) => {
                         p.port = port | crate::spill::STEERED;
-                        enqueue(p, *n, false, false, shared, queues, st);
+                        enqueue(p, *n, false, false, shared, queues, &mut st.ring_full);
                     }
                     Err((_, m)) => st.malformed[m as usize] += 1,
                 }
@@ -660,7 +679,7 @@ fn replicas(
                 crate::carried::append_entry(&mut p.data, entry);
                 p.port = port | crate::carried::REPLICA;
                 let full = st.ring_full;
-                enqueue(p, *n, false, false, shared, queues, st);
+                enqueue(p, *n, false, false, shared, queues, &mut st.ring_full);
                 if st.ring_full == full {
                     // queued for the core that installs it
                     r.ack(from, seq);

@@ -54,6 +54,7 @@ mod error;
 #[cfg(test)]
 mod faults;
 mod feeder;
+mod fragments;
 mod inspect;
 mod kernel;
 pub mod memory;

@@ -122,9 +122,10 @@ pub(crate) fn start<'scope, 'env: 'scope>(
 
 /// Packet `i` of chunk `c`: copied, parsed, hashed, its lap marked.
 fn parse(job: &Job<'_>, bufs: &mut Buffers, c: &Chunk<'_>, i: usize) -> Result<Packet, Malformed> {
-    let mut p = Packet::new(bufs.copy(c.frame(i)), 0, job.hasher).map_err(|(_, m)| m)?;
+    let mut p =
+        Packet::new_fragmentable(bufs.copy(c.frame(i)), 0, job.hasher).map_err(|(_, m)| m)?;
     // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-    if c.lap > 0 {
+    if c.lap > 0 && p.info.fragment.is_none() {
         let info = p.info;
         wire::seqtag::relap(&mut p.data, &info, c.lap as u8);
     }

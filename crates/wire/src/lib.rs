@@ -32,6 +32,7 @@
 pub mod checksum;
 pub mod ethernet;
 pub mod flow;
+pub mod fragments;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
@@ -48,7 +49,7 @@ pub use icmp::IcmpPacket;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
 pub use malformed::Malformed;
-pub use parse::{parse, L4Info, PacketInfo};
+pub use parse::{parse, parse_fragmentable, Fragment, L4Info, PacketInfo};
 pub use repr::{EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, L4Repr, PacketRepr, TcpRepr};
 pub use tcp::{TcpFlags, TcpPacket};
 pub use udp::UdpPacket;

@@ -1,5 +1,6 @@
-//! Why a packet could not be parsed: one small `Copy` value per cause, so callers
-//! keep a counter per cause instead of a log line per packet.
+//! Why a packet could not be parsed, or steered as its flow's: one small
+//! `Copy` value per cause, so callers keep a counter per cause instead of a
+//! log line per packet.
 
 use core::fmt;
 
@@ -19,8 +20,8 @@ pub enum Malformed {
     BadIhl,
     /// IPv4 total length smaller than the header, or IPv6 payload length past the buffer.
     BadTotalLength,
-    /// An IP fragment (IPv4 MF/offset or an IPv6 fragment header): the L4 header
-    /// is absent or incomplete, so the packet has no flow key.
+    /// An IP fragment with no way to its flow: an IPv6 fragment, or an IPv4
+    /// one where nothing matches fragments to their first (kernel steering).
     Fragment,
     /// More IPv6 extension headers than the walk allows, or a malformed one.
     BadExtensionHeader,
@@ -28,11 +29,18 @@ pub enum Malformed {
     BadTcpDataOffset,
     /// UDP length field below 8 or past the IP payload.
     BadUdpLength,
+    /// An IPv4 fragment overlapping bytes of its datagram already seen
+    /// ([`crate::fragments`]).
+    FragmentOverlap,
+    /// An IPv4 fragment whose datagram's first fragment did not come in time.
+    FragmentTimeout,
+    /// An IPv4 fragment beyond the bounds of the fragment table.
+    FragmentLimit,
 }
 
 impl Malformed {
     /// Every cause, in a fixed order (index = `self as usize`).
-    pub const ALL: [Malformed; 10] = [
+    pub const ALL: [Malformed; 13] = [
         Malformed::Truncated,
         Malformed::UnknownEthertype,
         Malformed::VlanStack,
@@ -43,6 +51,9 @@ impl Malformed {
         Malformed::BadExtensionHeader,
         Malformed::BadTcpDataOffset,
         Malformed::BadUdpLength,
+        Malformed::FragmentOverlap,
+        Malformed::FragmentTimeout,
+        Malformed::FragmentLimit,
     ];
 
     /// A stable snake_case name, used as a counter name in reports and JSON.
@@ -58,6 +69,9 @@ impl Malformed {
             Malformed::BadExtensionHeader => "bad_extension_header",
             Malformed::BadTcpDataOffset => "bad_tcp_data_offset",
             Malformed::BadUdpLength => "bad_udp_length",
+            Malformed::FragmentOverlap => "fragment_overlap",
+            Malformed::FragmentTimeout => "fragment_timeout",
+            Malformed::FragmentLimit => "fragment_limit",
         }
     }
 }

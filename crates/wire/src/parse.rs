@@ -39,6 +39,11 @@ pub enum L4Info {
     },
     /// A protocol flowshift does not look into (ESP, GRE, …); ports are 0.
     Other,
+    /// An IPv4 fragment after its datagram's first ([`parse_fragmentable`]):
+    /// no L4 header, only payload bytes. Its ports are 0 until the NIC model
+    /// has matched it to its first fragment ([`crate::fragments`]), then
+    /// those of its datagram.
+    Fragment,
 }
 
 /// Offset of the quoted IP header in an ICMPv4 error message.
@@ -129,6 +134,20 @@ pub struct PacketInfo {
     pub tuple: FiveTuple,
     /// L4 details.
     pub l4: L4Info,
+    /// The fragment this packet is, for an IPv4 fragment parsed by
+    /// [`parse_fragmentable`] (a first fragment keeps its L4 details).
+    pub fragment: Option<Fragment>,
+}
+
+/// Where an IPv4 fragment belongs in its datagram.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fragment {
+    /// The datagram's identification.
+    pub id: u16,
+    /// Offset of this fragment's bytes in the datagram's payload.
+    pub offset: u16,
+    /// More fragments follow (false for the last).
+    pub more: bool,
 }
 
 impl PacketInfo {
@@ -147,8 +166,33 @@ type L4Parsed = (u16, u16, L4Info, usize, usize, Option<FiveTuple>);
 
 /// Parses the L4 segment `seg` of IP `protocol`.
 #[inline(always)]
-fn l4_of(seg: &[u8], protocol: u8, ip_version: IpVersion) -> Result<L4Parsed, Malformed> {
+fn l4_of(
+    seg: &[u8],
+    protocol: u8,
+    ip_version: IpVersion,
+    first_fragment: bool,
+) -> Result<L4Parsed, Malformed> {
     Ok(match protocol {
+        // a first fragment's UDP length is the whole datagram's: only the
+        // header is here
+        proto::UDP if first_fragment => {
+            if seg.len() < crate::udp::HEADER_LEN {
+                return Err(Malformed::Truncated);
+            }
+            let u = UdpPacket::new_unchecked(seg);
+            if usize::from(u.len()) < seg.len() {
+                return Err(Malformed::BadUdpLength);
+            }
+            let n = seg.len() - crate::udp::HEADER_LEN;
+            (
+                u.src_port(),
+                u.dst_port(),
+                L4Info::Udp,
+                crate::udp::HEADER_LEN,
+                n,
+                None,
+            )
+        }
         proto::TCP => {
             let t = TcpPacket::new_checked(seg)?;
             let h = t.header_len();
@@ -224,15 +268,48 @@ fn l4_of(seg: &[u8], protocol: u8, ip_version: IpVersion) -> Result<L4Parsed, Ma
     })
 }
 
-/// Classifies an Ethernet frame. Never panics, whatever the bytes.
+/// Classifies an Ethernet frame. Never panics, whatever the bytes. An IP
+/// fragment is [`Malformed::Fragment`]: it has no flow key of its own.
+#[inline]
 pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
+    parse_with(frame, false)
+}
+
+/// [`parse`], with IPv4 fragments classified too ([`PacketInfo::fragment`]):
+/// a first fragment with its L4 header (a UDP length that counts the whole
+/// datagram), a later one as [`L4Info::Fragment`], ports 0. For the NIC
+/// model, which matches them to their first fragment's ports
+/// ([`crate::fragments`]) before steering. IPv6 fragments stay
+/// [`Malformed::Fragment`].
+pub fn parse_fragmentable(frame: &[u8]) -> Result<PacketInfo, Malformed> {
+    parse_with(frame, true)
+}
+
+#[inline(always)]
+fn parse_with(frame: &[u8], fragments: bool) -> Result<PacketInfo, Malformed> {
     let eth = EthernetFrame::new_checked(frame)?;
     let l3 = eth.header_len();
+    let mut fragment = None;
     let (ip_version, src, dst, protocol, dscp, l4_off, l3_end) = match eth.ethertype() {
         ethertype::IPV4 => {
             let ip = Ipv4Packet::new_checked(eth.payload())?;
             if ip.is_fragment() {
-                return Err(Malformed::Fragment);
+                if !fragments {
+                    return Err(Malformed::Fragment);
+                }
+                let (hl, tl) = (ip.header_len(), usize::from(ip.total_len()));
+                // the fragment's bytes must end inside a datagram of 64 KiB
+                if usize::from(ip.frag_offset()) + (tl - hl) > 65_535 - hl
+                    || (ip.more_frags() && (tl - hl) % 8 != 0)
+                    || tl == hl
+                {
+                    return Err(Malformed::BadTotalLength);
+                }
+                fragment = Some(Fragment {
+                    id: ip.ident(),
+                    offset: ip.frag_offset(),
+                    more: ip.more_frags(),
+                });
             }
             let (hl, tl) = (ip.header_len(), usize::from(ip.total_len()));
             (
@@ -262,7 +339,10 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
     };
     // l4_off ≤ l3_end ≤ frame.len() holds after the IP checks above.
     let seg = &frame[l4_off..l3_end];
-    let (src_port, dst_port, l4, pay_off, pay_len, related) = l4_of(seg, protocol, ip_version)?;
+    let (src_port, dst_port, l4, pay_off, pay_len, related) = match fragment {
+        Some(f) if f.offset != 0 => (0, 0, L4Info::Fragment, 0, seg.len(), None),
+        _ => l4_of(seg, protocol, ip_version, fragment.is_some())?,
+    };
     Ok(PacketInfo {
         vlan: eth.vlan_id(),
         ip_version,
@@ -280,5 +360,6 @@ pub fn parse(frame: &[u8]) -> Result<PacketInfo, Malformed> {
             proto: protocol,
         }),
         l4,
+        fragment,
     })
 }

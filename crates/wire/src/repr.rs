@@ -351,7 +351,9 @@ impl PacketRepr {
                     seq: p.echo_seq(),
                 }
             }
-            L4Info::Icmp { .. } | L4Info::IcmpError { .. } | L4Info::Other => return Ok(None),
+            L4Info::Icmp { .. } | L4Info::IcmpError { .. } | L4Info::Other | L4Info::Fragment => {
+                return Ok(None)
+            }
         };
         Ok(Some(PacketRepr {
             eth: eth_repr,

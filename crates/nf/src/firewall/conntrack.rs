@@ -152,9 +152,12 @@ impl Conn {
             L4Info::Tcp { .. } => Err(DropCause::CtInvalid),
             L4Info::Udp => Ok(Conn::Udp { replied: false }),
             L4Info::IcmpEcho { request: true } => Ok(Conn::Icmp),
+            // (a fragment opens nothing: its first fragment, which the
+            // NIC model steers before it, did not open its flow)
             L4Info::IcmpEcho { request: false }
             | L4Info::Icmp { .. }
-            | L4Info::IcmpError { .. } => Err(DropCause::CtInvalid),
+            | L4Info::IcmpError { .. }
+            | L4Info::Fragment => Err(DropCause::CtInvalid),
             L4Info::Other => Ok(Conn::Other { replied: false }),
         }
     }
@@ -167,6 +170,8 @@ impl Conn {
             Conn::Tcp(st) => {
                 let flags = match l4 {
                     L4Info::Tcp { flags } => flags,
+                    // a later fragment of a segment: no flags to follow
+                    L4Info::Fragment => return Ok(()),
                     _ => return Err(DropCause::CtInvalid),
                 };
                 // an established connection's segments without SYN, FIN or
@@ -180,7 +185,9 @@ impl Conn {
             }
             Conn::Udp { replied } | Conn::Other { replied } => *replied |= reply,
             Conn::Icmp => {
-                if !matches!(l4, L4Info::IcmpEcho { request } if request != reply) {
+                if !matches!(l4, L4Info::IcmpEcho { request } if request != reply)
+                    && l4 != L4Info::Fragment
+                {
                     return Err(DropCause::CtInvalid);
                 }
             }

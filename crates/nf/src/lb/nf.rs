@@ -331,8 +331,9 @@ impl Nf for Lb {
         let IpAddr::V4(client) = t.src else {
             return Verdict::Drop(DropCause::LbNoService);
         };
-        if pkt.dir == Dir::Reply {
-            // a packet from the VIP side of an unknown connection
+        if pkt.dir == Dir::Reply || pkt.info.l4 == L4Info::Fragment {
+            // a packet from the VIP side of an unknown connection, or a
+            // fragment whose first fragment placed no connection
             return Verdict::Drop(DropCause::LbNoConnection);
         }
         let c = match self.place(cx, pkt, s, client) {

@@ -9,6 +9,11 @@
 //! (IPv4 header, TCP, UDP — a zero UDP checksum stays zero — and ICMP for echo-id
 //! translation). Port exhaustion is a counted drop.
 //!
+//! A later IPv4 fragment (`L4Info::Fragment`, its ports those of its
+//! datagram's first fragment, which came first) has its address rewritten;
+//! the first fragment carries the L4 header and its checksum, which covers
+//! the whole datagram and is updated incrementally as any packet's.
+//!
 //! ICMP echo is hashed on addresses only, so the port trick does not apply: the
 //! NAT picks an external address whose reply lands in the bucket, and drops
 //! (`nat_unsteerable`, counted) when the pool has none. IPv6 passes untranslated.
@@ -665,8 +670,9 @@ impl Nat {
             self.counters.passed += 1;
             return Verdict::Forward;
         }
-        if let L4Info::IcmpError { .. } = pkt.info.l4 {
-            // an error about a flow the NAT never mapped opens nothing
+        if let L4Info::IcmpError { .. } | L4Info::Fragment = pkt.info.l4 {
+            // an error about a flow the NAT never mapped opens nothing, nor
+            // does a fragment whose first fragment was not mapped
             return Verdict::Drop(DropCause::NatNoMapping);
         }
         let m = match self.map(cx, pkt, src, dst) {
