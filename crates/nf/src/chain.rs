@@ -10,7 +10,7 @@ use crate::firewall::Firewall;
 use crate::found::Member;
 use crate::fused;
 use crate::nat::Nat;
-use crate::nflow::{steering_for, ChainError, SteerKey};
+use crate::nflow::{steering_for, ChainError, NflowKey, SteerKey};
 use crate::shard::Shard;
 use crate::{
     Ctx, DropCause, FlowState, Found, Nf, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
@@ -321,6 +321,57 @@ impl Default for ChainOptions {
     }
 }
 
+/// `hasher` hashing a NAT's endpoints as it asks (`steer::nat`), when one
+/// does; refuses what that steering would split: a second such NAT, rule
+/// steering, another NF choosing ports by the plain hash, and, with endpoint
+/// hashing, a per-flow NF keyed by less than a 5-tuple.
+fn with_nat_steering(
+    hasher: RssHasher,
+    nfs: &[Box<dyn Nf>],
+    decl: &[(&str, NflowKey, StateKind, bool)],
+    rules: bool,
+) -> Result<RssHasher, ChainError> {
+    let mut asked = nfs
+        .iter()
+        .filter_map(|n| Some((n.name(), n.nat_steering()?)));
+    let Some((by, s)) = asked.next() else {
+        return Ok(hasher);
+    };
+    let what = if s.endpoint() {
+        "the NAT's endpoints"
+    } else {
+        "the 5-tuple with the NAT's port forwards"
+    };
+    let err = |nf: &str, key: &'static str, steering: &str| ChainError {
+        nf: nf.to_string(),
+        key,
+        steering: steering.to_string(),
+        required_by: format!("`{by}`'s endpoint-independent mapping or port forwards"),
+    };
+    if let Some((other, _)) = asked.next() {
+        return Err(err(other, "its own endpoints", what));
+    }
+    if rules {
+        return Err(err(by, "its endpoints", "ternary rules (steering.rules)"));
+    }
+    for (name, key, kind, ports) in decl {
+        if *name == by {
+            continue;
+        }
+        if *ports {
+            return Err(err(name, "ports it picks by the plain hash", what));
+        }
+        let five = matches!(
+            key,
+            NflowKey::None | NflowKey::FiveTuple | NflowKey::BiFiveTuple
+        );
+        if s.endpoint() && *kind == StateKind::PerFlow && !five {
+            return Err(err(name, key.name(), what));
+        }
+    }
+    Ok(hasher.with_nat(s))
+}
+
 impl Chain {
     /// Builds a chain, computing its steering key; refuses NFs whose state the
     /// steering would split, and a key that is not symmetric when it must be.
@@ -360,6 +411,7 @@ impl Chain {
                 hasher.with_rules(r.clone())
             }
         };
+        let hasher = with_nat_steering(hasher, &nfs, &decl, opts.rules.is_some())?;
         let bucket_mask = (opts.buckets as u32).saturating_sub(1);
         for nf in &mut nfs {
             nf.bind(&hasher, bucket_mask);

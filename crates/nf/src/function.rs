@@ -3,6 +3,7 @@
 //! an NF ([`RunNf`], which every NF is).
 
 use core::any::Any;
+use std::sync::Arc;
 
 use steer::RssHasher;
 
@@ -59,6 +60,12 @@ pub trait Nf: Send + Any {
     /// need a flow entry).
     fn keeps_entries(&self) -> bool {
         self.meta().entries
+    }
+    /// What the NIC must hash for this NF where a plain 5-tuple hash would
+    /// split its flows (a NAT's endpoint-independent mappings and port
+    /// forwards, `steer::nat`).
+    fn nat_steering(&self) -> Option<Arc<steer::nat::NatSteering>> {
+        None
     }
     /// Called once the chain knows its steering: the NIC model's hasher and the
     /// bucket mask (e.g. the NAT precomputes its port plan here).

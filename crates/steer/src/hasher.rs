@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use wire::FiveTuple;
 
+use crate::nat::NatSteering;
 use crate::roger::RuleSteering;
 use crate::{hash_input, HashFields, RssKey, Toeplitz};
 
@@ -13,6 +14,7 @@ pub struct RssHasher {
     toeplitz: Toeplitz,
     fields: HashFields,
     rules: Option<Arc<RuleSteering>>,
+    nat: Option<Arc<NatSteering>>,
 }
 
 impl RssHasher {
@@ -22,7 +24,20 @@ impl RssHasher {
             toeplitz: Toeplitz::new(key),
             fields,
             rules: None,
+            nat: None,
         }
+    }
+
+    /// The same hasher hashing a NAT's endpoints where it says
+    /// ([`NatSteering`]: endpoint-independent mapping, port forwards).
+    pub fn with_nat(mut self, nat: Arc<NatSteering>) -> RssHasher {
+        self.nat = Some(nat);
+        self
+    }
+
+    /// The NAT steering it hashes by, if any.
+    pub fn nat(&self) -> Option<&NatSteering> {
+        self.nat.as_deref()
     }
 
     /// The same hasher steering by ternary rules: the bucket bits of every hash
@@ -51,6 +66,9 @@ impl RssHasher {
     /// matching rule when the hasher steers by rules.
     #[inline]
     pub fn hash(&self, t: &FiveTuple) -> u32 {
+        if let Some(h) = self.nat.as_ref().and_then(|n| n.hash(&self.toeplitz, t)) {
+            return h;
+        }
         let h = self.rss(t);
         match &self.rules {
             None => h,

@@ -31,6 +31,7 @@ mod fields;
 mod hasher;
 mod indirection;
 mod key;
+pub mod nat;
 pub mod roger;
 mod sync;
 mod toeplitz;

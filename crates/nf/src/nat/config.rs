@@ -6,6 +6,8 @@ use core::net::IpAddr;
 use ipnet::{IpNet, Ipv4Net};
 use serde::Deserialize;
 
+use steer::nat::Forward;
+
 use super::{Nat, NatTimeouts};
 use crate::config::{ConfigError, Fields};
 use crate::fields::BuildNf;
@@ -27,6 +29,49 @@ pub struct NatSection {
     /// Timeouts.
     #[serde(default)]
     pub timeouts: NatTimeouts,
+    /// How an inside endpoint is mapped (RFC 4787 §4.1).
+    #[serde(default)]
+    pub mapping: Behaviour,
+    /// Which outside hosts may send to a mapping (RFC 4787 §5).
+    #[serde(default)]
+    pub filtering: Behaviour,
+    /// Static port forwards, `PROTO OUTSIDE:PORT -> INSIDE:PORT`.
+    #[serde(default)]
+    pub forwards: Vec<String>,
+}
+
+/// A NAT's mapping or filtering behaviour (RFC 4787).
+#[derive(Copy, Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behaviour {
+    /// Per session: one mapping per destination endpoint, and only the
+    /// destination may answer (the default: the tightest, and the one that
+    /// spreads one host's sessions over every core).
+    #[default]
+    AddressAndPortDependent,
+    /// One mapping per inside endpoint whatever the destination; with
+    /// filtering, any outside host may send to it.
+    EndpointIndependent,
+}
+
+/// `PROTO A.B.C.D:PORT -> A.B.C.D:PORT`.
+fn forward(s: &str) -> Option<Forward> {
+    let (proto, rest) = s.trim().split_once(char::is_whitespace)?;
+    let proto = match proto {
+        "tcp" => wire::proto::TCP,
+        "udp" => wire::proto::UDP,
+        _ => return None,
+    };
+    let (out, inside) = rest.split_once("->")?;
+    let ep = |e: &str| {
+        let a: core::net::SocketAddrV4 = e.trim().parse().ok()?;
+        Some((*a.ip(), a.port()))
+    };
+    Some(Forward {
+        proto,
+        outside: ep(out)?,
+        inside: ep(inside)?,
+    })
 }
 
 fn default_ports() -> String {
@@ -81,13 +126,50 @@ impl BuildNf for NatSection {
                 ),
             ));
         }
+        let eim = self.mapping == Behaviour::EndpointIndependent;
+        if self.filtering == Behaviour::EndpointIndependent && !eim {
+            return Err(f.err(
+                "filtering",
+                "endpoint-independent filtering needs `mapping = \"endpoint-independent\"`",
+            ));
+        }
+        let mut forwards: Vec<Forward> = Vec::new();
+        for s in &self.forwards {
+            let fw = forward(s).ok_or_else(|| {
+                f.err(
+                    "forwards",
+                    format!("`{s}`: expected `tcp|udp OUTSIDE:PORT -> INSIDE:PORT`"),
+                )
+            })?;
+            if !external.contains(&fw.outside.0) {
+                return Err(f.err(
+                    "forwards",
+                    format!("`{s}`: {} is not one of `external`", fw.outside.0),
+                ));
+            }
+            if !internal.contains(&fw.inside.0) {
+                return Err(f.err(
+                    "forwards",
+                    format!("`{s}`: {} is not in `internal`", fw.inside.0),
+                ));
+            }
+            if let Some(o) = forwards.iter().find(|o| {
+                o.proto == fw.proto && (o.outside == fw.outside || o.inside == fw.inside)
+            }) {
+                return Err(f.err(
+                    "forwards",
+                    format!("`{s}` shares an endpoint with {o:?}"),
+                ));
+            }
+            forwards.push(fw);
+        }
         let name = self.name.clone().unwrap_or_else(|| "nat".into());
-        Ok(Box::new(Nat::new(
-            name,
-            internal,
-            external,
-            ports,
-            self.timeouts.clone(),
-        )))
+        let mut nat = Nat::new(name, internal, external, ports, self.timeouts.clone());
+        nat.behave(
+            eim,
+            self.filtering == Behaviour::EndpointIndependent,
+            forwards,
+        );
+        Ok(Box::new(nat))
     }
 }

@@ -34,4 +34,22 @@ pub struct NatMap {
     pub proto: u8,
     /// TCP progress.
     pub tcp: NatTcp,
+    /// [`NatMap::INBOUND`], [`NatMap::STATIC`].
+    pub flags: u8,
+}
+
+impl NatMap {
+    /// The session was opened from outside (a port forward, or endpoint-
+    /// independent filtering): its original direction is translated on
+    /// the destination.
+    pub const INBOUND: u8 = 1;
+    /// The outside endpoint is a port forward's: no port of the pool.
+    pub const STATIC: u8 = 2;
+
+    /// Whether the packets of direction `original` are translated on their
+    /// source (inside to outside).
+    #[inline(always)]
+    pub fn outbound(&self, original: bool) -> bool {
+        original != (self.flags & NatMap::INBOUND != 0)
+    }
 }

@@ -21,6 +21,7 @@
 //! NFLOW key: bidirectional 5-tuple; needs ports in the steering hash.
 
 mod config;
+pub mod endpoints;
 pub mod events;
 pub mod map;
 pub mod pool;
@@ -28,15 +29,17 @@ pub mod pool;
 use crate::NfMeta;
 use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use config::NatSection;
+pub use config::{Behaviour, NatSection};
 pub use events::{EventHub, NatEvent};
 use ipnet::Ipv4Net;
 pub use map::{NatMap, NatTcp};
 pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
 use serde::Deserialize;
 use state::Dir;
+use steer::nat::{Forward, NatSteering};
 use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
 use crate::{
@@ -111,6 +114,21 @@ struct Shared {
     ports: (u16, u16),
     /// The timeouts in ns, as the packet path sets them.
     timeouts: TimeoutsNs,
+    /// Endpoint-independent mapping.
+    eim: bool,
+    /// Endpoint-independent filtering.
+    eif: bool,
+    /// Port forwards.
+    forwards: Vec<Forward>,
+    /// Each external address's index.
+    ext_index: HashMap<Ipv4Addr, u16>,
+    /// The forwards by outside endpoint (protocol, address, port): the
+    /// address's index and the inside endpoint.
+    forwards_out: HashMap<(u8, Ipv4Addr, u16), (u16, Ipv4Addr, u16)>,
+    /// The forwards by inside endpoint: the outside one (index, address, port).
+    forwards_in: HashMap<(u8, Ipv4Addr, u16), (u16, Ipv4Addr, u16)>,
+    /// What the NIC hashes for this NAT, when not the plain 5-tuple.
+    steering: Option<Arc<NatSteering>>,
 }
 
 /// [`NatTimeouts`] in ns.
@@ -169,6 +187,13 @@ impl Nat {
                 _ => ranges.push((a, a)),
             }
         }
+        // (the first index of an address listed twice)
+        let ext_index = external
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, &a)| (a, i as u16))
+            .collect();
         Nat {
             meta: NfMeta::new(name, "nat", NflowKey::BiFiveTuple, StateKind::PerFlow)
                 .with_ports()
@@ -179,11 +204,44 @@ impl Nat {
                 ranges,
                 ports,
                 timeouts: TimeoutsNs::of(&timeouts),
+                eim: false,
+                eif: false,
+                forwards: Vec::new(),
+                ext_index,
+                forwards_out: HashMap::new(),
+                forwards_in: HashMap::new(),
+                steering: None,
             }),
             plan: None,
             counters: NatCounters::default(),
             log: events::EventLog::default(),
         }
+    }
+
+    /// Sets the mapping and filtering behaviour and the port forwards (of
+    /// `external` addresses to `internal` ones, checked by the caller).
+    pub fn behave(&mut self, eim: bool, eif: bool, forwards: Vec<Forward>) {
+        let sh = Arc::get_mut(&mut self.shared).expect("set before the NAT is shared");
+        sh.eim = eim;
+        sh.eif = eif && eim;
+        for f in &forwards {
+            let idx = sh.external.iter().position(|&a| a == f.outside.0);
+            let idx = idx.expect("a forward's outside address is the NAT's") as u16;
+            sh.forwards_out
+                .insert((f.proto, f.outside.0, f.outside.1), (idx, f.inside.0, f.inside.1));
+            sh.forwards_in
+                .insert((f.proto, f.inside.0, f.inside.1), (idx, f.outside.0, f.outside.1));
+        }
+        sh.steering = (eim || !forwards.is_empty()).then(|| {
+            let (net, mask) = sh.internal;
+            Arc::new(NatSteering::new(
+                eim,
+                (Ipv4Addr::from(net), mask.leading_ones() as u8),
+                &sh.external,
+                &forwards,
+            ))
+        });
+        sh.forwards = forwards;
     }
 
     fn plan(&self) -> &Arc<PortPlan> {
@@ -269,7 +327,7 @@ impl Nat {
                 rewrite_any(pkt, outbound, addr, port);
             }
         };
-        if dir == Dir::Original {
+        if m.outbound(dir == Dir::Original) {
             translate(pkt, true, m.ext_addr, m.ext_port);
             self.counters.out += 1;
         } else {
@@ -288,6 +346,20 @@ impl Nat {
         dst: Ipv4Addr,
     ) -> Result<NatMap, DropCause> {
         let t = pkt.info.tuple;
+        let mapped = |ext_idx: u16, ext_addr, ext_port, flags| NatMap {
+            int_addr: src,
+            int_port: t.src_port,
+            ext_idx,
+            ext_addr,
+            ext_port,
+            proto: t.proto,
+            tcp: NatTcp::Opening,
+            flags,
+        };
+        // a forward's server opening a session keeps the forward's endpoint
+        if let Some(&(e, a, p)) = self.shared.forwards_in.get(&(t.proto, src, t.src_port)) {
+            return Ok(mapped(e, a, p, NatMap::STATIC));
+        }
         let toeplitz = cx.hasher.toeplitz();
         let mask = self.plan().mask();
         let pool = match cx.local {
@@ -295,6 +367,13 @@ impl Nat {
             // an offloading core: `offloadable` keeps new mappings on the owner
             _ => return Err(DropCause::OffloadState),
         };
+        let eim = self.shared.eim && matches!(t.proto, wire::proto::TCP | wire::proto::UDP);
+        if eim {
+            if let Some((e, p)) = pool.endpoints.outside(t.proto, src, t.src_port) {
+                pool.endpoints.hold(t.proto, (src, t.src_port), (e, p));
+                return Ok(mapped(e, self.shared.external[usize::from(e)], p, 0));
+            }
+        }
         let n = self.shared.external.len();
         let start = (pkt.hash >> 16) as usize % n;
         let icmp = matches!(pkt.info.l4, L4Info::IcmpEcho { .. });
@@ -308,13 +387,26 @@ impl Nat {
         for k in 0..n {
             let e = (start + k) % n;
             let ext = self.shared.external[e].octets();
-            // the reply's input: [server, external, server port, external port]
-            let partial = toeplitz.contribution(0, &dst.octets()) ^ toeplitz.contribution(4, &ext);
+            // the reply's input: [server, external, server port, external
+            // port]; hashed on endpoints, [external, 0, external port, 0]
+            let partial = if self.shared.eim {
+                toeplitz.contribution(0, &ext)
+            } else {
+                toeplitz.contribution(0, &dst.octets()) ^ toeplitz.contribution(4, &ext)
+            };
             let port = match class {
                 Some(c) => {
-                    let partial = partial ^ toeplitz.contribution(8, &t.dst_port.to_be_bytes());
+                    let partial = if self.shared.eim {
+                        partial
+                    } else {
+                        partial ^ toeplitz.contribution(8, &t.dst_port.to_be_bytes())
+                    };
                     let v = (pkt.hash ^ partial) & mask;
-                    pool.alloc(e, c, v)
+                    let p = pool.alloc(e, c, v);
+                    if let (Some(p), true) = (p, eim) {
+                        pool.endpoints.hold(t.proto, (src, t.src_port), (e as u16, p));
+                    }
+                    p
                 }
                 None => {
                     if (pkt.hash ^ partial) & mask != 0 {
@@ -325,15 +417,7 @@ impl Nat {
                 }
             };
             if let Some(p) = port {
-                return Ok(NatMap {
-                    int_addr: src,
-                    int_port: t.src_port,
-                    ext_idx: e as u16,
-                    ext_addr: self.shared.external[e],
-                    ext_port: p,
-                    proto: t.proto,
-                    tcp: NatTcp::Opening,
-                });
+                return Ok(mapped(e as u16, self.shared.external[e], p, 0));
             }
         }
         Err(if icmp && !steerable {
@@ -547,16 +631,43 @@ impl Nf for Nat {
     }
 
     fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
-        self.plan = Some(PortPlan::bound(hasher, bucket_mask, self.shared.ports));
+        // with endpoint hashing the outside port is hashed where a source
+        // port goes (`steer::nat`)
+        let at = if self.shared.eim {
+            pool::V4_SPORT_OFFSET
+        } else {
+            pool::V4_DPORT_OFFSET
+        };
+        self.plan = Some(PortPlan::bound_at(
+            hasher,
+            bucket_mask,
+            self.shared.ports,
+            at,
+        ));
+    }
+
+    fn nat_steering(&self) -> Option<Arc<NatSteering>> {
+        self.shared.steering.clone()
     }
 
     fn shard_local(&self, shard: &ShardInfo) -> ShardLocal {
-        ShardLocal::NatPool(PortPool::new(
+        let mut pool = PortPool::new(
             self.plan().clone(),
             shard.index,
             shard.count,
             self.shared.external.len(),
-        ))
+        );
+        // a forward's outside port is never handed out (it is reserved in
+        // the shard that owns it)
+        for f in &self.shared.forwards {
+            let e = self.shared.forwards_out[&(f.proto, f.outside.0, f.outside.1)].0;
+            let class = match f.proto {
+                wire::proto::TCP => PortClass::Tcp,
+                _ => PortClass::Udp,
+            };
+            pool.reserve(usize::from(e), class, f.outside.1);
+        }
+        ShardLocal::NatPool(pool)
     }
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
@@ -581,8 +692,18 @@ impl Nf for Nat {
     fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
             let e = usize::from(m.ext_idx);
-            if self.shared.external.get(e) != Some(&m.ext_addr) {
-                // another node's address: its port is that node's
+            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0
+            {
+                // another node's address: its port is that node's; a
+                // forward's port is no pool's
+                return;
+            }
+            if self.holds_endpoint(m)
+                && !pool
+                    .endpoints
+                    .hold(m.proto, (m.int_addr, m.int_port), (m.ext_idx, m.ext_port))
+            {
+                // its mapping's port was taken by an earlier session
                 return;
             }
             let taken = match m.proto {
@@ -600,8 +721,17 @@ impl Nf for Nat {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
             self.log(&m, false);
             let e = usize::from(m.ext_idx);
-            if self.shared.external.get(e) != Some(&m.ext_addr) {
-                // installed from another node: its port is that node's
+            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0
+            {
+                // installed from another node: its port is that node's; a
+                // forward's port is no pool's
+                self.counters.released += 1;
+                return;
+            }
+            if self.holds_endpoint(&m)
+                && pool.endpoints.release(m.proto, m.int_addr, m.int_port) == Some(false)
+            {
+                // other sessions still hold the mapping
                 self.counters.released += 1;
                 return;
             }
@@ -632,12 +762,73 @@ impl Nat {
             return self.new_flow(cx, pkt);
         };
         let m = *m;
-        if pkt.dir == Dir::Original {
+        if m.outbound(pkt.dir == Dir::Original) {
             rewrite(pkt, true, m.ext_addr, m.ext_port);
         } else {
             rewrite(pkt, false, m.int_addr, m.int_port);
         }
         self.counters.related += 1;
+        Verdict::Forward
+    }
+
+    /// Whether a session's mapping is held in its shard's endpoint table.
+    fn holds_endpoint(&self, m: &NatMap) -> bool {
+        self.shared.eim
+            && m.flags & NatMap::STATIC == 0
+            && matches!(m.proto, wire::proto::TCP | wire::proto::UDP)
+    }
+
+    /// A packet to one of the NAT's addresses that no session knows: a
+    /// session to a port forward's server, or with endpoint-independent
+    /// filtering to the inside endpoint of a mapping; else no mapping.
+    #[cold]
+    #[inline(never)]
+    fn inbound(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, dst: Ipv4Addr) -> Verdict {
+        let t = pkt.info.tuple;
+        // (a fragment or an ICMP error opens nothing)
+        if pkt.dir == Dir::Reply || !matches!(pkt.info.l4, L4Info::Tcp { .. } | L4Info::Udp) {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        }
+        let sh = &self.shared;
+        let (m, held) = if let Some(&(e, a, p)) = sh.forwards_out.get(&(t.proto, dst, t.dst_port))
+        {
+            ((e, a, p), NatMap::INBOUND | NatMap::STATIC)
+        } else if sh.eif {
+            let (ShardLocal::NatPool(pool), Some(&e)) = (&*cx.local, sh.ext_index.get(&dst)) else {
+                return Verdict::Drop(DropCause::NatNoMapping);
+            };
+            match pool.endpoints.inside(t.proto, e, t.dst_port) {
+                Some((a, p)) => ((e, a, p), NatMap::INBOUND),
+                None => return Verdict::Drop(DropCause::NatNoMapping),
+            }
+        } else {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        };
+        let m = NatMap {
+            int_addr: m.1,
+            int_port: m.2,
+            ext_idx: m.0,
+            ext_addr: dst,
+            ext_port: t.dst_port,
+            proto: t.proto,
+            tcp: NatTcp::Opening,
+            flags: held,
+        };
+        rewrite(pkt, false, m.int_addr, m.int_port);
+        if !cx.alias_rewritten(pkt) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
+        if self.holds_endpoint(&m) {
+            if let ShardLocal::NatPool(pool) = cx.local {
+                pool.endpoints
+                    .hold(m.proto, (m.int_addr, m.int_port), (m.ext_idx, m.ext_port));
+            }
+        }
+        cx.insert(FlowState::Nat(m));
+        cx.set_timeout(self.timeout(&m, cx.emergency));
+        self.log(&m, true);
+        self.counters.mappings += 1;
+        self.counters.inbound += 1;
         Verdict::Forward
     }
 
@@ -664,7 +855,7 @@ impl Nat {
             return Verdict::Forward;
         };
         if self.is_external(dst) {
-            return Verdict::Drop(DropCause::NatNoMapping);
+            return self.inbound(cx, pkt, dst);
         }
         if pkt.dir == Dir::Reply || !self.is_internal(src) || self.is_internal(dst) {
             self.counters.passed += 1;
