@@ -161,11 +161,14 @@ impl Ctx<'_> {
     /// Makes the packet's tuple as an NF rewrote it a second key of its entry
     /// ([`add_alias`](Self::add_alias)): the replies to it find the entry with
     /// the single lookup, in this same shard (the rewrite kept the reply in
-    /// the packet's bucket). False on an offloading core.
+    /// the packet's bucket), under the hash the NIC gives them. False on an
+    /// offloading core.
     pub fn alias_rewritten(&mut self, pkt: &Packet) -> bool {
         let t = pkt.info.tuple;
         let (key, side) = FlowKey::of(&t);
-        let hash = self.hasher.hash(&t);
+        // (the same as the tuple's own with a symmetric hash; not with a
+        // NAT's endpoint hashing, `steer::nat`)
+        let hash = self.hasher.hash(&t.reversed());
         debug_assert_eq!(
             hash & self.shard.bucket_mask,
             pkt.hash & self.shard.bucket_mask,

@@ -23,6 +23,9 @@ pub struct Packet {
     /// The port (interface) it arrived on: 0 for a replayed trace; with
     /// interfaces, the index of the interface in `--iface`.
     pub port: u8,
+    /// It leaves by the interface it arrived on (a NAT hairpinning it back
+    /// inside), not the next one.
+    pub hairpin: bool,
 }
 
 impl Packet {
@@ -44,6 +47,7 @@ impl Packet {
                     entry: None,
                     dir: Dir::Original,
                     port: 0,
+                    hairpin: false,
                 })
             }
             Err(m) => Err((data, m)),
@@ -70,6 +74,7 @@ impl Packet {
                     entry: None,
                     dir: Dir::Original,
                     port: 0,
+                    hairpin: false,
                 })
             }
             Err(m) => Err((data, m)),

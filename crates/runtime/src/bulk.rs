@@ -56,6 +56,7 @@ pub(crate) fn install_only(hash: u32, entry: &[u8], now: u64) -> nf::Packet {
         entry: None,
         dir: state::Dir::Original,
         port: INSTALL | crate::carried::REPLICA,
+        hairpin: false,
     }
 }
 

@@ -115,6 +115,7 @@ fn from_template(template: &Packet, data: Vec<u8>, now: u64) -> Packet {
         entry: None,
         dir: template.dir,
         port: template.port,
+        hairpin: false,
     }
 }
 

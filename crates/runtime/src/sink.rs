@@ -220,7 +220,11 @@ impl Sink {
             return;
         }
         if let Some(tx) = &self.tx {
-            let out = tx.out(p.port);
+            let out = if p.hairpin {
+                usize::from(p.port) % tx.0.len()
+            } else {
+                tx.out(p.port)
+            };
             self.pending[out].push(p.data.clone());
             if self.pending[out].len() >= TX_BATCH {
                 self.tx_failed += tx.send(out, &self.pending[out]);

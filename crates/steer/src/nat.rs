@@ -7,17 +7,23 @@
 //! endpoint-independent filtering accepts any host's packets to it: every
 //! session of one mapping must reach the shard that holds the mapping. So
 //! the NIC hashes a packet from the inside prefix on its source endpoint
-//! (address and port, the destination left as zeros), and a packet to one of
-//! the NAT's addresses on its destination endpoint, written where a source
-//! endpoint goes; the NAT picks an outside port whose hash lands in the
-//! inside endpoint's bucket (`nf::nat::PortPlan` over the source-port
-//! field). ICMP echo is hashed on the address alone, as RSS does.
+//! (address and port, written where a destination goes, the rest zeros), and
+//! a packet to one of the NAT's addresses on its destination endpoint; the
+//! NAT picks an outside port whose hash lands in the inside endpoint's
+//! bucket (`nf::nat::PortPlan`, over the destination-port field as for its
+//! other mappings). ICMP echo is hashed on the address alone, as RSS does.
 //!
 //! A **port forward** fixes both endpoints, so their hashes cannot be made
 //! to meet: the NIC hashes the forward's inside endpoint as its outside one
 //! (a packet from it is hashed as the forward's inbound packets, reversed,
 //! or with endpoint hashing as the outside endpoint) — what two exact-match
 //! NIC rules (ntuple filters) per forward do on a real NIC.
+//!
+//! **Hairpinning**: a packet from the inside to one of the NAT's own
+//! addresses is hashed on its destination endpoint, with or without endpoint
+//! hashing, so it reaches the shard of the forward or mapping it is for; the
+//! NAT gives its source an outside port whose hash lands in that same bucket,
+//! so the answer, hashed on its destination endpoint too, comes back there.
 //!
 //! Pure: a function of the tuple.
 
@@ -107,11 +113,14 @@ impl NatSteering {
         let ports = matches!(t.proto, wire::proto::TCP | wire::proto::UDP);
         let endpoint = |a: Ipv4Addr, p: u16| {
             Some(if ports {
-                toeplitz.hash_v4_ports(a.octets(), [0; 4], p, 0)
+                toeplitz.hash_v4_ports([0; 4], a.octets(), 0, p)
             } else {
-                toeplitz.hash(&a.octets())
+                toeplitz.hash(&[0, 0, 0, 0, a.octets()[0], a.octets()[1], a.octets()[2], a.octets()[3]])
             })
         };
+        if self.is_outside(dst) && (self.endpoint || self.is_inside(src)) {
+            return endpoint(dst, t.dst_port);
+        }
         if self.is_inside(src) && !self.is_inside(dst) {
             let fwd = ports
                 .then(|| self.forwards.get(&(t.proto, src, t.src_port)))
@@ -125,9 +134,6 @@ impl NatSteering {
                 }
                 (false, None) => None,
             };
-        }
-        if self.endpoint && self.is_outside(dst) {
-            return endpoint(dst, t.dst_port);
         }
         None
     }
@@ -166,11 +172,13 @@ mod tests {
         // one inside endpoint, two destinations
         let a = h("10.0.0.2", "198.51.100.1", 5000, 53, 17).unwrap();
         assert_eq!(Some(a), h("10.0.0.2", "198.51.100.9", 5000, 99, 17));
-        assert_eq!(a, t.hash_v4_ports([10, 0, 0, 2], [0; 4], 5000, 0));
+        assert_eq!(a, t.hash_v4_ports([0; 4], [10, 0, 0, 2], 0, 5000));
         // any host to one outside endpoint
         let b = h("192.0.2.1", "203.0.113.1", 7, 4000, 17).unwrap();
         assert_eq!(Some(b), h("192.0.2.77", "203.0.113.1", 8, 4000, 17));
-        assert_eq!(b, t.hash_v4_ports([203, 0, 113, 1], [0; 4], 4000, 0));
+        assert_eq!(b, t.hash_v4_ports([0; 4], [203, 0, 113, 1], 0, 4000));
+        // inside to the NAT's own address: on the destination endpoint
+        assert_eq!(Some(b), h("10.0.0.9", "203.0.113.1", 1, 4000, 17));
         // a forward's server hashes as its outside endpoint
         assert_eq!(
             h("10.0.0.5", "192.0.2.1", 80, 3333, 6),
@@ -202,5 +210,10 @@ mod tests {
             n.hash(&t, &tuple("10.0.0.5", "192.0.2.1", 53, 9, 17)),
             Some(t.hash_v4_ports([192, 0, 2, 1], [203, 0, 113, 1], 9, 5353))
         );
+        // hairpinning: on the destination endpoint, the forward's server too
+        let e = t.hash_v4_ports([0; 4], [203, 0, 113, 1], 0, 5353);
+        assert_eq!(n.hash(&t, &tuple("10.0.0.2", "203.0.113.1", 5, 5353, 17)), Some(e));
+        let e = t.hash_v4_ports([0; 4], [203, 0, 113, 1], 0, 7777);
+        assert_eq!(n.hash(&t, &tuple("10.0.0.5", "203.0.113.1", 53, 7777, 17)), Some(e));
     }
 }

@@ -34,7 +34,7 @@ pub struct NatMap {
     pub proto: u8,
     /// TCP progress.
     pub tcp: NatTcp,
-    /// [`NatMap::INBOUND`], [`NatMap::STATIC`].
+    /// [`NatMap::INBOUND`], [`NatMap::STATIC`], [`NatMap::HAIRPIN`].
     pub flags: u8,
 }
 
@@ -45,6 +45,12 @@ impl NatMap {
     pub const INBOUND: u8 = 1;
     /// The outside endpoint is a port forward's: no port of the pool.
     pub const STATIC: u8 = 2;
+    /// An inside host's session to one of the NAT's own endpoints (a port
+    /// forward's, or a mapping's with endpoint-independent filtering): its
+    /// source is translated to this mapping's outside endpoint and its
+    /// destination to the target's inside one, and its answers the other
+    /// way; the target is looked up at each packet.
+    pub const HAIRPIN: u8 = 4;
 
     /// Whether the packets of direction `original` are translated on their
     /// source (inside to outside).

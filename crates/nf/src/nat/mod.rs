@@ -95,6 +95,9 @@ counters! {
         passed,
         /// ICMP errors about a mapped flow, translated (RELATED).
         related,
+        /// Packets of inside hosts to the NAT's own endpoints sent back
+        /// inside (hairpinning).
+        hairpinned,
         /// Mappings installed from another node on this NAT's own address
         /// whose port was in use here or not this shard's: two flows may
         /// share it.
@@ -301,6 +304,10 @@ impl Nat {
         let Some(FlowState::Nat(m)) = slot else {
             return None;
         };
+        if m.flags & NatMap::HAIRPIN != 0 {
+            // (two translations and a lookup: `hairpin_hit`)
+            return None;
+        }
         // (a mapping's packets are IPv4 ones, its TCP and UDP ones go
         // straight to `rewrite_v4`: the kind is known from the match)
         let segment = match pkt.info.l4 {
@@ -388,9 +395,9 @@ impl Nat {
             let e = (start + k) % n;
             let ext = self.shared.external[e].octets();
             // the reply's input: [server, external, server port, external
-            // port]; hashed on endpoints, [external, 0, external port, 0]
+            // port]; hashed on endpoints, [0, external, 0, external port]
             let partial = if self.shared.eim {
-                toeplitz.contribution(0, &ext)
+                toeplitz.contribution(4, &ext)
             } else {
                 toeplitz.contribution(0, &dst.octets()) ^ toeplitz.contribution(4, &ext)
             };
@@ -631,19 +638,7 @@ impl Nf for Nat {
     }
 
     fn bind(&mut self, hasher: &steer::RssHasher, bucket_mask: u32) {
-        // with endpoint hashing the outside port is hashed where a source
-        // port goes (`steer::nat`)
-        let at = if self.shared.eim {
-            pool::V4_SPORT_OFFSET
-        } else {
-            pool::V4_DPORT_OFFSET
-        };
-        self.plan = Some(PortPlan::bound_at(
-            hasher,
-            bucket_mask,
-            self.shared.ports,
-            at,
-        ));
+        self.plan = Some(PortPlan::bound(hasher, bucket_mask, self.shared.ports));
     }
 
     fn nat_steering(&self) -> Option<Arc<NatSteering>> {
@@ -762,6 +757,10 @@ impl Nat {
             return self.new_flow(cx, pkt);
         };
         let m = *m;
+        if m.flags & NatMap::HAIRPIN != 0 {
+            // (not translated: both ends of the quote would change)
+            return Verdict::Drop(DropCause::NatNoMapping);
+        }
         if m.outbound(pkt.dir == Dir::Original) {
             rewrite(pkt, true, m.ext_addr, m.ext_port);
         } else {
@@ -774,7 +773,7 @@ impl Nat {
     /// Whether a session's mapping is held in its shard's endpoint table.
     fn holds_endpoint(&self, m: &NatMap) -> bool {
         self.shared.eim
-            && m.flags & NatMap::STATIC == 0
+            && m.flags & (NatMap::STATIC | NatMap::HAIRPIN) == 0
             && matches!(m.proto, wire::proto::TCP | wire::proto::UDP)
     }
 
@@ -804,6 +803,12 @@ impl Nat {
         } else {
             return Verdict::Drop(DropCause::NatNoMapping);
         };
+        let IpAddr::V4(src) = t.src else {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        };
+        if self.is_internal(src) {
+            return self.hairpin(cx, pkt, src, (m.1, m.2));
+        }
         let m = NatMap {
             int_addr: m.1,
             int_port: m.2,
@@ -832,6 +837,124 @@ impl Nat {
         Verdict::Forward
     }
 
+    /// A new session from inside host `src` to one of the NAT's endpoints,
+    /// whose inside endpoint is `target`: its source gets an outside port
+    /// whose hash lands in this packet's bucket (the NIC hashed it on its
+    /// destination endpoint, and hashes the answers on theirs, `steer::nat`),
+    /// and it goes back inside to the target.
+    #[cold]
+    #[inline(never)]
+    fn hairpin(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Packet,
+        src: Ipv4Addr,
+        target: (Ipv4Addr, u16),
+    ) -> Verdict {
+        let t = pkt.info.tuple;
+        let class = match t.proto {
+            wire::proto::TCP => PortClass::Tcp,
+            _ => PortClass::Udp,
+        };
+        let toeplitz = cx.hasher.toeplitz();
+        let mask = self.plan().mask();
+        let ShardLocal::NatPool(pool) = &mut *cx.local else {
+            return Verdict::Drop(DropCause::OffloadState);
+        };
+        let n = self.shared.external.len();
+        let start = (pkt.hash >> 16) as usize % n;
+        let Some((e, p)) = (0..n).find_map(|k| {
+            let e = (start + k) % n;
+            let ext = self.shared.external[e].octets();
+            let v = (pkt.hash ^ toeplitz.contribution(4, &ext)) & mask;
+            Some((e, pool.alloc(e, class, v)?))
+        }) else {
+            return Verdict::Drop(DropCause::NatPortsExhausted);
+        };
+        let m = NatMap {
+            int_addr: src,
+            int_port: t.src_port,
+            ext_idx: e as u16,
+            ext_addr: self.shared.external[e],
+            ext_port: p,
+            proto: t.proto,
+            tcp: NatTcp::Opening,
+            flags: NatMap::HAIRPIN,
+        };
+        rewrite(pkt, true, m.ext_addr, m.ext_port);
+        rewrite(pkt, false, target.0, target.1);
+        pkt.hairpin = true;
+        if !cx.alias_rewritten(pkt) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
+        cx.insert(FlowState::Nat(m));
+        cx.set_timeout(self.timeout(&m, cx.emergency));
+        self.log(&m, true);
+        self.counters.mappings += 1;
+        self.counters.hairpinned += 1;
+        Verdict::Forward
+    }
+
+    /// A packet of a hairpinned session (`m`): both its endpoints
+    /// translated, the target's looked up again (a forward, or a mapping
+    /// that may have ended).
+    #[cold]
+    #[inline(never)]
+    fn hairpin_hit(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut m: NatMap) -> Verdict {
+        let t = pkt.info.tuple;
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
+            return Verdict::Drop(DropCause::NatNoMapping);
+        };
+        let sh = &self.shared;
+        let endpoints = match &*cx.local {
+            ShardLocal::NatPool(pool) => Some(&pool.endpoints),
+            _ => None,
+        };
+        if pkt.dir == Dir::Original {
+            // inside host → the target's outside endpoint
+            let target = sh
+                .forwards_out
+                .get(&(t.proto, dst, t.dst_port))
+                .map(|&(_, a, p)| (a, p))
+                .or_else(|| {
+                    let e = *sh.ext_index.get(&dst)?;
+                    endpoints?.inside(t.proto, e, t.dst_port).filter(|_| sh.eif)
+                });
+            let Some((a, p)) = target else {
+                return Verdict::Drop(DropCause::NatNoMapping);
+            };
+            rewrite(pkt, true, m.ext_addr, m.ext_port);
+            rewrite(pkt, false, a, p);
+        } else {
+            // the target → the inside host's outside endpoint
+            let target = sh
+                .forwards_in
+                .get(&(t.proto, src, t.src_port))
+                .map(|&(_, a, p)| (a, p))
+                .or_else(|| {
+                    let (e, p) = endpoints?.outside(t.proto, src, t.src_port)?;
+                    Some((sh.external[usize::from(e)], p)).filter(|_| sh.eif)
+                });
+            let Some((a, p)) = target else {
+                return Verdict::Drop(DropCause::NatNoMapping);
+            };
+            rewrite(pkt, true, a, p);
+            rewrite(pkt, false, m.int_addr, m.int_port);
+        }
+        pkt.hairpin = true;
+        match pkt.info.l4 {
+            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
+                m.tcp = NatTcp::Closing;
+            }
+            _ if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening => m.tcp = NatTcp::Established,
+            _ => {}
+        }
+        cx.insert(FlowState::Nat(m));
+        cx.set_timeout(self.timeout(&m, cx.emergency));
+        self.counters.hairpinned += 1;
+        Verdict::Forward
+    }
+
     /// Records a mapping's creation or end (counted when the queue is full).
     #[inline]
     fn log(&mut self, m: &NatMap, created: bool) {
@@ -849,6 +972,12 @@ impl Nat {
     /// A packet of a flow with no mapping: passed, refused, or mapped.
     #[inline(never)]
     fn new_flow(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        if let Some(FlowState::Nat(m)) = cx.get() {
+            if m.flags & NatMap::HAIRPIN != 0 {
+                let m = *m;
+                return self.hairpin_hit(cx, pkt, m);
+            }
+        }
         let t = pkt.info.tuple;
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
             self.counters.passed += 1;

@@ -18,10 +18,6 @@ use steer::Toeplitz;
 /// Byte offset of the destination port in an IPv4 RSS input.
 pub const V4_DPORT_OFFSET: usize = 10;
 
-/// Byte offset of the source port in an IPv4 RSS input: where an outside
-/// endpoint's port is hashed with endpoint-independent mapping (`steer::nat`).
-pub const V4_SPORT_OFFSET: usize = 8;
-
 /// Ports grouped by the low bits of their Toeplitz contribution (shared, read-only).
 #[derive(Debug)]
 pub struct PortPlan {
@@ -64,34 +60,12 @@ impl PortPlan {
         Arc::new(PortPlan::new(hasher.toeplitz(), mask, lo, hi))
     }
 
-    /// [`bound`](Self::bound) with the ports grouped by their contribution
-    /// at byte `at` of the input (where the reply carries the outside port).
-    pub fn bound_at(
-        hasher: &steer::RssHasher,
-        mask: u32,
-        (lo, hi): (u16, u16),
-        at: usize,
-    ) -> Arc<PortPlan> {
-        Arc::new(PortPlan::salted_at(
-            hasher.toeplitz(),
-            mask,
-            lo,
-            hi,
-            process_salt(),
-            at,
-        ))
-    }
-
     /// [`new`](Self::new) with pools starting where `salt` says.
     pub fn salted(t: &Toeplitz, mask: u32, lo: u16, hi: u16, salt: u64) -> PortPlan {
-        PortPlan::salted_at(t, mask, lo, hi, salt, V4_DPORT_OFFSET)
-    }
-
-    fn salted_at(t: &Toeplitz, mask: u32, lo: u16, hi: u16, salt: u64, at: usize) -> PortPlan {
         let mut by_value = vec![Vec::new(); mask as usize + 1];
         let mut value_of = Vec::with_capacity(usize::from(hi - lo) + 1);
         for p in lo..=hi {
-            let v = t.contribution(at, &p.to_be_bytes()) & mask;
+            let v = t.contribution(V4_DPORT_OFFSET, &p.to_be_bytes()) & mask;
             by_value[v as usize].push(p);
             value_of.push(v as u16);
         }
