@@ -168,6 +168,14 @@ fn open_ports(
     owner: &[CoreId],
 ) -> Result<Ports, RunError> {
     let spray = cfg.balancer == BalancerKind::Sprayer;
+    if steering == Steering::Kernel && chain.hasher().nat().is_some() {
+        return Err(RunError::Config(
+            "the NAT's endpoint-independent mapping, port forwards and hairpinning \
+             need the NIC model's endpoint hashing, which the kernel's steering \
+             program does not do: use --steer user"
+                .into(),
+        ));
+    }
     if steering == Steering::Kernel && chain.hasher().rules().is_some() {
         return Err(RunError::Config(
             "steering.rules: the kernel's steering program hashes; rule steering \
