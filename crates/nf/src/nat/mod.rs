@@ -475,6 +475,19 @@ fn rewrite_quote(msg: &mut [u8], outbound: bool, addr: Ipv4Addr, port: u16) {
     IcmpPacket::new_unchecked(msg).fill_checksum_v4();
 }
 
+/// Sends a hairpinned packet back by the interface it came in on, to the
+/// station it came from (its Ethernet addresses swapped: it now comes from
+/// where it was going, the upstream gateway, back to the inside router). A
+/// router NF after the NAT addresses it by its routes as any packet.
+fn send_back(pkt: &mut Packet) {
+    if let Some((dst, rest)) = pkt.data.split_first_chunk_mut::<6>() {
+        if let Some(src) = rest.first_chunk_mut::<6>() {
+            core::mem::swap(dst, src);
+        }
+    }
+    pkt.hairpin = true;
+}
+
 /// Rewrites the inside (outbound: source; inbound: destination) address and
 /// port of a packet, with its checksums, and its tuple.
 #[inline]
@@ -883,7 +896,7 @@ impl Nat {
         };
         rewrite(pkt, true, m.ext_addr, m.ext_port);
         rewrite(pkt, false, target.0, target.1);
-        pkt.hairpin = true;
+        send_back(pkt);
         if !cx.alias_rewritten(pkt) {
             return Verdict::Drop(DropCause::OffloadState);
         }
@@ -941,7 +954,7 @@ impl Nat {
             rewrite(pkt, true, a, p);
             rewrite(pkt, false, m.int_addr, m.int_port);
         }
-        pkt.hairpin = true;
+        send_back(pkt);
         match pkt.info.l4 {
             L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
                 m.tcp = NatTcp::Closing;
