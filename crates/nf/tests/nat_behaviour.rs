@@ -199,3 +199,54 @@ fn what_endpoint_hashing_would_split_is_refused() {
         .build(Path::new("."))
         .unwrap();
 }
+
+#[test]
+fn a_reload_adds_addresses_and_timeouts_and_refuses_the_rest() {
+    let base = |ext: &str, extra: &str| {
+        format!(
+            "[steering]\nshards = 4\n[[nf]]\nkind = \"nat\"\ninternal = \"10.0.0.0/8\"\n\
+             external = [{ext}]\n{extra}\n"
+        )
+    };
+    let build = |t: &str| {
+        ChainConfig::from_toml(t)
+            .unwrap()
+            .build(Path::new("."))
+            .unwrap()
+    };
+    let (mut c, mut shards) = chain(&base("\"203.0.113.1\"", ""));
+    let (_, before) = run(&mut c, &mut shards, udp("10.0.0.1", 5000, "198.18.0.1", 53), 0);
+    // an address added at the end, and shorter timeouts
+    let grown = build(&base(
+        "\"203.0.113.1\", \"203.0.113.2\"",
+        "[nf.timeouts]\nudp = \"1s\"",
+    ));
+    c.reload_nfs(&grown, &[0]).unwrap();
+    // the mapping made before goes on
+    let (v, p) = run(&mut c, &mut shards, udp("10.0.0.1", 5000, "198.18.0.1", 53), 1);
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(p.info.tuple.src_port, before.info.tuple.src_port);
+    // new flows use both addresses
+    let mut used = std::collections::HashSet::new();
+    for k in 0..64u16 {
+        let (_, p) = run(&mut c, &mut shards, udp("10.0.0.2", 1000 + k, "198.18.0.9", 53), 2);
+        used.insert(p.info.tuple.src);
+    }
+    assert_eq!(used.len(), 2, "{used:?}");
+    // and the new UDP timeout holds: everything is gone after 1 s
+    for s in shards.iter_mut() {
+        c.expire(s, 2_000_000_000);
+    }
+    assert_eq!(in_use(&shards), 0);
+    for (t, why) in [
+        (base("\"203.0.113.2\"", ""), "added at the end"),
+        (base("\"203.0.113.1\"", "ports = \"2000-60000\""), "`ports`"),
+        (
+            base("\"203.0.113.1\"", "mapping = \"endpoint-independent\""),
+            "`mapping`",
+        ),
+    ] {
+        let e = c.reload_nfs(&build(&t), &[0]).unwrap_err();
+        assert!(e.contains(why), "{e}");
+    }
+}

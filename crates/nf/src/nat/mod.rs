@@ -752,6 +752,49 @@ impl Nf for Nat {
         }
     }
 
+    /// Timeouts, and addresses added at the end of `external`, change live
+    /// (as do `internal` without endpoint hashing); mappings keep theirs.
+    fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
+        let n = new.as_any().downcast_ref::<Nat>().ok_or("not a NAT")?;
+        let (a, b) = (&*self.shared, &*n.shared);
+        if a.ports != b.ports {
+            return Err("`ports` cannot change live (each shard owns its share of them)".into());
+        }
+        if (a.eim, a.eif, &a.forwards) != (b.eim, b.eif, &b.forwards) {
+            return Err(
+                "`mapping`, `filtering` and `forwards` cannot change live (the NIC hashes by them)"
+                    .into(),
+            );
+        }
+        if a.internal != b.internal && a.steering.is_some() {
+            return Err("`internal` cannot change live with endpoint hashing".into());
+        }
+        if !b.external.starts_with(&a.external) {
+            return Err(
+                "addresses may be added at the end of `external`; removing or reordering \
+                 them needs a restart (mappings hold their place)"
+                    .into(),
+            );
+        }
+        // (the steering the NIC hashes by is the one of `a`, equal)
+        let steering = a.steering.clone();
+        self.shared = Arc::new(Shared {
+            internal: b.internal,
+            external: b.external.clone(),
+            ranges: b.ranges.clone(),
+            ports: b.ports,
+            timeouts: TimeoutsNs { ..b.timeouts },
+            eim: b.eim,
+            eif: b.eif,
+            forwards: b.forwards.clone(),
+            ext_index: b.ext_index.clone(),
+            forwards_out: b.forwards_out.clone(),
+            forwards_in: b.forwards_in.clone(),
+            steering,
+        });
+        Ok(())
+    }
+
     fn log_events(&mut self, hub: &Arc<EventHub>) {
         self.log = events::EventLog::to(hub.clone());
     }

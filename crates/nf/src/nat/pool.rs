@@ -280,6 +280,21 @@ impl PortPool {
         (r, lane)
     }
 
+    /// Address `addr`'s ICMP ids (made for addresses added by a reload).
+    fn icmp_lane(&mut self, addr: usize) -> &mut Lane {
+        while self.icmp.len() <= addr {
+            let a = self.icmp.len();
+            let lane = Lane::new(
+                ICMP_IDS,
+                self.shard,
+                self.shards,
+                mix(self.salt, u64::MAX - a as u64),
+            );
+            self.icmp.push(lane);
+        }
+        &mut self.icmp[addr]
+    }
+
     /// A free port of group `v` for external address `addr`.
     pub fn alloc(&mut self, addr: usize, class: PortClass, v: u32) -> Option<u16> {
         let shards = self.shards;
@@ -328,7 +343,7 @@ impl PortPool {
         if u32::from(id) % shards != shard {
             return false;
         }
-        let ok = self.icmp[addr].reserve(usize::from(id), shard, shards, |k| k as u16);
+        let ok = self.icmp_lane(addr).reserve(usize::from(id), shard, shards, |k| k as u16);
         self.in_use += u64::from(ok);
         ok
     }
@@ -337,14 +352,14 @@ impl PortPool {
     /// hash, so any will do).
     pub fn alloc_icmp(&mut self, addr: usize) -> Option<u16> {
         let (shard, shards) = (self.shard, self.shards);
-        let id = self.icmp[addr].take(shard, shards, |k| k as u16)?;
+        let id = self.icmp_lane(addr).take(shard, shards, |k| k as u16)?;
         self.in_use += 1;
         Some(id)
     }
 
     /// Returns an ICMP id.
     pub fn free_icmp(&mut self, addr: usize, id: u16) {
-        self.icmp[addr].free.push_back(id);
+        self.icmp_lane(addr).free.push_back(id);
         self.in_use = self.in_use.saturating_sub(1);
     }
 
