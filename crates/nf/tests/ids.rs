@@ -358,3 +358,61 @@ fn a_pcre_that_explodes_alone_is_refused_naming_its_line() {
     let ok = nf::ids::parse(rules.lines().next().unwrap()).unwrap();
     assert!(nf::ids::Matcher::new(&ok).is_ok());
 }
+
+fn rules(placement: &str, rules: &str) -> String {
+    format!(
+        "[[nf]]\nkind = \"ids\"\nplacement = \"{placement}\"\nrules = '''\n{rules}\n'''\n"
+    )
+}
+
+/// A live reload swaps the rules on both placements: flows keep their state
+/// (one a rule dropped stays dropped), a stream part-way through an old
+/// pattern starts again under the new rules, and the new rules judge from
+/// the next payload.
+#[test]
+fn a_reload_swaps_the_rules_and_restarts_the_streams() {
+    for placement in ["inline", "core"] {
+        let old = "drop tcp any any -> any 80 (msg:\"old\"; content:\"attack\"; sid:1;)";
+        let new = "drop tcp any any -> any 80 (msg:\"new\"; content:\"exploit\"; sid:2;)";
+        let (mut c, mut s) = chain(&rules(placement, old));
+        let settle = |c: &Chain| assert!(ids_of(c).wait_idle(Duration::from_secs(10)));
+        let dropped = Verdict::Drop(DropCause::IdsDrop);
+        // the packet that completes a match: dropped inline, passed when the
+        // matching is on its own core (which drops the flow's later ones)
+        let matching = if placement == "inline" {
+            dropped
+        } else {
+            Verdict::Forward
+        };
+        // flow 1 is dropped by the old rules; flow 2 is part-way through one
+        assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"an attack"), matching);
+        settle(&c);
+        assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"more"), dropped);
+        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"att"), Verdict::Forward);
+        settle(&c);
+        let fresh = ChainConfig::from_toml(&rules(placement, new))
+            .unwrap()
+            .build(std::path::Path::new("."))
+            .unwrap();
+        c.reload_nfs(&fresh, &[0]).unwrap();
+        // the old pattern's end no longer completes anything
+        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"ack"), Verdict::Forward);
+        settle(&c);
+        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"then"), Verdict::Forward);
+        // the new one does, on a flow older than the reload
+        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"exploit"), matching);
+        settle(&c);
+        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"x"), dropped, "{placement}");
+        // and flow 1 stays dropped
+        assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"x"), dropped);
+        let k = counters(&c);
+        assert_eq!(k["flows_dropped"], 2, "{placement}: {k:?}");
+        // placement is not a live change
+        let other = if placement == "inline" { "core" } else { "inline" };
+        let moved = ChainConfig::from_toml(&rules(other, new))
+            .unwrap()
+            .build(std::path::Path::new("."))
+            .unwrap();
+        assert!(c.reload_nfs(&moved, &[0]).unwrap_err().contains("placement"));
+    }
+}

@@ -17,4 +17,7 @@ pub struct IdsFlow {
     /// Per direction (bit 0 original, bit 1 reply): a payload could not be handed
     /// to the matching component, so its stream restarts with the next one.
     pub gaps: u8,
+    /// The generation of the rules its streams are of (a live reload starts
+    /// them again).
+    pub generation: u32,
 }

@@ -72,18 +72,22 @@ struct ComponentCounters {
     blacklisted: AtomicU64,
 }
 
-/// What every instance and the component share.
+/// What every instance and the component share: the rules of one
+/// configuration, and (kept across live reloads) what the rules did.
 struct Core {
-    rules: Vec<Rule>,
-    matcher: Matcher,
-    blacklist: ArcSwap<HashSet<IpAddr>>,
+    rules: Arc<Vec<Rule>>,
+    matcher: Arc<Matcher>,
+    /// Counts the live reloads: a flow's matcher states are of the rules of
+    /// its generation, and start again under new ones.
+    generation: u32,
+    blacklist: Arc<ArcSwap<HashSet<IpAddr>>>,
     /// Flows a rule dropped, as marked by the matching component.
-    dropped: ArcSwap<HashSet<FlowKey>>,
+    dropped: Arc<ArcSwap<HashSet<FlowKey>>>,
     alerts: Option<Sender<String>>,
     idle_ns: u64,
-    component: ComponentCounters,
+    component: Arc<ComponentCounters>,
     /// The component holds off scanning (maintenance, tests).
-    paused: AtomicBool,
+    paused: Arc<AtomicBool>,
 }
 
 /// What the rules that fired on a packet did.
@@ -159,6 +163,8 @@ impl Core {
 
 /// A payload handed to the matching component.
 struct ScanJob {
+    /// The rules it is scanned by (its instance's, reloaded or not).
+    core: Arc<Core>,
     key: FlowKey,
     side: Side,
     tuple: FiveTuple,
@@ -173,14 +179,17 @@ struct Scanned {
     st: Stream,
     pr: Progress,
     last_ns: u64,
+    /// The rules' generation its states are of.
+    generation: u32,
 }
 
 /// The matching component: runs on its own core, fed by every data component.
-fn component(core: Arc<Core>) -> impl FnMut(ScanJob) + Send + 'static {
+fn component() -> impl FnMut(ScanJob) + Send + 'static {
     let mut flows: HashMap<(FlowKey, Side), Scanned> = HashMap::new();
     let mut hits = Vec::new();
     let mut jobs = 0u64;
     move |job: ScanJob| {
+        let core = job.core.clone();
         // Acquire: pairs with the Release store in `set_component_paused`.
         while core.paused.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_micros(200));
@@ -197,8 +206,10 @@ fn component(core: Arc<Core>) -> impl FnMut(ScanJob) + Send + 'static {
             st: core.matcher.start(),
             pr: Progress::default(),
             last_ns: 0,
+            generation: core.generation,
         });
-        if job.gap {
+        if job.gap || f.generation != core.generation {
+            f.generation = core.generation;
             f.st = core.matcher.start();
             f.pr = Progress::default();
         }
@@ -233,7 +244,6 @@ fn component(core: Arc<Core>) -> impl FnMut(ScanJob) + Send + 'static {
 }
 
 struct Shared {
-    core: Arc<Core>,
     /// The matching component, with placement `core`.
     remote: Option<Remote<ScanJob>>,
 }
@@ -242,6 +252,7 @@ struct Shared {
 #[derive(Clone)]
 pub struct Ids {
     meta: NfMeta,
+    core: Arc<Core>,
     shared: Arc<Shared>,
     counters: IdsCounters,
     fired: Vec<u32>,
@@ -288,19 +299,18 @@ impl Ids {
         };
         Ok(Ids {
             meta: NfMeta::new(name, "ids", NflowKey::BiFiveTuple, StateKind::PerFlow),
-            shared: Arc::new(Shared {
-                core: Arc::new(Core {
-                    rules,
-                    matcher,
-                    blacklist: ArcSwap::from_pointee(HashSet::new()),
-                    dropped: ArcSwap::from_pointee(HashSet::new()),
-                    alerts,
-                    idle_ns,
-                    component: ComponentCounters::default(),
-                    paused: AtomicBool::new(false),
-                }),
-                remote: None,
+            core: Arc::new(Core {
+                rules: Arc::new(rules),
+                matcher: Arc::new(matcher),
+                generation: 0,
+                blacklist: Arc::new(ArcSwap::from_pointee(HashSet::new())),
+                dropped: Arc::new(ArcSwap::from_pointee(HashSet::new())),
+                alerts,
+                idle_ns,
+                component: Arc::default(),
+                paused: Arc::default(),
             }),
+            shared: Arc::new(Shared { remote: None }),
             counters: IdsCounters::default(),
             fired: Vec::new(),
         })
@@ -309,19 +319,14 @@ impl Ids {
     /// Places the pattern matching: `Inline` (as built) or `Core`, a component
     /// thread fed through a ring of `ring` payloads. Call before instances are made.
     pub fn place(mut self, placement: Placement, ring: usize) -> Result<Ids, String> {
-        let core = self.shared.core.clone();
         let remote = match placement {
             Placement::Inline => None,
             Placement::Core => Some(
-                Remote::spawn(
-                    &format!("{}-match", self.meta.name),
-                    ring,
-                    component(core.clone()),
-                )
-                .map_err(|e| format!("starting the matching component: {e}"))?,
+                Remote::spawn(&format!("{}-match", self.meta.name), ring, component())
+                    .map_err(|e| format!("starting the matching component: {e}"))?,
             ),
         };
-        self.shared = Arc::new(Shared { core, remote });
+        self.shared = Arc::new(Shared { remote });
         Ok(self)
     }
 
@@ -336,17 +341,17 @@ impl Ids {
 
     /// The rules.
     pub fn rules(&self) -> &[Rule] {
-        &self.shared.core.rules
+        &self.core.rules
     }
 
     /// Memory of the compiled automata, bytes.
     pub fn matcher_memory(&self) -> usize {
-        self.shared.core.matcher.memory()
+        self.core.matcher.memory()
     }
 
     /// The blacklisted sources now.
     pub fn blacklist(&self) -> Vec<IpAddr> {
-        self.shared.core.blacklist.load().iter().copied().collect()
+        self.core.blacklist.load().iter().copied().collect()
     }
 
     /// With placement `core`: waits until the component has scanned every payload
@@ -367,13 +372,13 @@ impl Ids {
     /// lets it go on: a maintenance window, e.g. while rules are swapped.
     pub fn set_component_paused(&self, paused: bool) {
         // Release: pairs with the component's Acquire load.
-        self.shared.core.paused.store(paused, Ordering::Release);
+        self.core.paused.store(paused, Ordering::Release);
     }
 
     /// The data component of placement `core`: drop what is already known to be
     /// dropped, hand the payload over, never wait.
     fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: Box<IdsFlow>) -> Verdict {
-        let core = &self.shared.core;
+        let core = &self.core;
         let t = pkt.info.tuple;
         let (key, side) = FlowKey::of(&t);
         let dropped = core.dropped.load();
@@ -386,6 +391,7 @@ impl Ids {
         if !payload.is_empty() {
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
             let job = ScanJob {
+                core: core.clone(),
                 key,
                 side,
                 tuple: t,
@@ -418,8 +424,7 @@ impl Nf for Ids {
 
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let t = pkt.info.tuple;
-        let shared = self.shared.clone();
-        let core = &shared.core;
+        let core = self.core.clone();
         if core.blacklist.load().contains(&t.src) {
             return Verdict::Drop(DropCause::IdsBlacklisted);
         }
@@ -430,15 +435,22 @@ impl Nf for Ids {
                 debug_assert!(other.is_none(), "another NF's state in the IDS's slot");
                 Box::new(IdsFlow {
                     st: [core.matcher.start(); 2],
+                    generation: core.generation,
                     ..IdsFlow::default()
                 })
             }
         };
+        if f.generation != core.generation {
+            // rules reloaded: the flow's streams start again under the new ones
+            f.st = [core.matcher.start(); 2];
+            f.progress = None;
+            f.generation = core.generation;
+        }
         if f.dropped {
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
-        if shared.remote.is_some() {
+        if self.shared.remote.is_some() {
             return self.process_data(cx, pkt, f);
         }
         let d = usize::from(pkt.dir == Dir::Reply);
@@ -488,7 +500,7 @@ impl Nf for Ids {
         let mut v = self.counters.list();
         if self.shared.remote.is_some() {
             // the component's own counters, added once per (merged) instance
-            let c = &self.shared.core.component;
+            let c = &self.core.component;
             for (name, n) in &mut v {
                 // Relaxed: statistics (see `wait_idle` for a settled read).
                 *n += match *name {
@@ -518,6 +530,29 @@ impl Nf for Ids {
         if let Some(o) = other.as_any().downcast_ref::<Ids>() {
             self.counters.add(&o.counters);
         }
+    }
+
+    /// The rules (and alerts file, idle time) change live: flows keep their
+    /// state, their streams start again under the new rules from their next
+    /// payload; the blacklist and the flows already dropped stay.
+    fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
+        let n = new.as_any().downcast_ref::<Ids>().ok_or("not an IDS")?;
+        if n.placement() != self.placement() {
+            return Err("`placement` cannot change live".into());
+        }
+        let (old, nc) = (&self.core, &n.core);
+        self.core = Arc::new(Core {
+            rules: nc.rules.clone(),
+            matcher: nc.matcher.clone(),
+            generation: old.generation.wrapping_add(1),
+            blacklist: old.blacklist.clone(),
+            dropped: old.dropped.clone(),
+            alerts: nc.alerts.clone(),
+            idle_ns: nc.idle_ns,
+            component: old.component.clone(),
+            paused: old.paused.clone(),
+        });
+        Ok(())
     }
 }
 
