@@ -47,7 +47,9 @@ fn echo_server(bed: &Bed) -> std::sync::mpsc::Receiver<SocketAddr> {
 
 /// Datagram k of the client's: `SIZE` bytes no two alike.
 fn datagram(k: usize) -> Vec<u8> {
-    (0..SIZE).map(|i| (i * 7 + k * 13 + i / 251) as u8).collect()
+    (0..SIZE)
+        .map(|i| (i * 7 + k * 13 + i / 251) as u8)
+        .collect()
 }
 
 /// Sends `DATAGRAMS` datagrams of `SIZE` bytes from the client and returns
@@ -156,11 +158,16 @@ fn pings_and_udp_of_4000_bytes_arrive_whole_through_fw_nat_and_a_flood_stays_bou
     run.wait_forwarding();
 
     assert_eq!(pings(&bed, 5), 5, "pings of 3 000 bytes");
-    assert_eq!(udp_round_trips(&bed), DATAGRAMS, "datagrams of {SIZE} bytes");
+    assert_eq!(
+        udp_round_trips(&bed),
+        DATAGRAMS,
+        "datagrams of {SIZE} bytes"
+    );
     let seen: Vec<SocketAddr> = peers.try_iter().collect();
     assert_eq!(seen.len(), DATAGRAMS);
     assert!(
-        seen.iter().all(|a| a.ip().to_string().starts_with("203.0.113.")),
+        seen.iter()
+            .all(|a| a.ip().to_string().starts_with("203.0.113.")),
         "the server saw the NAT's address: {seen:?}"
     );
 
@@ -188,7 +195,10 @@ fn pings_and_udp_of_4000_bytes_arrive_whole_through_fw_nat_and_a_flood_stays_bou
         dropped <= FLOOD as u64 && dropped + overflow >= FLOOD as u64,
         "{m}, rx_overflow {overflow}"
     );
-    assert!(count("fragment_limit") > 0, "the flood outgrew the table: {m}");
+    assert!(
+        count("fragment_limit") > 0,
+        "the flood outgrew the table: {m}"
+    );
     assert_eq!(count("fragment_overlap") + count("fragment"), 0, "{m}");
     let nat = &r["nf"]["nat"];
     assert!(nat["mappings"].as_u64().unwrap() >= 2, "{nat}");

@@ -60,17 +60,43 @@ fn extend(bed: &Bed) {
     let (c, s) = (bed.client(), bed.server());
     let (c0, s0) = (format!("{}c0", bed.prefix), format!("{}s0", bed.prefix));
     let smac = mac(&s, &s0);
-    sh(&s, &["ip", "addr", "add", &format!("{SERVER2}/24"), "dev", &s0]);
-    sh(&c, &["ip", "addr", "add", &format!("{CLIENT2}/24"), "dev", &c0]);
+    sh(
+        &s,
+        &["ip", "addr", "add", &format!("{SERVER2}/24"), "dev", &s0],
+    );
+    sh(
+        &c,
+        &["ip", "addr", "add", &format!("{CLIENT2}/24"), "dev", &c0],
+    );
     // (from the second inside address: the hairpinned client)
     sh(
         &c,
-        &["ip", "route", "add", &format!("{NAT}/32"), "dev", &c0, "src", CLIENT2],
+        &[
+            "ip",
+            "route",
+            "add",
+            &format!("{NAT}/32"),
+            "dev",
+            &c0,
+            "src",
+            CLIENT2,
+        ],
     );
     for a in [SERVER2, NAT] {
         sh(
             &c,
-            &["ip", "neigh", "replace", a, "lladdr", &smac, "dev", &c0, "nud", "permanent"],
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                a,
+                "lladdr",
+                &smac,
+                "dev",
+                &c0,
+                "nud",
+                "permanent",
+            ],
         );
     }
 }
@@ -181,7 +207,10 @@ fn endpoint_independent_mapping_filtering_port_forward_and_hairpinning() {
         for to in [SERVER, SERVER2] {
             s.send_to(b"hello", (to, UDP)).unwrap();
             let (n, from) = s.recv_from(&mut b).unwrap();
-            assert_eq!((&b[..n], from.ip().to_string()), (&b"hello"[..], to.to_string()));
+            assert_eq!(
+                (&b[..n], from.ip().to_string()),
+                (&b"hello"[..], to.to_string())
+            );
         }
         s
     });
@@ -189,7 +218,10 @@ fn endpoint_independent_mapping_filtering_port_forward_and_hairpinning() {
     assert_eq!(seen.len(), 2, "{seen:?}");
     let outside = seen[0].1;
     assert_eq!(outside.ip().to_string(), NAT, "{seen:?}");
-    assert_eq!(seen[1].1, outside, "both servers see one endpoint: {seen:?}");
+    assert_eq!(
+        seen[1].1, outside,
+        "both servers see one endpoint: {seen:?}"
+    );
 
     // a server socket the inside one never sent to reaches it there
     inside(bed.server(), move || {
@@ -219,7 +251,11 @@ fn endpoint_independent_mapping_filtering_port_forward_and_hairpinning() {
         "hairpinned connection"
     );
     let peer = accepted.recv_timeout(Duration::from_secs(1)).unwrap();
-    assert_eq!(peer.ip().to_string(), NAT, "the server sees the NAT's address");
+    assert_eq!(
+        peer.ip().to_string(),
+        NAT,
+        "the server sees the NAT's address"
+    );
 
     let out = run.interrupt();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -3,12 +3,15 @@
 //! while traffic flows, every core's NFs take their new configuration between
 //! two bursts (`nf::Chain::reload_nfs`, through [`runspec::control`]).
 //! Existing flows keep their state and NAT mappings: the rules judge the
-//! connections opened from then on. Anything else is refused with its reason
-//! and the old configuration keeps running: a file that does not parse or
-//! build; `[run]`, `[io]`, `[pool]`, `[steering]` or `[table]` changed (core
-//! counts, shards, table sizes: restart to apply them); NFs added, removed or
-//! reordered; a change to an NF that cannot take one live (a NAT's pool, an
-//! IDS's rules, a load balancer's services).
+//! connections opened from then on. What each NF takes live is its own
+//! (`nf::Nf::reload`): a firewall's rules, a router's routes, NPTv6's
+//! prefixes, a NAT's timeouts and added addresses, an IDS's rules, a load
+//! balancer's services and backends. Anything else is refused with its
+//! reason and the old configuration keeps running: a file that does not
+//! parse or build; `[run]`, `[io]`, `[pool]`, `[steering]` or `[table]`
+//! changed (core counts, shards, table sizes: restart to apply them); NFs
+//! added, removed or reordered; a change an NF cannot take live (a NAT's
+//! ports or port forwards, an IDS's placement…).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -128,11 +131,14 @@ impl Reloader {
             .filter(|&i| {
                 config.nf[i] != run.config.nf[i]
                     || matches!(config.nf[i].kind(), "firewall" | "router")
+                    || matches!(&config.nf[i], NfSection::Ids(s) if s.rules_file.is_some())
             })
             .collect();
-        // all or nothing, tried on a copy first
-        run.chain
-            .instance()
+        // all or nothing, tried on a copy first (which then stands for the
+        // cores' chains: what an NF made of the reload, e.g. a balancer's
+        // services re-indexed, is the base of the next one)
+        let mut reloaded = run.chain.instance();
+        reloaded
             .reload_nfs(&chain, &which)
             .map_err(|e| format!("{e}; nothing changed"))?;
         let cores = self.cores.reload(&chain, &which)?;
@@ -144,7 +150,7 @@ impl Reloader {
             file: Some(path.clone()),
             config,
             others,
-            chain,
+            chain: reloaded,
         };
         Ok(format!(
             "{}: {} on {cores} cores",

@@ -360,9 +360,7 @@ fn a_pcre_that_explodes_alone_is_refused_naming_its_line() {
 }
 
 fn rules(placement: &str, rules: &str) -> String {
-    format!(
-        "[[nf]]\nkind = \"ids\"\nplacement = \"{placement}\"\nrules = '''\n{rules}\n'''\n"
-    )
+    format!("[[nf]]\nkind = \"ids\"\nplacement = \"{placement}\"\nrules = '''\n{rules}\n'''\n")
 }
 
 /// A live reload swaps the rules on both placements: flows keep their state
@@ -385,10 +383,16 @@ fn a_reload_swaps_the_rules_and_restarts_the_streams() {
             Verdict::Forward
         };
         // flow 1 is dropped by the old rules; flow 2 is part-way through one
-        assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"an attack"), matching);
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.1", 1, 80, b"an attack"),
+            matching
+        );
         settle(&c);
         assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"more"), dropped);
-        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"att"), Verdict::Forward);
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.2", 2, 80, b"att"),
+            Verdict::Forward
+        );
         settle(&c);
         let fresh = ChainConfig::from_toml(&rules(placement, new))
             .unwrap()
@@ -396,23 +400,43 @@ fn a_reload_swaps_the_rules_and_restarts_the_streams() {
             .unwrap();
         c.reload_nfs(&fresh, &[0]).unwrap();
         // the old pattern's end no longer completes anything
-        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"ack"), Verdict::Forward);
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.2", 2, 80, b"ack"),
+            Verdict::Forward
+        );
         settle(&c);
-        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"then"), Verdict::Forward);
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.2", 2, 80, b"then"),
+            Verdict::Forward
+        );
         // the new one does, on a flow older than the reload
-        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"exploit"), matching);
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.2", 2, 80, b"exploit"),
+            matching
+        );
         settle(&c);
-        assert_eq!(send(&mut c, &mut s, "10.0.0.2", 2, 80, b"x"), dropped, "{placement}");
+        assert_eq!(
+            send(&mut c, &mut s, "10.0.0.2", 2, 80, b"x"),
+            dropped,
+            "{placement}"
+        );
         // and flow 1 stays dropped
         assert_eq!(send(&mut c, &mut s, "10.0.0.1", 1, 80, b"x"), dropped);
         let k = counters(&c);
         assert_eq!(k["flows_dropped"], 2, "{placement}: {k:?}");
         // placement is not a live change
-        let other = if placement == "inline" { "core" } else { "inline" };
+        let other = if placement == "inline" {
+            "core"
+        } else {
+            "inline"
+        };
         let moved = ChainConfig::from_toml(&rules(other, new))
             .unwrap()
             .build(std::path::Path::new("."))
             .unwrap();
-        assert!(c.reload_nfs(&moved, &[0]).unwrap_err().contains("placement"));
+        assert!(c
+            .reload_nfs(&moved, &[0])
+            .unwrap_err()
+            .contains("placement"));
     }
 }

@@ -562,3 +562,113 @@ fn config_errors_name_the_field() {
         assert!(e.to_string().contains(want), "`{want}` not in: {e}");
     }
 }
+
+/// A live reload changes the services while connections go on: every
+/// connection keeps its backend (one taken out of the configuration too,
+/// which drains), new connections go only to the listed backends, a
+/// service taken out places none, a new one places at once, and a backend
+/// listed again takes new connections again.
+#[test]
+fn a_reload_changes_services_and_connections_keep_their_backends() {
+    let (mut c, mut s) = chain(CFG);
+    let mut held = Vec::new();
+    for i in 0..300 {
+        let (v, b, bp, _) = open(&mut c, &mut s, i);
+        assert_eq!(v, Verdict::Forward);
+        held.push((i, b, bp));
+    }
+    let reload = |c: &mut Chain, backends: &str, extra: &str| {
+        let t = format!(
+            "[steering]\nshards = 16\n[[nf]]\nkind = \"lb\"\n\
+             snat = [\"192.0.2.10\", \"192.0.2.11\", \"192.0.2.12\"]\n\
+             [[nf.service]]\nvip = \"10.0.0.100:80\"\nbackends = [{backends}]\n{extra}"
+        );
+        let new = ChainConfig::from_toml(&t)
+            .unwrap()
+            .build(std::path::Path::new("."))
+            .unwrap();
+        c.reload_nfs(&new, &[0])
+    };
+    let gone: IpAddr = "10.1.0.3".parse().unwrap();
+    let added: IpAddr = "10.1.0.5".parse().unwrap();
+    reload(
+        &mut c,
+        "\"10.1.0.1:8080\", \"10.1.0.2:8080\", \"10.1.0.4:8080\", \"10.1.0.5:8080\"",
+        "[[nf.service]]\nvip = \"10.0.0.101:443\"\nbackends = [\"10.3.0.1:443\"]\n",
+    )
+    .unwrap();
+    // every connection's next segment reaches its own backend
+    for &(i, b, bp) in &held {
+        let (a, p) = client(i);
+        let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, TcpFlags::ACK, b"x");
+        let (v, out) = run(&mut c, &mut s, f, 1);
+        assert_eq!(v, Verdict::Forward, "connection {i}");
+        assert_eq!((out.info.tuple.dst, out.info.tuple.dst_port), (b, bp));
+    }
+    assert!(
+        held.iter().any(|h| h.1 == gone),
+        "a connection on the removed backend"
+    );
+    // new connections: the listed backends only, the added one among them
+    let mut to = BTreeMap::new();
+    for i in 1000..1600 {
+        let (v, b, _, _) = open(&mut c, &mut s, i);
+        assert_eq!(v, Verdict::Forward);
+        *to.entry(b).or_insert(0) += 1;
+    }
+    assert!(!to.contains_key(&gone) && to.contains_key(&added), "{to:?}");
+    // the UDP service is gone, the new one places
+    let dns = frame(
+        "udp",
+        client(7).0,
+        999,
+        IpAddr::V4(VIP),
+        53,
+        TcpFlags::default(),
+        b"q",
+    );
+    assert_eq!(
+        run(&mut c, &mut s, dns, 2).0,
+        Verdict::Drop(DropCause::LbNoService)
+    );
+    let web = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 101));
+    let f = frame("tcp", client(8).0, 999, web, 443, TcpFlags::SYN, b"");
+    let (v, out) = run(&mut c, &mut s, f, 2);
+    assert_eq!(
+        (v, out.info.tuple.dst),
+        (Verdict::Forward, "10.3.0.1".parse().unwrap())
+    );
+    // listed again: it takes new connections again
+    reload(
+        &mut c,
+        "\"10.1.0.1:8080\", \"10.1.0.2:8080\", \"10.1.0.3:8080\", \"10.1.0.4:8080\", \"10.1.0.5:8080\"",
+        "",
+    )
+    .unwrap();
+    let back = (2000..2600)
+        .filter(|&i| open(&mut c, &mut s, i).1 == gone)
+        .count();
+    assert!(
+        back > 50,
+        "{back} new connections on the backend listed again"
+    );
+    // what cannot change live
+    for (lb, why) in [
+        ("snat = [\"192.0.2.11\"]", "`snat`"),
+        (
+            "snat = [\"192.0.2.10\", \"192.0.2.11\", \"192.0.2.12\"]\nports = \"2000-30000\"",
+            "`ports`",
+        ),
+    ] {
+        let t = format!(
+            "[steering]\nshards = 16\n[[nf]]\nkind = \"lb\"\n{lb}\n\
+             [[nf.service]]\nvip = \"10.0.0.100:80\"\nbackends = [\"10.1.0.1:8080\"]\n"
+        );
+        let new = ChainConfig::from_toml(&t)
+            .unwrap()
+            .build(std::path::Path::new("."))
+            .unwrap();
+        let e = c.reload_nfs(&new, &[0]).unwrap_err();
+        assert!(e.contains(why), "{e}");
+    }
+}

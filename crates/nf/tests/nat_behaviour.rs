@@ -35,7 +35,15 @@ fn v4(s: &str) -> IpAddr {
 }
 
 fn udp(src: &str, sport: u16, dst: &str, dport: u16) -> Vec<u8> {
-    frame("udp", v4(src), sport, v4(dst), dport, TcpFlags::default(), b"q")
+    frame(
+        "udp",
+        v4(src),
+        sport,
+        v4(dst),
+        dport,
+        TcpFlags::default(),
+        b"q",
+    )
 }
 
 fn in_use(shards: &[nf::Shard]) -> u64 {
@@ -92,7 +100,12 @@ fn each_inside_endpoint_keeps_one_outside_endpoint_over_every_shard() {
 fn a_mapping_lives_while_a_session_does_then_gives_its_port_back() {
     let (mut c, mut shards) = chain(EIM);
     let sec = 1_000_000_000u64;
-    let (_, a) = run(&mut c, &mut shards, udp("10.0.0.1", 5000, "198.18.0.1", 53), 0);
+    let (_, a) = run(
+        &mut c,
+        &mut shards,
+        udp("10.0.0.1", 5000, "198.18.0.1", 53),
+        0,
+    );
     let (ext, port) = (a.info.tuple.src, a.info.tuple.src_port);
     // a second session of the same endpoint, later
     let (_, b) = run(
@@ -174,7 +187,9 @@ fn what_the_configuration_refuses_says_why() {
         assert!(e.contains(why), "{extra}: {e}");
     }
     // TCP and UDP forwards of one port are two forwards
-    let ok = nat("forwards = [\"udp 203.0.113.1:53 -> 10.0.0.5:53\", \"tcp 203.0.113.1:53 -> 10.0.0.5:53\"]");
+    let ok = nat(
+        "forwards = [\"udp 203.0.113.1:53 -> 10.0.0.5:53\", \"tcp 203.0.113.1:53 -> 10.0.0.5:53\"]",
+    );
     ChainConfig::from_toml(&ok)
         .unwrap()
         .build(Path::new("."))
@@ -215,7 +230,12 @@ fn a_reload_adds_addresses_and_timeouts_and_refuses_the_rest() {
             .unwrap()
     };
     let (mut c, mut shards) = chain(&base("\"203.0.113.1\"", ""));
-    let (_, before) = run(&mut c, &mut shards, udp("10.0.0.1", 5000, "198.18.0.1", 53), 0);
+    let (_, before) = run(
+        &mut c,
+        &mut shards,
+        udp("10.0.0.1", 5000, "198.18.0.1", 53),
+        0,
+    );
     // an address added at the end, and shorter timeouts
     let grown = build(&base(
         "\"203.0.113.1\", \"203.0.113.2\"",
@@ -223,13 +243,23 @@ fn a_reload_adds_addresses_and_timeouts_and_refuses_the_rest() {
     ));
     c.reload_nfs(&grown, &[0]).unwrap();
     // the mapping made before goes on
-    let (v, p) = run(&mut c, &mut shards, udp("10.0.0.1", 5000, "198.18.0.1", 53), 1);
+    let (v, p) = run(
+        &mut c,
+        &mut shards,
+        udp("10.0.0.1", 5000, "198.18.0.1", 53),
+        1,
+    );
     assert_eq!(v, Verdict::Forward);
     assert_eq!(p.info.tuple.src_port, before.info.tuple.src_port);
     // new flows use both addresses
     let mut used = std::collections::HashSet::new();
     for k in 0..64u16 {
-        let (_, p) = run(&mut c, &mut shards, udp("10.0.0.2", 1000 + k, "198.18.0.9", 53), 2);
+        let (_, p) = run(
+            &mut c,
+            &mut shards,
+            udp("10.0.0.2", 1000 + k, "198.18.0.9", 53),
+            2,
+        );
         used.insert(p.info.tuple.src);
     }
     assert_eq!(used.len(), 2, "{used:?}");

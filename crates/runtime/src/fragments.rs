@@ -204,7 +204,14 @@ mod tests {
         let whole = Packet::new_fragmentable(frames[0].clone(), 0, &hasher).unwrap();
         let got: Vec<_> = out
             .iter()
-            .map(|p| (p.info.fragment.unwrap().offset, p.ts_ns, p.hash, p.info.tuple))
+            .map(|p| {
+                (
+                    p.info.fragment.unwrap().offset,
+                    p.ts_ns,
+                    p.hash,
+                    p.info.tuple,
+                )
+            })
             .collect();
         let (h, t) = (whole.hash, whole.info.tuple);
         assert_eq!(t.src_port, 4000);

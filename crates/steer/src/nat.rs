@@ -115,7 +115,16 @@ impl NatSteering {
             Some(if ports {
                 toeplitz.hash_v4_ports([0; 4], a.octets(), 0, p)
             } else {
-                toeplitz.hash(&[0, 0, 0, 0, a.octets()[0], a.octets()[1], a.octets()[2], a.octets()[3]])
+                toeplitz.hash(&[
+                    0,
+                    0,
+                    0,
+                    0,
+                    a.octets()[0],
+                    a.octets()[1],
+                    a.octets()[2],
+                    a.octets()[3],
+                ])
             })
         };
         if self.is_outside(dst) && (self.endpoint || self.is_inside(src)) {
@@ -204,7 +213,10 @@ mod tests {
             &[fwd],
         );
         assert_eq!(n.hash(&t, &tuple("10.0.0.2", "192.0.2.1", 5, 53, 17)), None);
-        assert_eq!(n.hash(&t, &tuple("192.0.2.1", "203.0.113.1", 9, 5353, 17)), None);
+        assert_eq!(
+            n.hash(&t, &tuple("192.0.2.1", "203.0.113.1", 9, 5353, 17)),
+            None
+        );
         // the server's reply hashes as the client's request did
         assert_eq!(
             n.hash(&t, &tuple("10.0.0.5", "192.0.2.1", 53, 9, 17)),
@@ -212,8 +224,14 @@ mod tests {
         );
         // hairpinning: on the destination endpoint, the forward's server too
         let e = t.hash_v4_ports([0; 4], [203, 0, 113, 1], 0, 5353);
-        assert_eq!(n.hash(&t, &tuple("10.0.0.2", "203.0.113.1", 5, 5353, 17)), Some(e));
+        assert_eq!(
+            n.hash(&t, &tuple("10.0.0.2", "203.0.113.1", 5, 5353, 17)),
+            Some(e)
+        );
         let e = t.hash_v4_ports([0; 4], [203, 0, 113, 1], 0, 7777);
-        assert_eq!(n.hash(&t, &tuple("10.0.0.5", "203.0.113.1", 53, 7777, 17)), Some(e));
+        assert_eq!(
+            n.hash(&t, &tuple("10.0.0.5", "203.0.113.1", 53, 7777, 17)),
+            Some(e)
+        );
     }
 }

@@ -328,16 +328,30 @@ mod tests {
         assert_eq!(s, Step::Go((5, 53), 'b'));
         let (s, _) = t.offer(key(1), frag(2960, false), 1048, 1082, None, 'c', 2);
         assert_eq!(s, Step::Go((5, 53), 'c'));
-        assert!(t.is_empty(), "a datagram whose bytes all passed is forgotten");
+        assert!(
+            t.is_empty(),
+            "a datagram whose bytes all passed is forgotten"
+        );
     }
 
     #[test]
     fn fragments_before_their_first_are_held_then_released_after_it() {
         let mut t: Table<char, (u16, u16)> = Table::new(Limits::default());
-        assert_eq!(t.offer(key(1), frag(1480, true), 8, 50, None, 'z', 0).0, Step::Held);
+        assert_eq!(
+            t.offer(key(1), frag(1480, true), 8, 50, None, 'z', 0).0,
+            Step::Held
+        );
         assert_eq!(t.clear(), 1);
-        assert_eq!(t.offer(key(2), frag(2960, false), 1048, 1100, None, 'c', 0).0, Step::Held);
-        assert_eq!(t.offer(key(2), frag(1480, true), 1480, 1500, None, 'b', 1).0, Step::Held);
+        assert_eq!(
+            t.offer(key(2), frag(2960, false), 1048, 1100, None, 'c', 0)
+                .0,
+            Step::Held
+        );
+        assert_eq!(
+            t.offer(key(2), frag(1480, true), 1480, 1500, None, 'b', 1)
+                .0,
+            Step::Held
+        );
         assert_eq!(t.held_bytes(), 2600);
         let (s, _) = t.offer(key(2), frag(0, true), 1480, 1500, Some((7, 9)), 'a', 2);
         assert_eq!(s, Step::First('a', vec!['c', 'b']));

@@ -47,9 +47,9 @@ pub enum CtlCommand {
     /// Reads the configuration file again (FILE, else the running one's) and
     /// applies it while traffic flows: the NFs' rules change, flows keep their
     /// state. A file that does not validate, or changes what cannot change
-    /// live (cores, shards, tables, the NFs in the chain, a NAT's pool), is
-    /// refused with its reason and the running configuration stays. SIGHUP
-    /// does the same with the running file.
+    /// live (cores, shards, tables, the NFs in the chain, a NAT's ports or
+    /// forwards), is refused with its reason and the running configuration
+    /// stays. SIGHUP does the same with the running file.
     Reload {
         /// The new configuration file.
         file: Option<PathBuf>,

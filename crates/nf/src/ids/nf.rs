@@ -541,10 +541,20 @@ impl Nf for Ids {
             return Err("`placement` cannot change live".into());
         }
         let (old, nc) = (&self.core, &n.core);
+        // the same rules (a rules file read again, unchanged): streams go on
+        let same = old.rules == nc.rules;
         self.core = Arc::new(Core {
-            rules: nc.rules.clone(),
-            matcher: nc.matcher.clone(),
-            generation: old.generation.wrapping_add(1),
+            rules: if same {
+                old.rules.clone()
+            } else {
+                nc.rules.clone()
+            },
+            matcher: if same {
+                old.matcher.clone()
+            } else {
+                nc.matcher.clone()
+            },
+            generation: old.generation.wrapping_add(u32::from(!same)),
             blacklist: old.blacklist.clone(),
             dropped: old.dropped.clone(),
             alerts: nc.alerts.clone(),

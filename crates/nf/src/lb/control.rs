@@ -100,6 +100,8 @@ enum Path {
 pub(super) struct Control {
     path: Path,
     pub(super) stats: Arc<ControlStats>,
+    /// Room for queued requests.
+    ring: usize,
     schedule: Vec<Scheduled>,
     /// Index of the next schedule entry not yet issued.
     next: AtomicUsize,
@@ -112,13 +114,23 @@ impl Control {
         services: Arc<Vec<Service>>,
         placement: Placement,
         ring: usize,
+        schedule: Vec<Scheduled>,
+    ) -> Result<Control, String> {
+        Control::with_stats(services, placement, ring, schedule, Arc::default())
+    }
+
+    /// [`new`](Self::new) counting into `stats`.
+    fn with_stats(
+        services: Arc<Vec<Service>>,
+        placement: Placement,
+        ring: usize,
         mut schedule: Vec<Scheduled>,
+        stats: Arc<ControlStats>,
     ) -> Result<Control, String> {
         if ring == 0 {
             return Err("the control ring needs room for at least one request".into());
         }
         schedule.sort_by_key(|s| s.at_ns);
-        let stats = Arc::new(ControlStats::default());
         let path = match placement {
             Placement::Inline => Path::Inline {
                 queue: Box::new(ArrayQueue::new(ring)),
@@ -140,9 +152,44 @@ impl Control {
         Ok(Control {
             path,
             stats,
+            ring,
             schedule,
             next: AtomicUsize::new(0),
         })
+    }
+
+    /// This component over `services` (a live reload's, in which every
+    /// service and backend keeps its index): its placement, room, schedule
+    /// (where it got to) and statistics go on; its thread is a new one.
+    pub(super) fn carried(&self, services: Arc<Vec<Service>>) -> Result<Control, String> {
+        let c = Control::with_stats(
+            services,
+            self.placement(),
+            self.ring,
+            self.schedule.clone(),
+            self.stats.clone(),
+        )?;
+        // Acquire: pairs with the AcqRel claim in `play`.
+        c.next
+            .store(self.next.load(Ordering::Acquire), Ordering::Relaxed);
+        Ok(c)
+    }
+
+    /// The schedule, as (time, service, backend, up) with names.
+    pub(super) fn schedule_named(&self, services: &[Service]) -> Vec<(u64, String, String, bool)> {
+        self.schedule
+            .iter()
+            .map(|s| {
+                let r = s.request;
+                let svc = &services[usize::from(r.service)];
+                (
+                    s.at_ns,
+                    format!("{}:{}/{}", svc.vip, svc.port, svc.proto),
+                    svc.backends[usize::from(r.backend)].to_string(),
+                    r.up,
+                )
+            })
+            .collect()
     }
 
     pub(super) fn placement(&self) -> Placement {

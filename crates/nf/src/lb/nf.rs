@@ -46,12 +46,74 @@ counters! {
 }
 
 pub(super) struct Shared {
+    /// What a live reload to this configuration makes of the running one
+    /// (made once, by the first core that reloads; the others take it).
+    reloaded: std::sync::OnceLock<Result<Arc<Shared>, String>>,
     pub(super) control: LbControl,
     pub(super) snat: Vec<Ipv4Addr>,
     /// `snat`, sorted, for membership tests.
     pub(super) snat_sorted: Vec<Ipv4Addr>,
     pub(super) ports: (u16, u16),
     pub(super) timeouts: NatTimeouts,
+}
+
+impl Shared {
+    /// The balancer a live reload to `new` makes of this one: every service
+    /// and backend keeps its index (connections hold them), see
+    /// [`Service::reloaded`]; services new to the configuration are appended;
+    /// the control component goes on (placement, requests, schedule,
+    /// statistics) over the new services.
+    fn reloaded(&self, new: &Shared) -> Result<Arc<Shared>, String> {
+        if new.ports != self.ports {
+            return Err("`ports` cannot change live (each shard owns its share of them)".into());
+        }
+        if !new.snat.starts_with(&self.snat) {
+            return Err(
+                "`snat` addresses may be added at its end; removing or reordering them \
+                 needs a restart (connections hold their place)"
+                    .into(),
+            );
+        }
+        let (old_ctl, new_ctl) = (&self.control.component, &new.control.component);
+        if new_ctl.placement() != old_ctl.placement() {
+            return Err("`placement` cannot change live".into());
+        }
+        if new_ctl.schedule_named(new.control.services())
+            != old_ctl.schedule_named(self.control.services())
+        {
+            return Err("`health` (the schedule) cannot change live".into());
+        }
+        let same = |a: &Service, b: &Service| (a.vip, a.port, a.proto) == (b.vip, b.port, b.proto);
+        let old = self.control.services();
+        let mut services = Vec::new();
+        for s in old {
+            let n = new.control.services().iter().find(|n| same(s, n));
+            services.push(s.reloaded(n)?);
+        }
+        for n in new.control.services() {
+            if !old.iter().any(|s| same(s, n)) {
+                services.push(n.copied()?);
+            }
+        }
+        if services.len() > usize::from(u16::MAX) {
+            return Err("too many services over the run's reloads".into());
+        }
+        let services = Arc::new(services);
+        let component = Arc::new(old_ctl.carried(services.clone())?);
+        let mut snat_sorted = new.snat.clone();
+        snat_sorted.sort_unstable();
+        Ok(Arc::new(Shared {
+            reloaded: Default::default(),
+            control: LbControl {
+                services,
+                component,
+            },
+            snat: new.snat.clone(),
+            snat_sorted,
+            ports: new.ports,
+            timeouts: new.timeouts.clone(),
+        }))
+    }
 }
 
 /// The load balancer NF.
@@ -102,6 +164,7 @@ impl Lb {
                 snat_sorted,
                 ports,
                 timeouts,
+                reloaded: Default::default(),
             }),
             plan: None,
             counters: LbCounters::default(),
@@ -152,9 +215,9 @@ impl Lb {
             return None;
         }
         Some(
-            services
-                .iter()
-                .position(|s| s.vip == dst && s.port == t.dst_port && s.proto == t.proto),
+            services.iter().position(|s| {
+                s.vip == dst && s.port == t.dst_port && s.proto == t.proto && !s.retired
+            }),
         )
     }
 
@@ -356,6 +419,30 @@ impl Nf for Lb {
         self.counters.placed += 1;
         self.counters.forward += 1;
         Verdict::Forward
+    }
+
+    /// Services and backends change live (see [`Shared::reloaded`]): a
+    /// connection keeps its backend, a backend or service gone from the
+    /// configuration takes no new connection and its connections drain;
+    /// `snat` may grow at its end; timeouts change.
+    fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
+        let n = new
+            .as_any()
+            .downcast_ref::<Lb>()
+            .ok_or("not a load balancer")?;
+        let merged = n
+            .shared
+            .reloaded
+            .get_or_init(|| self.shared.reloaded(&n.shared))
+            .clone()?;
+        self.due = merged.control.component.next_due();
+        self.shared = merged;
+        let services = self.shared.control.services();
+        self.per_backend.resize(services.len(), Vec::new());
+        for (v, s) in self.per_backend.iter_mut().zip(services) {
+            v.resize(s.backends.len(), 0);
+        }
+        Ok(())
     }
 
     fn release(&mut self, local: &mut ShardLocal, state: FlowState) {

@@ -41,6 +41,12 @@ pub struct Service {
     /// Health, written by the control side only (under the lock, which the
     /// packet path never takes).
     healthy: Mutex<Vec<bool>>,
+    /// Taken out of the configuration by a live reload: it places no new
+    /// connection, its connections drain.
+    pub retired: bool,
+    /// Per backend: taken out of the configuration by a live reload (down
+    /// until a reload lists it again).
+    removed: Vec<bool>,
 }
 
 impl Service {
@@ -64,13 +70,69 @@ impl Service {
         }
         let table = Maglev::new(&names(&backends), &healthy, m)?;
         Ok(Service {
+            removed: vec![false; backends.len()],
             vip,
             port,
             proto,
             backends,
             table: ArcSwap::from_pointee(table),
             healthy: Mutex::new(healthy),
+            retired: false,
         })
+    }
+
+    /// The service a live reload makes of this one and `new` (the same
+    /// virtual service in the new configuration; `None`: gone from it): every
+    /// backend keeps its index (connections hold it) and its health, a backend
+    /// gone from the list is taken down (its connections drain), new ones are
+    /// appended with the health `new` gives them, over `new`'s table size.
+    pub fn reloaded(&self, new: Option<&Service>) -> Result<Service, String> {
+        let mut backends = self.backends.clone();
+        let mut healthy = self.health();
+        let mut removed = self.removed.clone();
+        let m = new.map_or(self.table.load().len(), |n| n.table.load().len());
+        match new {
+            Some(n) => {
+                let up = n.health();
+                for b in 0..backends.len() {
+                    match n.backends.iter().position(|x| *x == backends[b]) {
+                        // listed again after a removal (or the whole
+                        // service's): the health the configuration gives
+                        Some(j) if removed[b] || self.retired => healthy[b] = up[j],
+                        Some(_) => {}
+                        None => healthy[b] = false,
+                    }
+                    removed[b] = !n.backends.contains(&backends[b]);
+                }
+                for (j, b) in n.backends.iter().enumerate() {
+                    if !backends.contains(b) {
+                        backends.push(*b);
+                        healthy.push(up[j]);
+                        removed.push(false);
+                    }
+                }
+            }
+            None => {
+                healthy.fill(false);
+                removed.fill(true);
+            }
+        }
+        let mut s = Service::new(self.vip, self.port, self.proto, backends, healthy, m)?;
+        s.retired = new.is_none();
+        s.removed = removed;
+        Ok(s)
+    }
+
+    /// A copy of this service (its backends, health and table size).
+    pub fn copied(&self) -> Result<Service, String> {
+        Service::new(
+            self.vip,
+            self.port,
+            self.proto,
+            self.backends.clone(),
+            self.health(),
+            self.table.load().len(),
+        )
     }
 
     /// The backend for a new flow with this tuple hash (`None`: none is healthy).

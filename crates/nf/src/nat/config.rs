@@ -153,13 +153,11 @@ impl BuildNf for NatSection {
                     format!("`{s}`: {} is not in `internal`", fw.inside.0),
                 ));
             }
-            if let Some(o) = forwards.iter().find(|o| {
-                o.proto == fw.proto && (o.outside == fw.outside || o.inside == fw.inside)
-            }) {
-                return Err(f.err(
-                    "forwards",
-                    format!("`{s}` shares an endpoint with {o:?}"),
-                ));
+            if let Some(o) = forwards
+                .iter()
+                .find(|o| o.proto == fw.proto && (o.outside == fw.outside || o.inside == fw.inside))
+            {
+                return Err(f.err("forwards", format!("`{s}` shares an endpoint with {o:?}")));
             }
             forwards.push(fw);
         }

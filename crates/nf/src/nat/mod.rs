@@ -230,10 +230,14 @@ impl Nat {
         for f in &forwards {
             let idx = sh.external.iter().position(|&a| a == f.outside.0);
             let idx = idx.expect("a forward's outside address is the NAT's") as u16;
-            sh.forwards_out
-                .insert((f.proto, f.outside.0, f.outside.1), (idx, f.inside.0, f.inside.1));
-            sh.forwards_in
-                .insert((f.proto, f.inside.0, f.inside.1), (idx, f.outside.0, f.outside.1));
+            sh.forwards_out.insert(
+                (f.proto, f.outside.0, f.outside.1),
+                (idx, f.inside.0, f.inside.1),
+            );
+            sh.forwards_in.insert(
+                (f.proto, f.inside.0, f.inside.1),
+                (idx, f.outside.0, f.outside.1),
+            );
         }
         sh.steering = (eim || !forwards.is_empty()).then(|| {
             let (net, mask) = sh.internal;
@@ -411,7 +415,8 @@ impl Nat {
                     let v = (pkt.hash ^ partial) & mask;
                     let p = pool.alloc(e, c, v);
                     if let (Some(p), true) = (p, eim) {
-                        pool.endpoints.hold(t.proto, (src, t.src_port), (e as u16, p));
+                        pool.endpoints
+                            .hold(t.proto, (src, t.src_port), (e as u16, p));
                     }
                     p
                 }
@@ -700,8 +705,7 @@ impl Nf for Nat {
     fn adopt(&mut self, local: &mut ShardLocal, state: &FlowState) {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
             let e = usize::from(m.ext_idx);
-            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0
-            {
+            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0 {
                 // another node's address: its port is that node's; a
                 // forward's port is no pool's
                 return;
@@ -729,8 +733,7 @@ impl Nf for Nat {
         if let (ShardLocal::NatPool(pool), FlowState::Nat(m)) = (local, state) {
             self.log(&m, false);
             let e = usize::from(m.ext_idx);
-            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0
-            {
+            if self.shared.external.get(e) != Some(&m.ext_addr) || m.flags & NatMap::STATIC != 0 {
                 // installed from another node: its port is that node's; a
                 // forward's port is no pool's
                 self.counters.released += 1;
@@ -845,8 +848,7 @@ impl Nat {
             return Verdict::Drop(DropCause::NatNoMapping);
         }
         let sh = &self.shared;
-        let (m, held) = if let Some(&(e, a, p)) = sh.forwards_out.get(&(t.proto, dst, t.dst_port))
-        {
+        let (m, held) = if let Some(&(e, a, p)) = sh.forwards_out.get(&(t.proto, dst, t.dst_port)) {
             ((e, a, p), NatMap::INBOUND | NatMap::STATIC)
         } else if sh.eif {
             let (ShardLocal::NatPool(pool), Some(&e)) = (&*cx.local, sh.ext_index.get(&dst)) else {

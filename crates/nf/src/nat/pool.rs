@@ -343,7 +343,9 @@ impl PortPool {
         if u32::from(id) % shards != shard {
             return false;
         }
-        let ok = self.icmp_lane(addr).reserve(usize::from(id), shard, shards, |k| k as u16);
+        let ok = self
+            .icmp_lane(addr)
+            .reserve(usize::from(id), shard, shards, |k| k as u16);
         self.in_use += u64::from(ok);
         ok
     }
