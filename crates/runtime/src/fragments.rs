@@ -11,7 +11,7 @@
 
 use nf::Packet;
 use steer::RssHasher;
-use wire::fragments::{Cause, DatagramKey, Limits, Step, Table};
+use wire::fragments::{Cause, DatagramKey, Limits, Piece, Step, Table};
 use wire::{FiveTuple, Malformed};
 
 /// Counters of the NIC model's drops by cause.
@@ -75,7 +75,13 @@ impl Fragments {
         // (what it holds is its buffer, whatever the frame's length)
         let size = p.data.capacity();
         let now = p.ts_ns;
-        let (step, expired) = self.table.offer(key, f, len, size, flow, p, now);
+        let piece = Piece {
+            key,
+            frag: f,
+            len,
+            size,
+        };
+        let (step, expired) = self.table.offer(piece, flow, p, now);
         drops[Malformed::FragmentTimeout as usize] += expired as u64;
         match step {
             Step::Go(flow, mut p) => {

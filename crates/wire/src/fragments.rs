@@ -78,6 +78,19 @@ pub struct DatagramKey {
     pub id: u16,
 }
 
+/// A fragment as the table sees it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Its datagram.
+    pub key: DatagramKey,
+    /// Where it goes in the datagram.
+    pub frag: Fragment,
+    /// Its payload bytes.
+    pub len: usize,
+    /// The bytes it holds while it waits.
+    pub size: usize,
+}
+
 /// What to do with an offered fragment.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step<T, F> {
@@ -141,36 +154,28 @@ impl<T, F: Copy> Table<T, F> {
         self.held_bytes
     }
 
-    /// Offers `item`, fragment `frag` of datagram `key` with `len` payload
-    /// bytes, `size` bytes to hold, arriving at `now`; `flow` is its own flow
-    /// (the ports it carries) when it is a first fragment. Returns the step
-    /// and how many held fragments timed out meanwhile. Datagrams
-    /// older than the timeout are forgotten first (see [`expire`](Self::expire)).
+    /// Offers `item`, fragment `piece`, arriving at `now`; `flow` is its own
+    /// flow (the ports it carries) when it is a first fragment. Returns the
+    /// step and how many held fragments timed out meanwhile: datagrams older
+    /// than the timeout are forgotten first (see [`expire`](Self::expire)).
     pub fn offer(
         &mut self,
-        key: DatagramKey,
-        frag: Fragment,
-        len: usize,
-        size: usize,
+        piece: Piece,
         flow: Option<F>,
         item: T,
         now: u64,
     ) -> (Step<T, F>, usize) {
         let expired = self.expire(now);
-        (self.step(key, frag, len, size, flow, item, now), expired)
+        (self.step(piece, flow, item, now), expired)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn step(
-        &mut self,
-        key: DatagramKey,
-        frag: Fragment,
-        len: usize,
-        size: usize,
-        flow: Option<F>,
-        item: T,
-        now: u64,
-    ) -> Step<T, F> {
+    fn step(&mut self, piece: Piece, flow: Option<F>, item: T, now: u64) -> Step<T, F> {
+        let Piece {
+            key,
+            frag,
+            len,
+            size,
+        } = piece;
         let (start, end) = (u32::from(frag.offset), u32::from(frag.offset) + len as u32);
         let fresh = !self.datagrams.contains_key(&key);
         if fresh {
@@ -311,6 +316,15 @@ mod tests {
         }
     }
 
+    fn piece(key: DatagramKey, frag: Fragment, len: usize, size: usize) -> Piece {
+        Piece {
+            key,
+            frag,
+            len,
+            size,
+        }
+    }
+
     fn frag(offset: u16, more: bool) -> Fragment {
         Fragment {
             id: 0,
@@ -322,11 +336,16 @@ mod tests {
     #[test]
     fn in_order_fragments_get_the_first_ones_ports_and_the_datagram_ends() {
         let mut t: Table<char, (u16, u16)> = Table::new(Limits::default());
-        let (s, _) = t.offer(key(1), frag(0, true), 1480, 1514, Some((5, 53)), 'a', 0);
+        let (s, _) = t.offer(
+            piece(key(1), frag(0, true), 1480, 1514),
+            Some((5, 53)),
+            'a',
+            0,
+        );
         assert_eq!(s, Step::First('a', vec![]));
-        let (s, _) = t.offer(key(1), frag(1480, true), 1480, 1514, None, 'b', 1);
+        let (s, _) = t.offer(piece(key(1), frag(1480, true), 1480, 1514), None, 'b', 1);
         assert_eq!(s, Step::Go((5, 53), 'b'));
-        let (s, _) = t.offer(key(1), frag(2960, false), 1048, 1082, None, 'c', 2);
+        let (s, _) = t.offer(piece(key(1), frag(2960, false), 1048, 1082), None, 'c', 2);
         assert_eq!(s, Step::Go((5, 53), 'c'));
         assert!(
             t.is_empty(),
@@ -338,22 +357,28 @@ mod tests {
     fn fragments_before_their_first_are_held_then_released_after_it() {
         let mut t: Table<char, (u16, u16)> = Table::new(Limits::default());
         assert_eq!(
-            t.offer(key(1), frag(1480, true), 8, 50, None, 'z', 0).0,
+            t.offer(piece(key(1), frag(1480, true), 8, 50), None, 'z', 0)
+                .0,
             Step::Held
         );
         assert_eq!(t.clear(), 1);
         assert_eq!(
-            t.offer(key(2), frag(2960, false), 1048, 1100, None, 'c', 0)
+            t.offer(piece(key(2), frag(2960, false), 1048, 1100), None, 'c', 0)
                 .0,
             Step::Held
         );
         assert_eq!(
-            t.offer(key(2), frag(1480, true), 1480, 1500, None, 'b', 1)
+            t.offer(piece(key(2), frag(1480, true), 1480, 1500), None, 'b', 1)
                 .0,
             Step::Held
         );
         assert_eq!(t.held_bytes(), 2600);
-        let (s, _) = t.offer(key(2), frag(0, true), 1480, 1500, Some((7, 9)), 'a', 2);
+        let (s, _) = t.offer(
+            piece(key(2), frag(0, true), 1480, 1500),
+            Some((7, 9)),
+            'a',
+            2,
+        );
         assert_eq!(s, Step::First('a', vec!['c', 'b']));
         assert_eq!(t.held_bytes(), 0);
         assert!(t.is_empty());
@@ -362,14 +387,24 @@ mod tests {
     #[test]
     fn overlaps_and_duplicates_are_dropped() {
         let mut t: Table<char, (u16, u16)> = Table::new(Limits::default());
-        t.offer(key(3), frag(0, true), 1480, 1500, Some((1, 2)), 'a', 0);
-        let (s, _) = t.offer(key(3), frag(1000, true), 1480, 1500, None, 'x', 1);
+        t.offer(
+            piece(key(3), frag(0, true), 1480, 1500),
+            Some((1, 2)),
+            'a',
+            0,
+        );
+        let (s, _) = t.offer(piece(key(3), frag(1000, true), 1480, 1500), None, 'x', 1);
         assert_eq!(s, Step::Drop(Cause::Overlap, 'x'));
-        let (s, _) = t.offer(key(3), frag(0, true), 1480, 1500, Some((1, 2)), 'd', 1);
+        let (s, _) = t.offer(
+            piece(key(3), frag(0, true), 1480, 1500),
+            Some((1, 2)),
+            'd',
+            1,
+        );
         assert_eq!(s, Step::Drop(Cause::Overlap, 'd'));
         // a last fragment that ends before bytes already seen
-        t.offer(key(4), frag(2960, true), 8, 100, None, 'h', 0);
-        let (s, _) = t.offer(key(4), frag(1480, false), 16, 100, None, 'y', 1);
+        t.offer(piece(key(4), frag(2960, true), 8, 100), None, 'h', 0);
+        let (s, _) = t.offer(piece(key(4), frag(1480, false), 16, 100), None, 'y', 1);
         assert_eq!(s, Step::Drop(Cause::Overlap, 'y'));
     }
 
@@ -380,13 +415,18 @@ mod tests {
             ..Limits::default()
         };
         let mut t: Table<char, (u16, u16)> = Table::new(lim);
-        t.offer(key(5), frag(1480, true), 1480, 1500, None, 'b', 0);
-        t.offer(key(6), frag(1480, true), 1480, 1500, None, 'b', 50);
+        t.offer(piece(key(5), frag(1480, true), 1480, 1500), None, 'b', 0);
+        t.offer(piece(key(6), frag(1480, true), 1480, 1500), None, 'b', 50);
         assert_eq!(t.expire(99), 0);
         assert_eq!(t.expire(100), 1);
         assert_eq!(t.len(), 1);
         // the first fragment of the expired datagram starts it anew
-        let (s, expired) = t.offer(key(5), frag(0, true), 1480, 1500, Some((1, 2)), 'a', 160);
+        let (s, expired) = t.offer(
+            piece(key(5), frag(0, true), 1480, 1500),
+            Some((1, 2)),
+            'a',
+            160,
+        );
         assert_eq!((s, expired), (Step::First('a', vec![]), 1));
         assert_eq!(t.held_bytes(), 0);
     }
@@ -408,7 +448,12 @@ mod tests {
                 src: Ipv4Addr::from(i >> 16),
                 ..key(0)
             };
-            let (s, e) = t.offer(k, frag(1480, true), 1480, 1500, None, i, u64::from(i) * 100);
+            let (s, e) = t.offer(
+                piece(k, frag(1480, true), 1480, 1500),
+                None,
+                i,
+                u64::from(i) * 100,
+            );
             expired += e;
             match s {
                 Step::Held => held += 1,
@@ -426,7 +471,10 @@ mod tests {
         // one datagram's fragments are bounded too
         let mut t: Table<u16, (u16, u16)> = Table::new(lim);
         let got: Vec<_> = (0..20u16)
-            .map(|i| t.offer(key(9), frag(i * 8, true), 8, 50, None, i, 0).0)
+            .map(|i| {
+                t.offer(piece(key(9), frag(i * 8, true), 8, 50), None, i, 0)
+                    .0
+            })
             .collect();
         assert_eq!(got.iter().filter(|s| **s == Step::Held).count(), 8);
     }
