@@ -36,22 +36,8 @@ impl Packet {
         ts_ns: u64,
         hasher: &RssHasher,
     ) -> Result<Packet, (Vec<u8>, Malformed)> {
-        match wire::parse(&data) {
-            Ok(info) => {
-                let hash = hasher.hash(&info.tuple);
-                Ok(Packet {
-                    data,
-                    info,
-                    hash,
-                    ts_ns,
-                    entry: None,
-                    dir: Dir::Original,
-                    port: 0,
-                    hairpin: false,
-                })
-            }
-            Err(m) => Err((data, m)),
-        }
+        let info = wire::parse(&data);
+        Packet::parsed(data, info, ts_ns, hasher)
     }
 
     /// [`Packet::new`], with IPv4 fragments parsed too
@@ -63,20 +49,28 @@ impl Packet {
         ts_ns: u64,
         hasher: &RssHasher,
     ) -> Result<Packet, (Vec<u8>, Malformed)> {
-        match wire::parse_fragmentable(&data) {
-            Ok(info) => {
-                let hash = hasher.hash(&info.tuple);
-                Ok(Packet {
-                    data,
-                    info,
-                    hash,
-                    ts_ns,
-                    entry: None,
-                    dir: Dir::Original,
-                    port: 0,
-                    hairpin: false,
-                })
-            }
+        let info = wire::parse_fragmentable(&data);
+        Packet::parsed(data, info, ts_ns, hasher)
+    }
+
+    #[inline(always)]
+    fn parsed(
+        data: Vec<u8>,
+        info: Result<PacketInfo, Malformed>,
+        ts_ns: u64,
+        hasher: &RssHasher,
+    ) -> Result<Packet, (Vec<u8>, Malformed)> {
+        match info {
+            Ok(info) => Ok(Packet {
+                hash: hasher.hash(&info.tuple),
+                data,
+                info,
+                ts_ns,
+                entry: None,
+                dir: Dir::Original,
+                port: 0,
+                hairpin: false,
+            }),
             Err(m) => Err((data, m)),
         }
     }
