@@ -65,6 +65,10 @@ pub enum Request {
     Reload {
         #[serde(default)]
         file: Option<PathBuf>,
+        /// Once applied, delete every flow (their states released as expiry
+        /// releases them): new flows only are judged by the new configuration.
+        #[serde(default)]
+        flush: bool,
     },
 }
 
@@ -218,11 +222,24 @@ fn answer(req: Request, live: &Live) -> serde_json::Value {
         Request::Stats => {
             return serde_json::json!({ "ok": true, "stats": counters(&live.metrics) })
         }
-        Request::Reload { file } => {
+        Request::Reload { file, flush } => {
             let Some(r) = &live.reloader else {
                 return error("this run does not reload");
             };
             return match r.reload(file.as_deref()) {
+                Ok(done) if flush => {
+                    eprintln!("flowshift: reload: {done}");
+                    match live.cores.ask(&FlowFilter::default(), true, 0) {
+                        Ok(a) => {
+                            eprintln!("flowshift: reload: {} flows flushed", a.deleted);
+                            serde_json::json!({
+                                "ok": true, "reloaded": done, "deleted": a.deleted,
+                                "offloaded": a.offloaded,
+                            })
+                        }
+                        Err(e) => error(&format!("{done}; flushing: {e}")),
+                    }
+                }
                 Ok(done) => {
                     eprintln!("flowshift: reload: {done}");
                     serde_json::json!({ "ok": true, "reloaded": done })

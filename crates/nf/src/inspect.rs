@@ -35,6 +35,8 @@ pub struct EntryView {
     /// ns since the flow's last packet left, when one has (by the stamps
     /// the exit-order check keeps).
     pub idle_ns: Option<u64>,
+    /// ns since the entry was made.
+    pub age_ns: u64,
     /// Its NF states are with an offloading core at the moment (not shown,
     /// and the entry is not deleted while they are).
     pub offloaded: bool,
@@ -65,6 +67,7 @@ impl Chain {
                 0 => None,
                 t => Some(now_ns.saturating_sub(t)),
             },
+            age_ns: now_ns.saturating_sub(shard.table.born(id)),
             offloaded,
             nfs,
         }

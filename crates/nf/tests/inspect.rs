@@ -57,6 +57,7 @@ fn a_nated_flow_shows_both_tuples_and_deleting_it_frees_its_port() {
     // the tuples a filter is judged on, without a view built
     assert_eq!(shards[0].table.tuples(ids[0]), (view.orig, Some(t)));
     assert!(!view.assured && !view.offloaded);
+    assert_eq!(view.age_ns, 1_000, "made at 1 000 ns, seen at 2 000");
 
     assert!(c.delete(&mut shards[0], ids[0]));
     assert_eq!(shards[0].table.len(), 0);

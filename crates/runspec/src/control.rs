@@ -92,6 +92,9 @@ pub struct FlowRow {
     pub assured: bool,
     /// Milliseconds since the flow's last packet, when one has left.
     pub idle_ms: Option<u64>,
+    /// Milliseconds since the flow's entry was made.
+    #[serde(default)]
+    pub age_ms: u64,
     /// The flow's NF states are with an offloading core at the moment.
     pub offloaded: bool,
     /// One per NF of the chain.
@@ -109,6 +112,7 @@ impl FlowRow {
             reply: Tuple::from(&v.translated.unwrap_or(v.orig).reversed()),
             assured: v.assured,
             idle_ms: v.idle_ns.map(|n| n / 1_000_000),
+            age_ms: v.age_ns / 1_000_000,
             offloaded: v.offloaded,
             nfs: v
                 .nfs

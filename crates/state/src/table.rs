@@ -207,16 +207,20 @@ pub struct Detached<S> {
 /// A flow's exit order: per direction, the arrival stamp of the last packet
 /// that left (0: none yet). The NIC model stamps packets with strictly
 /// increasing times, so a packet whose stamp is below its direction's last
-/// one left after a packet that arrived after it: it was reordered.
+/// one left after a packet that arrived after it: it was reordered. And
+/// when the entry was made (its age, for operators).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Exits([u64; 2]);
+pub struct Exits {
+    last: [u64; 2],
+    born: u64,
+}
 
 impl Exits {
     /// Notes that a packet of direction `dir` stamped `stamp` left; false if
     /// a packet that arrived after it left before it.
     #[inline]
     pub fn note(&mut self, dir: Dir, stamp: u64) -> bool {
-        let last = &mut self.0[dir as usize];
+        let last = &mut self.last[dir as usize];
         if stamp < *last {
             return false;
         }
@@ -710,7 +714,10 @@ impl<S: Slot> FlowTable<S> {
                 id
             }
         };
-        self.exits[id as usize] = Exits::default();
+        self.exits[id as usize] = Exits {
+            born: self.now_ns,
+            ..Exits::default()
+        };
         let m = &mut self.meta[id as usize];
         m.key = key;
         m.hash = hash;
@@ -1212,7 +1219,12 @@ impl<S: Slot> FlowTable<S> {
     pub fn last_exit(&self, id: EntryId) -> u64 {
         self.exits
             .get(id.0 as usize)
-            .map_or(0, |e| e.0[0].max(e.0[1]))
+            .map_or(0, |e| e.last[0].max(e.last[1]))
+    }
+
+    /// When entry `id` was made (the owner's time then, ns).
+    pub fn born(&self, id: EntryId) -> u64 {
+        self.exits.get(id.0 as usize).map_or(0, |e| e.born)
     }
 
     /// True while the entry is detached.

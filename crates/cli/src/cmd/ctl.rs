@@ -53,6 +53,10 @@ pub enum CtlCommand {
     Reload {
         /// The new configuration file.
         file: Option<PathBuf>,
+        /// Once applied, delete every flow (as `conntrack -F` after `nft
+        /// -f`): every connection is then judged by the new configuration.
+        #[arg(long)]
+        flush: bool,
     },
 }
 
@@ -63,9 +67,10 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
     };
     let req = match a.command {
         CtlCommand::Stats => Request::Stats,
-        CtlCommand::Reload { file } => Request::Reload {
+        CtlCommand::Reload { file, flush } => Request::Reload {
             // the instance resolves paths from its own directory
             file: file.map(|f| std::path::absolute(&f)).transpose()?,
+            flush,
         },
         CtlCommand::Flows { terms, all, limit } => match terms.split_first() {
             Some((d, rest)) if d == "delete" => Request::Delete {
@@ -95,6 +100,16 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
     }
     if let Some(done) = v["reloaded"].as_str() {
         eprintln!("flowshift: {done}");
+        if let Some(n) = v["deleted"].as_u64() {
+            eprintln!("flowshift: {n} flow(s) flushed");
+            let offloaded = v["offloaded"].as_u64().unwrap_or(0);
+            if offloaded > 0 {
+                eprintln!(
+                    "flowshift: {offloaded} flow(s) were with an offloading core and stay: \
+                     ctl flows delete --all"
+                );
+            }
+        }
         return Ok(());
     }
     if delete {
@@ -153,6 +168,7 @@ fn line(r: &FlowRow) -> String {
         s += "  [offloaded]";
     }
     s += &format!("  core {} shard {}", r.core, r.shard);
+    s += &format!("  age {:.1}s", r.age_ms as f64 / 1000.0);
     if let Some(ms) = r.idle_ms {
         s += &format!("  idle {:.1}s", ms as f64 / 1000.0);
     }
