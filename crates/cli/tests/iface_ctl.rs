@@ -255,6 +255,11 @@ fn ctl_lists_exactly_the_servers_connections_and_deletes_one() {
     assert!(!sock.exists(), "the socket goes with the run");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        r["drops"]["ct_invalid"].as_u64().unwrap() >= 1,
+        "{}",
+        r["drops"]
+    );
 }
 
 fn pattern(seed: u8) -> Vec<u8> {
