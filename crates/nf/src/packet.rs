@@ -92,3 +92,13 @@ impl Packet {
         &mut self.data[s..e]
     }
 }
+#[cfg(test)]
+mod tests {
+    /// A burst's packets are walked one after another: their metadata stays
+    /// in 72 bytes and a packet in 120 (a packet in two cache lines at most).
+    #[test]
+    fn a_packet_stays_within_120_bytes() {
+        assert!(core::mem::size_of::<wire::PacketInfo>() <= 72);
+        assert!(core::mem::size_of::<super::Packet>() <= 120);
+    }
+}

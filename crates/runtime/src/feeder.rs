@@ -293,7 +293,7 @@ fn feed_one(
                     }
                 };
                 // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-                if chunk.lap > 0 && p.info.fragment.is_none() {
+                if chunk.lap > 0 && !p.info.fragment {
                     let info = p.info;
                     wire::seqtag::relap(&mut p.data, &info, chunk.lap as u8);
                 }

@@ -43,9 +43,10 @@ impl Fragments {
         drops: &mut Drops,
         mut go: impl FnMut(Packet) -> bool,
     ) -> bool {
-        match p.info.fragment {
-            None => go(p),
-            Some(_) => self.fragment(p, hasher, drops, &mut go),
+        if p.info.fragment {
+            self.fragment(p, hasher, drops, &mut go)
+        } else {
+            go(p)
         }
     }
 
@@ -58,12 +59,10 @@ impl Fragments {
         drops: &mut Drops,
         go: &mut dyn FnMut(Packet) -> bool,
     ) -> bool {
-        let Some(f) = p.info.fragment else {
-            return go(p);
-        };
         let l3 = p.info.l3_offset as usize;
         // (parse saw a whole IPv4 header there)
         let ip = wire::Ipv4Packet::new_unchecked(&p.data[l3..]);
+        let f = wire::Fragment::of(&ip);
         let key = DatagramKey {
             src: ip.src_addr(),
             dst: ip.dst_addr(),
@@ -212,7 +211,7 @@ mod tests {
             .iter()
             .map(|p| {
                 (
-                    p.info.fragment.unwrap().offset,
+                    wire::Fragment::of(&wire::Ipv4Packet::new_unchecked(&p.data[14..])).offset,
                     p.ts_ns,
                     p.hash,
                     p.info.tuple,

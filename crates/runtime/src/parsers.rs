@@ -125,7 +125,7 @@ fn parse(job: &Job<'_>, bufs: &mut Buffers, c: &Chunk<'_>, i: usize) -> Result<P
     let mut p =
         Packet::new_fragmentable(bufs.copy(c.frame(i)), 0, job.hasher).map_err(|(_, m)| m)?;
     // a looped replay marks its lap in the sequence tag (see wire::seqtag)
-    if c.lap > 0 && p.info.fragment.is_none() {
+    if c.lap > 0 && !p.info.fragment {
         let info = p.info;
         wire::seqtag::relap(&mut p.data, &info, c.lap as u8);
     }

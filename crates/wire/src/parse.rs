@@ -134,9 +134,10 @@ pub struct PacketInfo {
     pub tuple: FiveTuple,
     /// L4 details.
     pub l4: L4Info,
-    /// The fragment this packet is, for an IPv4 fragment parsed by
-    /// [`parse_fragmentable`] (a first fragment keeps its L4 details).
-    pub fragment: Option<Fragment>,
+    /// An IPv4 fragment parsed by [`parse_fragmentable`] (a first fragment
+    /// keeps its L4 details; where it goes is [`Fragment::of`] its header).
+    /// A flag, not the [`Fragment`]: a packet's metadata stays in 72 bytes.
+    pub fragment: bool,
 }
 
 /// Where an IPv4 fragment belongs in its datagram.
@@ -148,6 +149,17 @@ pub struct Fragment {
     pub offset: u16,
     /// More fragments follow (false for the last).
     pub more: bool,
+}
+
+impl Fragment {
+    /// The place of the fragment whose IPv4 header is `ip`.
+    pub fn of<T: AsRef<[u8]>>(ip: &Ipv4Packet<T>) -> Fragment {
+        Fragment {
+            id: ip.ident(),
+            offset: ip.frag_offset(),
+            more: ip.more_frags(),
+        }
+    }
 }
 
 impl PacketInfo {
@@ -305,11 +317,7 @@ fn parse_with(frame: &[u8], fragments: bool) -> Result<PacketInfo, Malformed> {
                 {
                     return Err(Malformed::BadTotalLength);
                 }
-                fragment = Some(Fragment {
-                    id: ip.ident(),
-                    offset: ip.frag_offset(),
-                    more: ip.more_frags(),
-                });
+                fragment = Some(Fragment::of(&ip));
             }
             let (hl, tl) = (ip.header_len(), usize::from(ip.total_len()));
             (
@@ -360,6 +368,6 @@ fn parse_with(frame: &[u8], fragments: bool) -> Result<PacketInfo, Malformed> {
             proto: protocol,
         }),
         l4,
-        fragment,
+        fragment: fragment.is_some(),
     })
 }
