@@ -90,11 +90,14 @@ fn capture() -> Vec<Vec<u8>> {
     out
 }
 
+/// A datagram's source, destination and fragments (offset, bytes).
+type Pieces = (Ipv4Addr, Ipv4Addr, Vec<(u16, Vec<u8>)>);
+
 /// Puts the forwarded fragments back together: datagram id → (source, the
 /// IP payload).
 fn reassemble(path: &std::path::Path) -> BTreeMap<u16, (Ipv4Addr, Vec<u8>)> {
     let t = trace::read_pcap(path).unwrap();
-    let mut parts: BTreeMap<u16, (Ipv4Addr, Ipv4Addr, Vec<(u16, Vec<u8>)>)> = BTreeMap::new();
+    let mut parts: BTreeMap<u16, Pieces> = BTreeMap::new();
     for (_, f) in t.iter() {
         let ip = wire::Ipv4Packet::new_checked(&f[14..]).unwrap();
         assert!(ip.verify_checksum(), "IP checksum of a forwarded fragment");
