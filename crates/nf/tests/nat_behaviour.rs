@@ -1,5 +1,5 @@
 //! The NAT's RFC 4787 behaviours beyond the golden files: an endpoint-
-//! independent mapping lives while any of its sessions does and then gives
+//! independent mapping lives while any of its flows does and then gives
 //! its port back; many inside endpoints over many shards each keep one
 //! outside endpoint; what the configuration and the chain refuse, with
 //! their reasons.
@@ -97,7 +97,7 @@ fn each_inside_endpoint_keeps_one_outside_endpoint_over_every_shard() {
 }
 
 #[test]
-fn a_mapping_lives_while_a_session_does_then_gives_its_port_back() {
+fn a_mapping_lives_while_a_flow_does_then_gives_its_port_back() {
     let (mut c, mut shards) = chain(EIM);
     let sec = 1_000_000_000u64;
     let (_, a) = run(
@@ -107,7 +107,7 @@ fn a_mapping_lives_while_a_session_does_then_gives_its_port_back() {
         0,
     );
     let (ext, port) = (a.info.tuple.src, a.info.tuple.src_port);
-    // a second session of the same endpoint, later
+    // a second flow of the same endpoint, later
     let (_, b) = run(
         &mut c,
         &mut shards,
@@ -116,7 +116,7 @@ fn a_mapping_lives_while_a_session_does_then_gives_its_port_back() {
     );
     assert_eq!((b.info.tuple.src, b.info.tuple.src_port), (ext, port));
     assert_eq!(in_use(&shards), 1);
-    // the first session ends: the mapping stays for the second
+    // the first flow ends: the mapping stays for the second
     for s in shards.iter_mut() {
         c.expire(s, sec + sec / 4);
     }
@@ -128,7 +128,7 @@ fn a_mapping_lives_while_a_session_does_then_gives_its_port_back() {
         sec + sec / 4,
     );
     assert_eq!(v, Verdict::Forward, "still mapped");
-    // then every session ends: the port is free and nobody is let in
+    // then every flow ends: the port is free and nobody is let in
     for s in shards.iter_mut() {
         c.expire(s, 3 * sec);
     }

@@ -5,7 +5,7 @@
 //! A NAT with **endpoint-independent mapping** gives one inside endpoint the
 //! same outside endpoint whatever the destination, and with
 //! endpoint-independent filtering accepts any host's packets to it: every
-//! session of one mapping must reach the shard that holds the mapping. So
+//! flow of one mapping must reach the shard that holds the mapping. So
 //! the NIC hashes a packet from the inside prefix on its source endpoint
 //! (address and port, written where a destination goes, the rest zeros), and
 //! a packet to one of the NAT's addresses on its destination endpoint; the
@@ -88,7 +88,7 @@ impl NatSteering {
         }
     }
 
-    /// Whether sessions are hashed on endpoints (endpoint-independent mapping).
+    /// Whether flows are hashed on endpoints (endpoint-independent mapping).
     pub fn endpoint(&self) -> bool {
         self.endpoint
     }

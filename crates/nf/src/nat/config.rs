@@ -44,9 +44,9 @@ pub struct NatSection {
 #[derive(Copy, Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Behaviour {
-    /// Per session: one mapping per destination endpoint, and only the
+    /// Per flow: one mapping per destination endpoint, and only the
     /// destination may answer (the default: the tightest, and the one that
-    /// spreads one host's sessions over every core).
+    /// spreads one host's flows over every core).
     #[default]
     AddressAndPortDependent,
     /// One mapping per inside endpoint whatever the destination; with

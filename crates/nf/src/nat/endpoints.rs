@@ -1,9 +1,9 @@
 //! A shard's endpoint-independent mappings (RFC 4787 §4.1): an inside
-//! endpoint's one outside endpoint, shared by all its sessions, and the way
-//! back for endpoint-independent filtering. Every session of a mapping is in
+//! endpoint's one outside endpoint, shared by all its flows, and the way
+//! back for endpoint-independent filtering. Every flow of a mapping is in
 //! the shard that made it (the NIC hashes both endpoints of a mapping into
 //! one bucket, `steer::nat`), so the table is the shard's own, like its
-//! ports. A mapping lives while a session holds it; the last one to end
+//! ports. A mapping lives while a flow holds it; the last one to end
 //! gives its port back.
 
 use core::net::Ipv4Addr;
@@ -19,7 +19,7 @@ type Outside = (u8, u16, u16);
 #[derive(Debug, Clone, Copy)]
 struct Mapping {
     outside: (u16, u16),
-    sessions: u32,
+    flows: u32,
 }
 
 /// The mappings of one shard.
@@ -40,32 +40,29 @@ impl Endpoints {
         self.by_outside.get(&(proto, ext_idx, port)).copied()
     }
 
-    /// One more session holds the mapping of the inside endpoint to the
+    /// One more flow holds the mapping of the inside endpoint to the
     /// outside one (made if new); true when it was new.
     pub fn hold(&mut self, proto: u8, inside: (Ipv4Addr, u16), outside: (u16, u16)) -> bool {
         let m = self
             .by_inside
             .entry((proto, inside.0, inside.1))
-            .or_insert(Mapping {
-                outside,
-                sessions: 0,
-            });
-        m.sessions += 1;
-        if m.sessions == 1 {
+            .or_insert(Mapping { outside, flows: 0 });
+        m.flows += 1;
+        if m.flows == 1 {
             self.by_outside
                 .insert((proto, outside.0, outside.1), inside);
         }
-        m.sessions == 1
+        m.flows == 1
     }
 
-    /// A session of the inside endpoint's mapping ended: `Some(true)` when
+    /// A flow of the inside endpoint's mapping ended: `Some(true)` when
     /// it was the last (the port is free again), `Some(false)` while others
     /// hold it, `None` for no such mapping.
     pub fn release(&mut self, proto: u8, addr: Ipv4Addr, port: u16) -> Option<bool> {
         let k = (proto, addr, port);
         let m = self.by_inside.get_mut(&k)?;
-        m.sessions -= 1;
-        if m.sessions > 0 {
+        m.flows -= 1;
+        if m.flows > 0 {
             return Some(false);
         }
         let o = m.outside;
@@ -90,7 +87,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_mapping_lives_while_a_session_holds_it() {
+    fn a_mapping_lives_while_a_flow_holds_it() {
         let mut e = Endpoints::default();
         let a: Ipv4Addr = "10.0.0.2".parse().unwrap();
         assert!(e.hold(17, (a, 5000), (0, 40000)));

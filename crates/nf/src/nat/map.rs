@@ -39,13 +39,13 @@ pub struct NatMap {
 }
 
 impl NatMap {
-    /// The session was opened from outside (a port forward, or endpoint-
+    /// The flow was opened from outside (a port forward, or endpoint-
     /// independent filtering): its original direction is translated on
     /// the destination.
     pub const INBOUND: u8 = 1;
     /// The outside endpoint is a port forward's: no port of the pool.
     pub const STATIC: u8 = 2;
-    /// An inside host's session to one of the NAT's own endpoints (a port
+    /// An inside host's flow to one of the NAT's own endpoints (a port
     /// forward's, or a mapping's with endpoint-independent filtering): its
     /// source is translated to this mapping's outside endpoint and its
     /// destination to the target's inside one, and its answers the other

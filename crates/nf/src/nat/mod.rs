@@ -367,7 +367,7 @@ impl Nat {
             tcp: NatTcp::Opening,
             flags,
         };
-        // a forward's server opening a session keeps the forward's endpoint
+        // a forward's server opening a flow keeps the forward's endpoint
         if let Some(&(e, a, p)) = self.shared.forwards_in.get(&(t.proto, src, t.src_port)) {
             return Ok(mapped(e, a, p, NatMap::STATIC));
         }
@@ -715,7 +715,7 @@ impl Nf for Nat {
                     .endpoints
                     .hold(m.proto, (m.int_addr, m.int_port), (m.ext_idx, m.ext_port))
             {
-                // its mapping's port was taken by an earlier session
+                // its mapping's port was taken by an earlier flow
                 return;
             }
             let taken = match m.proto {
@@ -742,7 +742,7 @@ impl Nf for Nat {
             if self.holds_endpoint(&m)
                 && pool.endpoints.release(m.proto, m.int_addr, m.int_port) == Some(false)
             {
-                // other sessions still hold the mapping
+                // other flows still hold the mapping
                 self.counters.released += 1;
                 return;
             }
@@ -829,15 +829,15 @@ impl Nat {
         Verdict::Forward
     }
 
-    /// Whether a session's mapping is held in its shard's endpoint table.
+    /// Whether a flow's mapping is held in its shard's endpoint table.
     fn holds_endpoint(&self, m: &NatMap) -> bool {
         self.shared.eim
             && m.flags & (NatMap::STATIC | NatMap::HAIRPIN) == 0
             && matches!(m.proto, wire::proto::TCP | wire::proto::UDP)
     }
 
-    /// A packet to one of the NAT's addresses that no session knows: a
-    /// session to a port forward's server, or with endpoint-independent
+    /// A packet to one of the NAT's addresses that no flow knows: a
+    /// flow to a port forward's server, or with endpoint-independent
     /// filtering to the inside endpoint of a mapping; else no mapping.
     #[cold]
     #[inline(never)]
@@ -895,7 +895,7 @@ impl Nat {
         Verdict::Forward
     }
 
-    /// A new session from inside host `src` to one of the NAT's endpoints,
+    /// A new flow from inside host `src` to one of the NAT's endpoints,
     /// whose inside endpoint is `target`: its source gets an outside port
     /// whose hash lands in this packet's bucket (the NIC hashed it on its
     /// destination endpoint, and hashes the answers on theirs, `steer::nat`),
@@ -953,7 +953,7 @@ impl Nat {
         Verdict::Forward
     }
 
-    /// A packet of a hairpinned session (`m`): both its endpoints
+    /// A packet of a hairpinned flow (`m`): both its endpoints
     /// translated, the target's looked up again (a forward, or a mapping
     /// that may have ended).
     #[cold]
