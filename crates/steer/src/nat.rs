@@ -34,14 +34,45 @@ use wire::FiveTuple;
 
 use crate::Toeplitz;
 
+/// A set of IPv4 addresses as sorted, disjoint ranges of consecutive ones
+/// (a prefix's addresses make one): a NAT's addresses, for membership tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressSet(Vec<(u32, u32)>);
+
+impl AddressSet {
+    /// The set of `addrs` (in any order, duplicates allowed).
+    pub fn new(addrs: &[Ipv4Addr]) -> AddressSet {
+        let mut sorted: Vec<u32> = addrs.iter().map(|&a| u32::from(a)).collect();
+        sorted.sort_unstable();
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for a in sorted {
+            match ranges.last_mut() {
+                Some((_, hi)) if a <= hi.saturating_add(1) => *hi = (*hi).max(a),
+                _ => ranges.push((a, a)),
+            }
+        }
+        AddressSet(ranges)
+    }
+
+    /// Whether `a` is in the set.
+    #[inline]
+    pub fn contains(&self, a: Ipv4Addr) -> bool {
+        let a = u32::from(a);
+        let r = &self.0;
+        // the last range starting at or before `a`
+        let i = r.partition_point(|&(lo, _)| lo <= a);
+        i > 0 && a <= r[i - 1].1
+    }
+}
+
 /// A NAT's steering: see the [module](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatSteering {
     endpoint: bool,
     /// The inside prefix as (network, mask).
     inside: (u32, u32),
-    /// The NAT's addresses as sorted, disjoint ranges.
-    outside: Vec<(u32, u32)>,
+    /// The NAT's addresses.
+    outside: AddressSet,
     /// (protocol, inside address, inside port) → outside endpoint.
     forwards: HashMap<(u8, Ipv4Addr, u16), (Ipv4Addr, u16)>,
 }
@@ -68,19 +99,10 @@ impl NatSteering {
         forwards: &[Forward],
     ) -> NatSteering {
         let mask = u32::MAX.checked_shl(32 - u32::from(inside.1)).unwrap_or(0);
-        let mut sorted: Vec<u32> = outside.iter().map(|&a| u32::from(a)).collect();
-        sorted.sort_unstable();
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for a in sorted {
-            match ranges.last_mut() {
-                Some((_, hi)) if a <= hi.saturating_add(1) => *hi = (*hi).max(a),
-                _ => ranges.push((a, a)),
-            }
-        }
         NatSteering {
             endpoint,
             inside: (u32::from(inside.0) & mask, mask),
-            outside: ranges,
+            outside: AddressSet::new(outside),
             forwards: forwards
                 .iter()
                 .map(|f| ((f.proto, f.inside.0, f.inside.1), f.outside))
@@ -98,10 +120,7 @@ impl NatSteering {
     }
 
     fn is_outside(&self, a: Ipv4Addr) -> bool {
-        let a = u32::from(a);
-        let r = &self.outside;
-        let i = r.partition_point(|&(lo, _)| lo <= a);
-        i > 0 && a <= r[i - 1].1
+        self.outside.contains(a)
     }
 
     /// The hash the NIC gives `t`, or `None` where it is the plain one.

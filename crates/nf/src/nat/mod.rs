@@ -39,7 +39,7 @@ pub use map::{NatMap, NatTcp};
 pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
 use serde::Deserialize;
 use state::Dir;
-use steer::nat::{Forward, NatSteering};
+use steer::nat::{AddressSet, Forward, NatSteering};
 use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
 
 use crate::{
@@ -111,9 +111,8 @@ struct Shared {
     /// The internal prefix as (network, mask) for membership tests.
     internal: (u32, u32),
     external: Vec<Ipv4Addr>,
-    /// `external` as sorted, disjoint ranges of consecutive addresses (one
-    /// for a prefix's addresses), for membership tests.
-    ranges: Vec<(u32, u32)>,
+    /// `external` as a set, for membership tests.
+    ranges: AddressSet,
     ports: (u16, u16),
     /// The timeouts in ns, as the packet path sets them.
     timeouts: TimeoutsNs,
@@ -181,15 +180,7 @@ impl Nat {
             !external.is_empty(),
             "a NAT needs at least one external address"
         );
-        let mut sorted: Vec<u32> = external.iter().map(|&a| u32::from(a)).collect();
-        sorted.sort_unstable();
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for a in sorted {
-            match ranges.last_mut() {
-                Some((_, hi)) if a <= hi.saturating_add(1) => *hi = (*hi).max(a),
-                _ => ranges.push((a, a)),
-            }
-        }
+        let ranges = AddressSet::new(&external);
         // (the first index of an address listed twice)
         let ext_index = external
             .iter()
@@ -263,11 +254,7 @@ impl Nat {
     }
 
     fn is_external(&self, a: Ipv4Addr) -> bool {
-        let a = u32::from(a);
-        let r = &self.shared.ranges;
-        // the last range starting at or before `a`
-        let i = r.partition_point(|&(lo, _)| lo <= a);
-        i > 0 && a <= r[i - 1].1
+        self.shared.ranges.contains(a)
     }
 
     fn is_internal(&self, a: Ipv4Addr) -> bool {
@@ -380,8 +367,8 @@ impl Nat {
         };
         let eim = self.shared.eim && matches!(t.proto, wire::proto::TCP | wire::proto::UDP);
         if eim {
+            // (`open` holds the mapping for the new flow)
             if let Some((e, p)) = pool.endpoints.outside(t.proto, src, t.src_port) {
-                pool.endpoints.hold(t.proto, (src, t.src_port), (e, p));
                 return Ok(mapped(e, self.shared.external[usize::from(e)], p, 0));
             }
         }
@@ -413,12 +400,7 @@ impl Nat {
                         partial ^ toeplitz.contribution(8, &t.dst_port.to_be_bytes())
                     };
                     let v = (pkt.hash ^ partial) & mask;
-                    let p = pool.alloc(e, c, v);
-                    if let (Some(p), true) = (p, eim) {
-                        pool.endpoints
-                            .hold(t.proto, (src, t.src_port), (e as u16, p));
-                    }
-                    p
+                    pool.alloc(e, c, v)
                 }
                 None => {
                     if (pkt.hash ^ partial) & mask != 0 {
@@ -878,6 +860,16 @@ impl Nat {
             flags: held,
         };
         rewrite(pkt, false, m.int_addr, m.int_port);
+        let v = self.open(cx, pkt, m);
+        self.counters.inbound += u64::from(v == Verdict::Forward);
+        v
+    }
+
+    /// A new flow's mapping `m`, its packet `pkt` translated: the translated
+    /// tuple becomes a second key of the flow's entry (refused only on an
+    /// offloading core, which maps nothing), the mapping its state (and its
+    /// endpoint's, held one flow more), logged and counted.
+    fn open(&mut self, cx: &mut Ctx<'_>, pkt: &Packet, m: NatMap) -> Verdict {
         if !cx.alias_rewritten(pkt) {
             return Verdict::Drop(DropCause::OffloadState);
         }
@@ -891,7 +883,6 @@ impl Nat {
         cx.set_timeout(self.timeout(&m, cx.emergency));
         self.log(&m, true);
         self.counters.mappings += 1;
-        self.counters.inbound += 1;
         Verdict::Forward
     }
 
@@ -942,15 +933,9 @@ impl Nat {
         rewrite(pkt, true, m.ext_addr, m.ext_port);
         rewrite(pkt, false, target.0, target.1);
         send_back(pkt);
-        if !cx.alias_rewritten(pkt) {
-            return Verdict::Drop(DropCause::OffloadState);
-        }
-        cx.insert(FlowState::Nat(m));
-        cx.set_timeout(self.timeout(&m, cx.emergency));
-        self.log(&m, true);
-        self.counters.mappings += 1;
-        self.counters.hairpinned += 1;
-        Verdict::Forward
+        let v = self.open(cx, pkt, m);
+        self.counters.hairpinned += u64::from(v == Verdict::Forward);
+        v
     }
 
     /// A packet of a hairpinned flow (`m`): both its endpoints
@@ -1058,17 +1043,9 @@ impl Nat {
             Err(c) => return Verdict::Drop(c),
         };
         rewrite(pkt, true, m.ext_addr, m.ext_port);
-        // the translated tuple becomes a second key of this entry (refused
-        // only on an offloading core, where `map` already failed)
-        if !cx.alias_rewritten(pkt) {
-            return Verdict::Drop(DropCause::OffloadState);
-        }
-        cx.insert(FlowState::Nat(m));
-        cx.set_timeout(self.timeout(&m, cx.emergency));
-        self.log(&m, true);
-        self.counters.mappings += 1;
-        self.counters.out += 1;
-        Verdict::Forward
+        let v = self.open(cx, pkt, m);
+        self.counters.out += u64::from(v == Verdict::Forward);
+        v
     }
 }
 
