@@ -33,16 +33,7 @@ fuzz_target!(|frame: &[u8]| {
         return;
     };
     assert_eq!(any.as_ref(), Ok(&info), "what parses parses alike with fragments");
-    let len = frame.len() as u32;
-    assert!(info.l3_offset <= info.l4_offset, "{info:?}");
-    assert!(
-        info.l4_offset <= info.l3_end && info.l3_end <= len,
-        "{info:?}"
-    );
-    assert!(
-        info.payload_offset + info.payload_len <= info.l3_end,
-        "{info:?}"
-    );
+    within(&info, frame);
     let _ = info.payload(frame);
     if let Ok(Some(repr)) = PacketRepr::parse(frame) {
         let again = repr.to_bytes();

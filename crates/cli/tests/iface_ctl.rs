@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::mpsc;
@@ -32,31 +32,12 @@ fn tmp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
 
-/// The server: accepts connections, reports each peer (as the NAT maps it),
-/// and echoes what it reads.
+/// The server: reports each peer (as the NAT maps it) and echoes.
 fn server(bed: &Bed) -> mpsc::Receiver<SocketAddr> {
-    let ns = bed.server();
-    let (ready, up) = mpsc::channel();
-    let (peers, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((SERVER, PORT)).unwrap();
-        ready.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let _ = peers.send(s.peer_addr().unwrap());
-            std::thread::spawn(move || {
-                let mut b = [0u8; 64];
-                while let Ok(n) = s.read(&mut b) {
-                    if n == 0 || s.write_all(&b[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    up.recv().unwrap();
-    rx
+    common::echo_server(
+        &bed.server(),
+        SocketAddr::new(SERVER.parse().unwrap(), PORT),
+    )
 }
 
 /// `CONNECTIONS` connections from the client namespace, each echoed once.

@@ -10,7 +10,7 @@
 //!   outside address, and the server sees the NAT's address.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::mpsc;
@@ -134,28 +134,10 @@ fn udp_servers(bed: &Bed) -> mpsc::Receiver<(String, SocketAddr)> {
 
 /// A TCP server inside at `CLIENT:INSIDE`: reports each peer, echoes.
 fn tcp_server(bed: &Bed) -> mpsc::Receiver<SocketAddr> {
-    let ns = bed.client();
-    let (tx, rx) = mpsc::channel();
-    let (ready, up) = mpsc::channel();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let l = TcpListener::bind((CLIENT, INSIDE)).unwrap();
-        ready.send(()).unwrap();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let _ = tx.send(s.peer_addr().unwrap());
-            std::thread::spawn(move || {
-                let mut b = [0u8; 4096];
-                while let Ok(n) = s.read(&mut b) {
-                    if n == 0 || s.write_all(&b[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    up.recv().unwrap();
-    rx
+    common::echo_server(
+        &bed.client(),
+        SocketAddr::new(CLIENT.parse().unwrap(), INSIDE),
+    )
 }
 
 /// Connects to `to`, sends 64 KiB and reads them back.

@@ -51,21 +51,7 @@ fn fragments(k: usize) -> Vec<Vec<u8>> {
         payload: payload(k),
     }
     .to_bytes();
-    let (head, body) = whole.split_at(14 + 20);
-    let step = 1480;
-    body.chunks(step)
-        .enumerate()
-        .map(|(i, part)| {
-            let mut f = head.to_vec();
-            f.extend_from_slice(part);
-            let more = (i + 1) * step < body.len();
-            let off = (i * step / 8) as u16 | if more { 0x2000 } else { 0 };
-            f[16..18].copy_from_slice(&((20 + part.len()) as u16).to_be_bytes());
-            f[20..22].copy_from_slice(&off.to_be_bytes());
-            wire::Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
-            f
-        })
-        .collect()
+    wire::fragments::split(&whole, 1500)
 }
 
 /// The capture: every datagram's fragments, a third last-first, one

@@ -168,26 +168,7 @@ mod tests {
             payload: vec![7; n],
         }
         .to_bytes();
-        crate::fragments::tests::split(&whole, mtu)
-    }
-
-    /// `frame` (Ethernet + a 20-byte IPv4 header) split as a router does.
-    pub(crate) fn split(frame: &[u8], mtu: usize) -> Vec<Vec<u8>> {
-        let (head, body) = frame.split_at(14 + 20);
-        let step = (mtu - 20) / 8 * 8;
-        let mut out = Vec::new();
-        for (i, part) in body.chunks(step).enumerate() {
-            let mut f = head.to_vec();
-            f.extend_from_slice(part);
-            let more = (i + 1) * step < body.len();
-            let off = (i * step / 8) as u16 | if more { 0x2000 } else { 0 };
-            f[14 + 2..14 + 4].copy_from_slice(&((20 + part.len()) as u16).to_be_bytes());
-            f[14 + 6..14 + 8].copy_from_slice(&off.to_be_bytes());
-            let mut ip = wire::Ipv4Packet::new_unchecked(&mut f[14..]);
-            ip.fill_checksum();
-            out.push(f);
-        }
-        out
+        wire::fragments::split(&whole, mtu)
     }
 
     #[test]

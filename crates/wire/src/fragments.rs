@@ -303,6 +303,41 @@ impl<T, F: Copy> Table<T, F> {
     }
 }
 
+/// An Ethernet frame holding an IPv4 packet split as a router with an MTU
+/// of `mtu` bytes does (RFC 791): fragments of a multiple of 8 payload
+/// bytes but the last, the header (options too) copied into each, offsets,
+/// more-fragments flags, lengths and header checksums set. A frame that is
+/// not IPv4, or whose packet fits, comes back alone. For tests and traces.
+pub fn split(frame: &[u8], mtu: usize) -> Vec<Vec<u8>> {
+    let Ok(info) = crate::parse(frame) else {
+        return vec![frame.to_vec()];
+    };
+    let (l3, l4, end) = (
+        info.l3_offset as usize,
+        info.l4_offset as usize,
+        info.l3_end as usize,
+    );
+    let hl = l4 - l3;
+    if info.ip_version != crate::parse::IpVersion::V4 || end - l3 <= mtu || mtu < hl + 8 {
+        return vec![frame.to_vec()];
+    }
+    let step = (mtu - hl) / 8 * 8;
+    let body = &frame[l4..end];
+    body.chunks(step)
+        .enumerate()
+        .map(|(i, part)| {
+            let mut f = frame[..l4].to_vec();
+            f.extend_from_slice(part);
+            let more = (i + 1) * step < body.len();
+            let off = (i * step / 8) as u16 | if more { 0x2000 } else { 0 };
+            f[l3 + 2..l3 + 4].copy_from_slice(&((hl + part.len()) as u16).to_be_bytes());
+            f[l3 + 6..l3 + 8].copy_from_slice(&off.to_be_bytes());
+            crate::Ipv4Packet::new_unchecked(&mut f[l3..]).fill_checksum();
+            f
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +366,64 @@ mod tests {
             offset,
             more,
         }
+    }
+
+    #[test]
+    fn split_cuts_as_a_router_does() {
+        use crate::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr};
+        let frame = |n: usize| {
+            PacketRepr {
+                eth: EthernetRepr {
+                    src: [2, 0, 0, 0, 0, 1],
+                    dst: [2, 0, 0, 0, 0, 2],
+                    vlan: None,
+                },
+                ip: IpRepr::V4(Ipv4Repr {
+                    src: Ipv4Addr::new(10, 0, 0, 1),
+                    dst: Ipv4Addr::new(192, 0, 2, 1),
+                    dscp: 0,
+                    ecn: 0,
+                    ident: 77,
+                    dont_frag: false,
+                    ttl: 64,
+                    options: vec![],
+                }),
+                l4: L4Repr::Udp {
+                    src_port: 1,
+                    dst_port: 2,
+                },
+                payload: (0..n).map(|i| i as u8).collect(),
+            }
+            .to_bytes()
+        };
+        let whole = frame(4000);
+        let parts = split(&whole, 1500);
+        let got: Vec<(Fragment, usize)> = parts
+            .iter()
+            .map(|f| {
+                let ip = crate::Ipv4Packet::new_checked(&f[14..]).unwrap();
+                assert!(ip.verify_checksum());
+                assert!(crate::parse_fragmentable(f).unwrap().fragment);
+                (Fragment::of(&ip), ip.payload().len())
+            })
+            .collect();
+        let at = |offset, more| Fragment {
+            id: 77,
+            offset,
+            more,
+        };
+        assert_eq!(
+            got,
+            [
+                (at(0, true), 1480),
+                (at(1480, true), 1480),
+                (at(2960, false), 1048)
+            ]
+        );
+        let body: Vec<u8> = parts.iter().flat_map(|f| f[34..].to_vec()).collect();
+        assert_eq!(body, whole[34..]);
+        // a packet that fits is left whole
+        assert_eq!(split(&frame(100), 1500), [frame(100)]);
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl Drop for Running {
 
 /// A TCP server in namespace `ns` at `at` that runs `serve` on each
 /// connection in a thread of its own. Returns once it listens.
-fn serve_each(ns: &str, at: SocketAddr, serve: impl Fn(TcpStream) + Send + Copy + 'static) {
+fn serve_each(ns: &str, at: SocketAddr, serve: impl Fn(TcpStream) + Send + Clone + 'static) {
     let ns = ns.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -170,10 +170,27 @@ fn serve_each(ns: &str, at: SocketAddr, serve: impl Fn(TcpStream) + Send + Copy 
         let l = std::net::TcpListener::bind(at).unwrap();
         tx.send(()).unwrap();
         for s in l.incoming().flatten() {
+            let serve = serve.clone();
             std::thread::spawn(move || serve(s));
         }
     });
     rx.recv().unwrap();
+}
+
+/// An echo server in namespace `ns` at `at`: reports each connection's peer
+/// (as the NAT maps it) and echoes what it reads. Returns once it listens.
+pub fn echo_server(ns: &str, at: SocketAddr) -> std::sync::mpsc::Receiver<SocketAddr> {
+    let (peers, rx) = std::sync::mpsc::channel();
+    serve_each(ns, at, move |mut s| {
+        let _ = peers.send(s.peer_addr().unwrap());
+        let mut b = [0u8; 4096];
+        while let Ok(n) = s.read(&mut b) {
+            if n == 0 || s.write_all(&b[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// The download server `downloads` talks to, in namespace `ns` at `at`:
