@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use trace::{CaptureReader, Generated, Generator, Trace, TraceSpec};
+use trace::{CaptureFile, CaptureReader, Compression, Generated, Generator, Trace, TraceSpec};
 
 /// Captures of at most this size are read into memory before a run
 /// (`replay_memory`'s default).
@@ -50,6 +50,28 @@ fn in_memory(file_bytes: u64) -> u64 {
     file_bytes + file_bytes.div_ceil(30) * 24
 }
 
+/// The bytes of the capture at `p`: its file's length, or a compressed
+/// one's decompressed length — counted by a pass through it when the trace
+/// is to be held whole (`whole`), else unknown (`u64::MAX`: a compressed
+/// capture a replay can stream is streamed).
+fn capture_size(p: &Path, whole: bool) -> anyhow::Result<u64> {
+    let file = CaptureFile::open(p).with_context(|| format!("{}", p.display()))?;
+    match file.compression() {
+        Compression::None => Ok(std::fs::metadata(p)
+            .with_context(|| format!("{}", p.display()))?
+            .len()),
+        _ if !whole => Ok(u64::MAX),
+        c => {
+            eprintln!(
+                "flowshift: {}: {}-compressed; counting its size before holding it",
+                p.display(),
+                c.name()
+            );
+            CaptureFile::len(p).with_context(|| format!("{}", p.display()))
+        }
+    }
+}
+
 /// The largest frame a generated trace holds (with its record).
 const GENERATED_PACKET: u64 = 1_518 + 24;
 
@@ -72,9 +94,7 @@ pub fn plan(input: Option<&Path>, hold: Hold, presteer: bool, budget: u64) -> an
     };
     Ok(match input {
         Some(p) => {
-            let size = std::fs::metadata(p)
-                .with_context(|| format!("{}", p.display()))?
-                .len();
+            let size = capture_size(p, whole)?;
             if whole || size <= budget {
                 Plan {
                     packets: Packets::File(p.to_path_buf()),
@@ -156,7 +176,15 @@ impl Packets {
             Packets::None => String::new(),
             Packets::File(p) => {
                 let mib = std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / 1048576.0);
-                format!("{} ({mib:.1} MiB, streamed)", p.display())
+                let how = CaptureFile::open(p).map_or(Compression::None, |f| f.compression());
+                match how {
+                    Compression::None => format!("{} ({mib:.1} MiB, streamed)", p.display()),
+                    c => format!(
+                        "{} ({mib:.1} MiB {}-compressed, streamed)",
+                        p.display(),
+                        c.name()
+                    ),
+                }
             }
             Packets::Generated(s) => format!(
                 "the default generated trace ({} packets, {} flows, generated as it is replayed)",

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod compressed;
 mod fenwick;
 mod formats;
 pub mod gen;
@@ -36,6 +37,7 @@ pub mod tshark;
 mod zipf;
 
 pub use capture::{parse_capture, read_pcap, write_capture};
+pub use compressed::{CaptureFile, Compression};
 pub use gen::{GenPacket, GenSummary, Generator};
 pub use pcap::{write_pcap, PcapReadError, Trace};
 pub use reader::CaptureReader;

@@ -5,8 +5,7 @@
 //! this reader run to the end. Errors name the byte offset, wherever in the
 //! file they are found.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use pcap_file::pcap::PcapParser;
@@ -15,7 +14,7 @@ use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
 use crate::pcap::{ParseError, PcapReadError, MAX_RECORD_LEN};
 use crate::pcapng::{block_error, interface, record, Clock, MAGIC};
-use crate::{Timeline, Trace};
+use crate::{CaptureFile, Compression, Timeline, Trace};
 
 /// Bytes read from the file at a time.
 const READ: usize = 1 << 20;
@@ -59,13 +58,17 @@ pub struct CaptureReader<R> {
     /// An error found after a chunk's first packets: returned by the next
     /// fill, so that the packets before it are not lost.
     pending: Option<ParseError>,
+    /// A read that failed after handing over some bytes (a compressed file
+    /// cut short or corrupt): the bytes before it are parsed first, then it
+    /// is the capture's end.
+    broken: Option<std::io::Error>,
 }
 
-impl CaptureReader<File> {
-    /// Opens a capture file and reads its header (a file that is no
-    /// capture fails here).
-    pub fn open(path: &Path) -> Result<CaptureReader<File>, PcapReadError> {
-        let f = File::open(path).map_err(|source| PcapReadError::Io {
+impl CaptureReader<CaptureFile> {
+    /// Opens a capture file — plain, gzip- or zstd-compressed — and reads
+    /// its header (a file that is no capture fails here).
+    pub fn open(path: &Path) -> Result<CaptureReader<CaptureFile>, PcapReadError> {
+        let f = CaptureFile::open(path).map_err(|source| PcapReadError::Io {
             path: path.into(),
             source,
         })?;
@@ -74,14 +77,17 @@ impl CaptureReader<File> {
         Ok(r)
     }
 
+    /// How the file is compressed.
+    pub fn compression(&self) -> Compression {
+        self.src.compression()
+    }
+
     /// Back to the first packet (another pass over the file).
     pub fn rewind(&mut self) -> Result<(), PcapReadError> {
-        self.src
-            .seek(SeekFrom::Start(0))
-            .map_err(|source| PcapReadError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+        self.src.rewind().map_err(|source| PcapReadError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         self.restart();
         Ok(())
     }
@@ -101,6 +107,7 @@ impl<R: Read> CaptureReader<R> {
             timeline: Timeline::default(),
             packets: 0,
             pending: None,
+            broken: None,
         }
     }
 
@@ -113,6 +120,7 @@ impl<R: Read> CaptureReader<R> {
         self.timeline = Timeline::default();
         self.packets = 0;
         self.pending = None;
+        self.broken = None;
     }
 
     /// The replay times of the packets read so far: how many were stamped
@@ -182,6 +190,16 @@ impl<R: Read> CaptureReader<R> {
         }
         self.timeline = chunk.timeline();
         let n = chunk.len() - before;
+        // the capture's end, or a record cut short, came from a failed read:
+        // that failure is the error
+        let at_end = match fault {
+            None => n == 0,
+            Some(ParseError::Truncated(..)) => true,
+            Some(_) => false,
+        };
+        if at_end && self.broken.is_some() {
+            fault = self.broken.take().map(ParseError::Io);
+        }
         self.packets += n as u64;
         match fault {
             Some(e) if n == 0 => Err(e),
@@ -222,12 +240,16 @@ impl<R: Read> CaptureReader<R> {
             // be copied): up to 64 MiB, then by doubling
             self.buf.reserve(grow.min(64 << 20));
             // (appended as read: no zeroing first)
-            let got = (&mut self.src)
-                .take(grow as u64)
-                .read_to_end(&mut self.buf)
-                .map_err(ParseError::Io)?;
-            if got < grow {
-                self.eof = true;
+            let before = self.buf.len();
+            match (&mut self.src).take(grow as u64).read_to_end(&mut self.buf) {
+                Ok(got) if got < grow => self.eof = true,
+                Ok(_) => {}
+                Err(e) if self.buf.len() == before => return Err(ParseError::Io(e)),
+                // (what was read before the failure is kept and parsed)
+                Err(e) => {
+                    self.broken = Some(e);
+                    self.eof = true;
+                }
             }
         }
         Ok(self.avail() >= need)

@@ -4,9 +4,9 @@
 //! trace already in memory. A replay of any of them holds a few chunks, not
 //! the trace.
 
-use std::fs::File;
-
-use crate::{CaptureReader, GenPacket, Generator, PcapReadError, Timeline, Trace, TraceSpec};
+use crate::{
+    CaptureFile, CaptureReader, GenPacket, Generator, PcapReadError, Timeline, Trace, TraceSpec,
+};
 
 /// Packets from their first, a chunk at a time.
 pub trait Source: Send {
@@ -21,7 +21,7 @@ pub trait Source: Send {
     fn timeline(&self) -> Timeline;
 }
 
-impl Source for CaptureReader<File> {
+impl Source for CaptureReader<CaptureFile> {
     fn fill(&mut self, chunk: &mut Trace, bytes: usize) -> Result<usize, PcapReadError> {
         CaptureReader::fill(self, chunk, bytes)
     }
