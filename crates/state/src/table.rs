@@ -270,7 +270,11 @@ impl<S> SlotMut<'_, S> {
 pub struct FlowTable<S> {
     cfg: TableConfig,
     meta: Vec<Meta>,
-    aliases: Vec<(FlowKey, u32)>,
+    /// Per entry, its alias key (tables of two keys per entry).
+    aliases: Vec<FlowKey>,
+    /// Per entry, its alias key's RSS hash, kept only where the index is
+    /// keyed by it ([`IndexHash::Rss`]; a key-hashed index computes it).
+    alias_rss: Vec<u32>,
     slots: Vec<Cell<S>>,
     /// Per entry, its exit order (apart from `meta`, which fills a cache
     /// line: only a packet's exit reads it).
@@ -320,7 +324,7 @@ impl<S: Slot> FlowTable<S> {
         let keys = cfg.keys_per_entry.clamp(1, 2);
         let index = (cfg.capacity * keys * 2).next_power_of_two().max(16) as u64 * 8;
         let alias = if keys > 1 {
-            std::mem::size_of::<(FlowKey, u32)>()
+            std::mem::size_of::<FlowKey>() + if cfg.index == IndexHash::Rss { 4 } else { 0 }
         } else {
             0
         };
@@ -364,6 +368,11 @@ impl<S: Slot> FlowTable<S> {
             wheel: TimerWheel::new(cfg.wheel_slots, cfg.tick_ns, 0),
             meta: room(cfg.capacity),
             aliases: room(alias_room),
+            alias_rss: room(if cfg.index == IndexHash::Rss {
+                alias_room
+            } else {
+                0
+            }),
             slots: room(cfg.capacity.saturating_mul(cfg.slots)),
             exits: room(cfg.capacity),
             index: Index::new(first, max_index),
@@ -546,7 +555,7 @@ impl<S: Slot> FlowTable<S> {
         let id = (b & ID_MASK) as usize;
         if b & ALIAS_BIT != 0 {
             // along the alias key, replies come from `alias_side`
-            let (k, _) = self.aliases.get(id)?;
+            let k = self.aliases.get(id)?;
             if k != key {
                 return None;
             }
@@ -707,7 +716,10 @@ impl<S: Slot> FlowTable<S> {
                     pinned: false,
                 });
                 if self.cfg.keys_per_entry > 1 {
-                    self.aliases.push((FlowKey::default(), 0));
+                    self.aliases.push(FlowKey::default());
+                    if self.cfg.index == IndexHash::Rss {
+                        self.alias_rss.push(0);
+                    }
                 }
                 self.slots.extend((0..n).map(|_| Cell::default()));
                 self.exits.push(Exits::default());
@@ -756,6 +768,9 @@ impl<S: Slot> FlowTable<S> {
         self.slots.reserve_exact(more * n);
         if self.cfg.keys_per_entry > 1 {
             self.aliases.reserve_exact(more);
+            if self.cfg.index == IndexHash::Rss {
+                self.alias_rss.reserve_exact(more);
+            }
         }
     }
 
@@ -821,7 +836,10 @@ impl<S: Slot> FlowTable<S> {
         );
         let i = id.0 as usize;
         self.drop_alias(id);
-        self.aliases[i] = (key, hash);
+        self.aliases[i] = key;
+        if let Some(h) = self.alias_rss.get_mut(i) {
+            *h = hash;
+        }
         let ih = self.ih(&key, hash);
         let m = &mut self.meta[i];
         m.has_alias = true;
@@ -834,10 +852,16 @@ impl<S: Slot> FlowTable<S> {
         self.index_insert(pack(ih, id.0, true), ih);
     }
 
+    /// Entry `i`'s alias key and the RSS hash it was added with (0 where
+    /// the index does not keep it: a key-hashed index does not need it).
+    fn alias_of(&self, i: usize) -> (FlowKey, u32) {
+        (self.aliases[i], self.alias_rss.get(i).copied().unwrap_or(0))
+    }
+
     fn drop_alias(&mut self, id: EntryId) {
         let i = id.0 as usize;
         if self.meta[i].has_alias {
-            let (k, h) = self.aliases[i];
+            let (k, h) = self.alias_of(i);
             let ih = self.ih(&k, h);
             self.index_remove(pack(ih, id.0, true));
             self.meta[i].has_alias = false;

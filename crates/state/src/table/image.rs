@@ -58,7 +58,7 @@ impl<S: Slot> FlowTable<S> {
                 Side::Lo => Side::Hi,
                 Side::Hi => Side::Lo,
             };
-            self.aliases[i].0.tuple(side)
+            self.aliases[i].tuple(side)
         });
         (m.key.tuple(m.orig), alias)
     }
@@ -71,7 +71,7 @@ impl<S: Slot + Clone> FlowTable<S> {
         let m = &self.meta[i];
         let n = self.cfg.slots;
         let alias = m.has_alias.then(|| {
-            let (k, h) = self.aliases[i];
+            let (k, h) = self.alias_of(i);
             // `alias_side` is the side replies come from: the tuple's own is
             // the other one
             let side = match m.alias_side {
