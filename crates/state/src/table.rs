@@ -207,13 +207,15 @@ pub struct Detached<S> {
 /// A flow's exit order: per direction, the arrival stamp of the last packet
 /// that left (0: none yet). The NIC model stamps packets with strictly
 /// increasing times, so a packet whose stamp is below its direction's last
-/// one left after a packet that arrived after it: it was reordered. And
-/// when the entry was made (its age, for operators).
+/// one left after a packet that arrived after it: it was reordered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Exits {
     last: [u64; 2],
-    born: u64,
 }
+
+/// The unit of an entry's birth time ([`FlowTable::born`]): 2²⁶ ns (67 ms),
+/// so that 32 bits hold 9 years of a table's time.
+const BORN_UNIT_SHIFT: u32 = 26;
 
 impl Exits {
     /// Notes that a packet of direction `dir` stamped `stamp` left; false if
@@ -279,6 +281,9 @@ pub struct FlowTable<S> {
     /// Per entry, its exit order (apart from `meta`, which fills a cache
     /// line: only a packet's exit reads it).
     exits: Vec<Exits>,
+    /// Per entry, when it was made, in units of 2^[`BORN_UNIT_SHIFT`] ns
+    /// (beside `exits`, for operators only: 4 bytes a flow, not 8).
+    born: Vec<u32>,
     index: Index,
     /// The per-NF layout's own indexes ([`TableConfig::own_indexes`]): the
     /// same keys as `index`, in memory of their own.
@@ -334,6 +339,7 @@ impl<S: Slot> FlowTable<S> {
         };
         let entry = std::mem::size_of::<Meta>()
             + std::mem::size_of::<Exits>()
+            + std::mem::size_of::<u32>()
             + cfg.slots * std::mem::size_of::<Cell<S>>()
             + alias
             // up to 3 wheel items per entry before stale ones are dropped
@@ -375,6 +381,7 @@ impl<S: Slot> FlowTable<S> {
             }),
             slots: room(cfg.capacity.saturating_mul(cfg.slots)),
             exits: room(cfg.capacity),
+            born: room(cfg.capacity),
             index: Index::new(first, max_index),
             own: (0..cfg.own_indexes)
                 .map(|_| Index::new(first, max_index))
@@ -512,7 +519,7 @@ impl<S: Slot> FlowTable<S> {
     /// [`prefetch_entry`](Self::prefetch_entry) of a [`probe`](Self::probe).
     #[inline]
     pub fn prefetch_entry_at(&self, p: Probe) {
-        self.prefetch_hit(p.home);
+        self.prefetch_hit(p.home, p.ih);
     }
 
     /// [`lookup`](Self::lookup) of a [`probe`](Self::probe) of the same key
@@ -621,8 +628,8 @@ impl<S: Slot> FlowTable<S> {
                 *h = (self.home(ih), ih);
                 prefetch(self.index.now.addr(h.0));
             }
-            for (h, _) in homes.iter().take(chunk.len()) {
-                self.prefetch_hit(*h);
+            for &(h, ih) in homes.iter().take(chunk.len()) {
+                self.prefetch_hit(h, ih);
             }
             for ((h, ih), (k, s, _)) in homes.iter().zip(chunk) {
                 out.push(self.lookup_from(*h, k, *s, *ih));
@@ -630,18 +637,34 @@ impl<S: Slot> FlowTable<S> {
         }
     }
 
-    /// Prefetches the entry index bucket `home` points to: its metadata,
-    /// every cache line of its slots, and the alias key when the bucket is an
-    /// alias's (what the probe and the NFs will touch). The bucket's
-    /// signature is not compared: the key's entry is almost always the one
-    /// its home bucket holds, and a wrong guess costs a prefetch, not a
-    /// result.
+    /// Prefetches the entry of the first bucket from `home` on whose
+    /// signature is `ih` (the key's, almost always): its metadata, every
+    /// cache line of its slots, and the alias key when the bucket is an
+    /// alias's (what the probe and the NFs will touch). The buckets looked
+    /// at are those of the home bucket's cache line, prefetched earlier, and
+    /// the line after it at most: with the index up to half full, the home
+    /// bucket holds another key's entry for a third of the keys or so, and
+    /// prefetching that entry left the key's own a miss from memory. A
+    /// wrong guess costs a prefetch, not a result.
     #[inline]
-    fn prefetch_hit(&self, home: usize) {
-        let Some(b) = self.index.now.get(home) else {
-            return;
+    fn prefetch_hit(&self, home: usize, ih: u32) {
+        let mut i = home;
+        let b = loop {
+            let Some(b) = self.index.now.get(i) else {
+                return;
+            };
+            if b == EMPTY {
+                return;
+            }
+            if (b >> 32) as u32 == ih {
+                break b;
+            }
+            i = self.index.now.next(i);
+            if i.wrapping_sub(home) & self.index.now.mask() > 8 {
+                return;
+            }
         };
-        if b != EMPTY {
+        {
             // (addresses only, computed without bounds checks: a prefetch
             // reads nothing and never faults, whatever the address)
             let id = (b & ID_MASK) as usize;
@@ -723,13 +746,12 @@ impl<S: Slot> FlowTable<S> {
                 }
                 self.slots.extend((0..n).map(|_| Cell::default()));
                 self.exits.push(Exits::default());
+                self.born.push(0);
                 id
             }
         };
-        self.exits[id as usize] = Exits {
-            born: self.now_ns,
-            ..Exits::default()
-        };
+        self.exits[id as usize] = Exits::default();
+        self.born[id as usize] = u32::try_from(self.now_ns >> BORN_UNIT_SHIFT).unwrap_or(u32::MAX);
         let m = &mut self.meta[id as usize];
         m.key = key;
         m.hash = hash;
@@ -765,6 +787,7 @@ impl<S: Slot> FlowTable<S> {
         let n = self.cfg.slots;
         self.meta.reserve_exact(more);
         self.exits.reserve_exact(more);
+        self.born.reserve_exact(more);
         self.slots.reserve_exact(more * n);
         if self.cfg.keys_per_entry > 1 {
             self.aliases.reserve_exact(more);
@@ -1246,9 +1269,12 @@ impl<S: Slot> FlowTable<S> {
             .map_or(0, |e| e.last[0].max(e.last[1]))
     }
 
-    /// When entry `id` was made (the owner's time then, ns).
+    /// When entry `id` was made (the owner's time then, ns, to 67 ms: the
+    /// start of the 2²⁶ ns unit it was made in).
     pub fn born(&self, id: EntryId) -> u64 {
-        self.exits.get(id.0 as usize).map_or(0, |e| e.born)
+        self.born
+            .get(id.0 as usize)
+            .map_or(0, |&b| u64::from(b) << BORN_UNIT_SHIFT)
     }
 
     /// True while the entry is detached.

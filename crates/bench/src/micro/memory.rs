@@ -351,12 +351,22 @@ fn variant_args(v: &Variant, packets: u64) -> Vec<String> {
     .to_vec()
 }
 
-/// Resident bytes per live flow of variant `v` after its first lap,
-/// measured in a child `flowshift bench --variant` (a fresh process: no
-/// memory freed by another variant to reuse).
-pub fn rss_per_flow(v: &Variant, packets: u64) -> anyhow::Result<f64> {
+/// What a child `flowshift bench --variant` measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InChild {
+    /// Resident bytes per live flow after the first lap.
+    pub rss_per_flow: f64,
+    /// ns a packet, fastest of the laps after the first.
+    pub ns_per_packet: f64,
+}
+
+/// Runs variant `v` in a child `flowshift bench --variant` (a fresh
+/// process: no memory freed by another variant to reuse, no heap another
+/// variant shaped) with `laps` timed laps after the one that makes the flows.
+pub fn in_child(v: &Variant, packets: u64, laps: u32) -> anyhow::Result<InChild> {
     let out = std::process::Command::new(std::env::current_exe()?)
         .args(variant_args(v, packets))
+        .args(["--laps", &laps.to_string()])
         .output()?;
     anyhow::ensure!(
         out.status.success(),
@@ -364,15 +374,24 @@ pub fn rss_per_flow(v: &Variant, packets: u64) -> anyhow::Result<f64> {
         v.name,
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("rss_per_flow ")?.trim().parse().ok())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "flowshift bench --variant {} printed no rss_per_flow",
-                v.name
-            )
-        })
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .ok_or_else(|| {
+                anyhow::anyhow!("flowshift bench --variant {} printed no {name}", v.name)
+            })
+    };
+    Ok(InChild {
+        rss_per_flow: field("rss_per_flow ")?,
+        ns_per_packet: field("ns_per_packet ")?,
+    })
+}
+
+/// Resident bytes per live flow of variant `v` after its first lap
+/// ([`in_child`]).
+pub fn rss_per_flow(v: &Variant, packets: u64) -> anyhow::Result<f64> {
+    Ok(in_child(v, packets, 1)?.rss_per_flow)
 }
 
 /// What callgrind counts per packet of a lap.

@@ -8,6 +8,7 @@
 //! NFs cost, and what offloading buys.
 
 mod baseline;
+mod growth;
 mod memory;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,7 @@ pub struct BenchArgs {
 #[derive(serde::Serialize)]
 struct Results {
     memory: Vec<memory::MemRow>,
+    growth: Vec<growth::Growth>,
     nat_log: memory::LogCost,
     runtime: Vec<Row>,
 }
@@ -123,13 +125,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("no in-memory variant {name}"))?;
         let mut chain = memory::chain(&v)?;
         let pkts = memory::packets(&chain, v.flows, a.packets)?;
-        let m = memory::measure(&v, &pkts, &mut chain, 1)?;
+        let m = memory::measure(&v, &pkts, &mut chain, a.laps)?;
         println!("packets {}", pkts.len());
         println!("rss_per_flow {:.1}", m.rss_per_flow);
         println!("fill_pause_us {:.0}", m.fill_pause_us);
+        println!("ns_per_packet {:.2}", m.ns_per_packet);
         return Ok(());
     }
     let mem = in_memory(&a)?;
+    let growth = growth::compare(
+        &[a.flows, a.large_flows],
+        a.packets,
+        a.laps,
+        a.rounds.max(3),
+    )?;
     let nat_log = log_cost(&a)?;
     let rt = if a.memory_only {
         Vec::new()
@@ -141,6 +150,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             p,
             &Results {
                 memory: mem,
+                growth,
                 nat_log,
                 runtime: rt,
             },

@@ -58,6 +58,12 @@ impl Buckets {
         self.v[i] = !b;
     }
 
+    /// Buckets − 1 (the index of the last).
+    #[inline(always)]
+    pub fn mask(&self) -> usize {
+        self.mask
+    }
+
     /// The bucket after `i`.
     #[inline(always)]
     pub fn next(&self, i: usize) -> usize {
