@@ -3,7 +3,8 @@
 //! ([`Trace`]s) — so a capture of any size replays in bounded memory. The
 //! whole-file readers ([`crate::read_pcap`], [`crate::parse_capture`]) are
 //! this reader run to the end. Errors name the byte offset, wherever in the
-//! file they are found.
+//! file they are found (in a compressed capture, [`CaptureFile`], the
+//! offset in its decompressed bytes).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
