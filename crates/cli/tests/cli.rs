@@ -432,6 +432,22 @@ fn bench_prints_every_variant() {
             );
         }
     }
+    // growing against preallocated tables, in fresh processes, at `--flows`
+    // and `--large-flows`: three rounds at least, each a ratio of two rates
+    let growth = res["growth"].as_array().unwrap();
+    let sizes: Vec<u64> = growth
+        .iter()
+        .map(|g| g["flows"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [500, 3_000]);
+    for g in growth {
+        let ratios = g["ratios"].as_array().unwrap();
+        assert_eq!(ratios.len(), 3, "{g}");
+        assert!(ratios.iter().all(|r| r.as_f64().unwrap() > 0.0), "{g}");
+        assert!(g["growing_ns"].as_f64().unwrap() > 0.0, "{g}");
+        assert!(g["prealloc_ns"].as_f64().unwrap() > 0.0, "{g}");
+    }
+    assert!(out.contains("growing / preallocated tables, fresh processes alternated"));
     // every packet of every lap went through (else the bench fails), at ≥ 6
     // packets per connection, and each row has a time
     for r in mem {

@@ -89,17 +89,15 @@ pub fn variants(flows: u32, large: u32) -> Vec<Variant> {
             layout: "per-nf",
             log: false,
         });
-        if flows >= 100_000 {
-            // the same chain with indexes at their capacity from the start
-            v.push(Variant {
-                name: "fw+nat/prealloc",
-                nfs: FW_NAT,
-                flows,
-                preallocate: true,
-                layout: "shared",
-                log: false,
-            });
-        }
+        // the same chain with indexes at their capacity from the start
+        v.push(Variant {
+            name: "fw+nat/prealloc",
+            nfs: FW_NAT,
+            flows,
+            preallocate: true,
+            layout: "shared",
+            log: false,
+        });
     }
     v
 }
