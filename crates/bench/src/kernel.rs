@@ -60,6 +60,37 @@ pub struct BenchKernelArgs {
     /// (AF_XDP with kernel steering, and AF_PACKET); Gbit/s received.
     #[arg(long)]
     pub tcp: bool,
+    /// With `--tcp`: the endpoints hand their interfaces wire-size segments
+    /// (TSO and GSO off on the client's and the server's veth), so the
+    /// kernel's variants forward 1 500-byte frames as flowshift does, rather
+    /// than 64 KiB segments a veth passes whole.
+    #[arg(long)]
+    pub wire_segments: bool,
+    /// How the client offers the 64 B frames: `xdp` hands them to the
+    /// kernel through an AF_XDP socket's transmit ring (a frame costs the
+    /// sender an skb and a copy, no system call of its own), `packet` calls
+    /// `sendmmsg` on a packet socket. Every variant gets the same sender.
+    #[arg(long, value_enum, default_value_t = Sender::Xdp)]
+    pub sender: Sender,
+    /// Interrupt coalescing of the middle's interfaces for the AF_XDP
+    /// variants, µs (`gro_flush_timeout`; 0: none).
+    #[arg(long, default_value_t = 100)]
+    pub coalesce_us: u64,
+    /// Run the AF_XDP variants' receive work (the middle's veth NAPI, where
+    /// the XDP program runs) in kernel threads pinned to the network
+    /// function's CPU, as on a NIC; a veth otherwise runs it on the CPU that
+    /// sent the frame (the sender's, or the endpoints').
+    #[arg(long)]
+    pub napi_on_nf_cpu: bool,
+}
+
+/// How the bench's client sends.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// An AF_XDP socket's transmit ring (copy mode).
+    Xdp,
+    /// `sendmmsg` on an `AF_PACKET` socket.
+    Packet,
 }
 
 /// The variants measured.
@@ -168,9 +199,6 @@ const NFT_RULES: &str = "table ip fsbench {
 }
 ";
 
-/// Interrupt coalescing of the bed's interfaces under AF_XDP, µs.
-const COALESCE_US: u64 = 200;
-
 /// flowshift's chain: the same firewall and NAT.
 const CHAIN: &str = "[table]\ncapacity = 262144\n\
 [[nf]]\nkind = \"firewall\"\nrules = \"allow any 10.0.0.0/8 -> any\"\n\
@@ -190,6 +218,9 @@ struct Udp<'a> {
     chain: PathBuf,
     dur: Duration,
     rate: Option<f64>,
+    sender: Sender,
+    coalesce_us: u64,
+    napi_on_nf_cpu: bool,
     cpus: usize,
     syscalls: bool,
 }
@@ -222,11 +253,15 @@ impl Udp<'_> {
                 let mut f = start_flowshift(self.bed, steer, v.io(), &self.chain, &json)?;
                 probes = wait_forwarding(self.bed, (&self.c0, &self.s0), &batch, &mut f)?;
                 if matches!(v, Variant::FlowshiftXdp | Variant::FlowshiftXdpKernel) {
+                    if self.napi_on_nf_cpu {
+                        self.bed.napi_threads_on(0)?;
+                    }
                     // the XDP program's NAPI polled in batches, as a
                     // NIC's interrupts are coalesced for a poll-mode
-                    // network function (without: 0.46 Mpps instead of
-                    // 0.67, EXPERIMENTS §8)
-                    self.bed.coalesce(COALESCE_US)?;
+                    // network function (measured in EXPERIMENTS §8)
+                    if self.coalesce_us > 0 {
+                        self.bed.coalesce(self.coalesce_us)?;
+                    }
                 }
                 child = Some(f);
                 // the last probes leave before counting starts
@@ -238,7 +273,8 @@ impl Udp<'_> {
             _ => None,
         };
         let rx0 = netns::counter(&self.bed.server(), &self.s0, "rx_packets")?;
-        let sent = send(
+        let sent = send_with(
+            self.sender,
             &self.bed.client(),
             &self.c0,
             &batch,
@@ -376,12 +412,13 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     let s_mac = parse_mac(&netns::mac(&bed.server(), &s0)?)?;
     let frames = frames(a.flows)?;
     eprintln!(
-        "flowshift bench-kernel: {} flows, {} frames of 64 B, {} s per variant at {}, {} round(s), sender on CPU {}, network function on CPU 0",
+        "flowshift bench-kernel: {} flows, {} frames of 64 B, {} s per variant at {}, {} round(s), sender ({:?}) on CPU {}, network function on CPU 0",
         a.flows,
         frames.len(),
         a.seconds,
         a.rate.map_or("full speed".to_string(), |r| format!("{r} Mpps")),
         a.rounds,
+        a.sender,
         cpus - 1
     );
     let dir = std::env::temp_dir().join(format!("flowshift-bench-kernel-{}", std::process::id()));
@@ -402,6 +439,9 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
         chain,
         dur: Duration::from_secs_f64(a.seconds),
         rate: a.rate,
+        sender: a.sender,
+        coalesce_us: a.coalesce_us,
+        napi_on_nf_cpu: a.napi_on_nf_cpu,
         cpus,
         syscalls: a.syscalls,
     };
@@ -550,8 +590,22 @@ fn nft_in(ns: &str, rules: &str) -> anyhow::Result<()> {
 
 /// Blasts `frames` (in a loop) out of `iface` in namespace `ns` for `dur` or
 /// until `max` are sent, at most `mpps` million frames a second, from a
-/// thread pinned to `cpu`; returns the frames the interface took.
+/// thread pinned to `cpu`, with `sendmmsg` on a packet socket; returns the
+/// frames the interface took.
 pub fn send(
+    ns: &str,
+    iface: &str,
+    frames: &[Vec<u8>],
+    span: (Duration, u64),
+    mpps: Option<f64>,
+    cpu: usize,
+) -> anyhow::Result<u64> {
+    send_with(Sender::Packet, ns, iface, frames, span, mpps, cpu)
+}
+
+/// [`send`] through `sender`.
+fn send_with(
+    sender: Sender,
     ns: &str,
     iface: &str,
     frames: &[Vec<u8>],
@@ -564,7 +618,7 @@ pub fn send(
     std::thread::spawn(move || -> anyhow::Result<u64> {
         netns::enter(&ns)?;
         core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
-        let sock = PacketSocket::open_tx(&iface)?;
+        let out = Out::open(sender, &iface)?;
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         let (t0, mut i, mut sent) = (Instant::now(), 0usize, 0u64);
         while t0.elapsed() < dur && sent < max {
@@ -576,16 +630,8 @@ pub fn send(
                     continue;
                 }
             }
-            let end = (i + 32).min(refs.len()).min(i + (max - sent) as usize);
-            let n = match sock.send_many(&refs[i..end]) {
-                Ok(n) => n,
-                // the receiving interface's queue was full and dropped the
-                // frame (a veth with an XDP program queues frames for its
-                // NAPI): it was offered, as a NIC's full ring drops what
-                // reached it
-                Err(e) if netio::no_buffer_space(&e) => 1,
-                Err(e) => return Err(e.into()),
-            };
+            let end = (i + BURST).min(refs.len()).min(i + (max - sent) as usize);
+            let n = out.send(&refs[i..end])?;
             sent += n as u64;
             i = (i + n) % refs.len();
         }
@@ -593,6 +639,55 @@ pub fn send(
     })
     .join()
     .map_err(|_| anyhow::anyhow!("the sender panicked"))?
+}
+
+/// Frames a sender hands over at once.
+const BURST: usize = 32;
+
+/// The sender's socket.
+enum Out {
+    Packet(PacketSocket),
+    Xdp(netio::xsk::Xsk),
+}
+
+impl Out {
+    fn open(sender: Sender, iface: &str) -> anyhow::Result<Out> {
+        Ok(match sender {
+            Sender::Packet => Out::Packet(PacketSocket::open_tx(iface)?),
+            Sender::Xdp => {
+                let ifindex = netns::ifindex(iface)?;
+                let sizes = netio::xsk::Sizes {
+                    frames: 4096,
+                    ring: 2048,
+                };
+                Out::Xdp(
+                    netio::xsk::Xsk::open(ifindex, 0, sizes)
+                        .with_context(|| format!("an AF_XDP socket on {iface} for the sender"))?,
+                )
+            }
+        })
+    }
+
+    /// Sends a burst; returns how many frames the interface took.
+    fn send(&self, burst: &[&[u8]]) -> anyhow::Result<usize> {
+        match self {
+            Out::Packet(sock) => match sock.send_many(burst) {
+                Ok(n) => Ok(n),
+                // the receiving interface's queue was full and dropped the
+                // frame (a veth with an XDP program queues frames for its
+                // NAPI): it was offered, as a NIC's full ring drops what
+                // reached it
+                Err(e) if netio::no_buffer_space(&e) => Ok(1),
+                Err(e) => Err(e.into()),
+            },
+            Out::Xdp(xsk) => {
+                let mut too_long = 0;
+                // a frame the peer's full queue dropped was offered all the
+                // same (the kernel counts it in the interface's tx_dropped)
+                Ok(xsk.send(burst, &mut too_long)?)
+            }
+        }
+    }
 }
 
 /// A `flowshift run` of the bench, killed if the bench ends before stopping it.
@@ -741,12 +836,13 @@ struct TcpSample {
     retransmits: u64,
 }
 
-/// `bench-kernel --tcp`: iperf3 through each variant.
 /// The iperf3 server, started and listening (a loaded machine takes its
-/// time).
+/// time), pinned to the endpoints' CPU.
 fn iperf3_server(bed: &Bed) -> anyhow::Result<std::process::Child> {
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &bed.server(), "iperf3", "-s", "-B"])
+        .args(["netns", "exec", &bed.server(), "iperf3", "-s", "-A"])
+        .arg(endpoints_cpu().to_string())
+        .arg("-B")
         .arg(netio::testbed::SERVER)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -800,6 +896,7 @@ fn tcp_variant(
     round: usize,
     (dir, chain): (&Path, &Path),
     seconds: f64,
+    napi_on_nf_cpu: bool,
 ) -> anyhow::Result<Vec<TcpSample>> {
     let mut samples = Vec::new();
     let mut child = None;
@@ -825,6 +922,9 @@ fn tcp_variant(
             // (no interrupt coalescing here: TCP's round trips
             // wait on it; 1 stream measured 0.63–0.64× nftables
             // with 200 µs, 0.81–0.94× without)
+            if napi_on_nf_cpu && v == Variant::FlowshiftXdpKernel {
+                bed.napi_threads_on(0)?;
+            }
             child = Some(f);
         }
     }
@@ -887,14 +987,34 @@ fn print_tcp(samples: &[TcpSample], chosen: &[Variant]) {
 
 fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
     bed.route_in_middle()?;
+    // the middle's receive work on CPU 0 with the network function, the
+    // endpoints' (their TCP included) on the last CPU with iperf3: a frame
+    // a variant sends on CPU 0 would otherwise be received there too, by the
+    // client's or the server's TCP, on the network function's time
     bed.steer_middle_rx(1)?;
+    bed.steer_endpoints_rx_to(1 << endpoints_cpu())?;
+    if a.wire_segments {
+        let p = &bed.prefix;
+        for (ns, dev) in [
+            (bed.client(), format!("{p}c0")),
+            (bed.server(), format!("{p}s0")),
+        ] {
+            netns::exec(&ns, "ethtool", &["-K", &dev, "tso", "off", "gso", "off"])?;
+        }
+    }
     let dir = std::env::temp_dir().join(format!("flowshift-bench-tcp-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let chain = dir.join("fw-nat.toml");
     std::fs::write(&chain, CHAIN)?;
     eprintln!(
-        "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s)",
-        a.seconds, a.rounds
+        "flowshift bench-kernel --tcp: iperf3, 1 and 4 streams, {} s each, {} round(s){}",
+        a.seconds,
+        a.rounds,
+        if a.wire_segments {
+            ", wire-size segments"
+        } else {
+            ""
+        }
     );
     let chosen = chosen(&TCP_VARIANTS, a.only.as_deref());
     let mut samples = Vec::new();
@@ -904,7 +1024,7 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
                 // a fresh server for each variant: a test whose last segments
                 // a stopped variant never forwarded keeps the old one busy
                 let mut server = iperf3_server(bed)?;
-                let got = tcp_variant(bed, v, round, (&dir, &chain), a.seconds);
+                let got = tcp_variant(bed, v, round, (&dir, &chain), a.seconds, a.napi_on_nf_cpu);
                 let _ = server.kill();
                 let _ = server.wait();
                 samples.extend(got?);
@@ -921,13 +1041,24 @@ fn tcp(a: &BenchKernelArgs, bed: &Bed) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The CPU of the TCP bench's endpoints (iperf3 and their receive work): the
+/// last.
+fn endpoints_cpu() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .saturating_sub(1)
+        .min(63)
+}
+
 /// One iperf3 run from the client: Gbit/s the server received, and the
 /// client's retransmissions.
 fn iperf3(bed: &Bed, streams: u32, seconds: f64) -> anyhow::Result<(f64, u64)> {
     let mut tries = 0;
     let v = loop {
         let out = Command::new("ip")
-            .args(["netns", "exec", &bed.client(), "iperf3", "-J", "-c"])
+            .args(["netns", "exec", &bed.client(), "iperf3", "-J", "-A"])
+            .arg(endpoints_cpu().to_string())
+            .arg("-c")
             .arg(netio::testbed::SERVER)
             .args(["-P", &streams.to_string(), "-t", &format!("{seconds}")])
             .output()

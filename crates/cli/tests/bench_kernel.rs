@@ -86,6 +86,30 @@ fn bench_kernel_measures_every_variant() {
         names.contains(&"flowshift fw+nat --io xdp --steer kernel"),
         "{names:?}"
     );
+    // the other sender, and the XDP program's receive work in threads on
+    // the network function's CPU
+    let out = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["bench-kernel", "--seconds", "0.5", "--rounds", "1"])
+        .args(["--rate", "0.02", "--flows", "300", "--sender", "packet"])
+        .args(["--only", "xdp --steer kernel", "--napi-on-nf-cpu"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("sender (Packet)"), "{stderr}");
+    let samples: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(samples.len(), 2, "{samples:?}");
+    for s in &samples {
+        let (sent, delivered) = (
+            s["sent"].as_u64().unwrap(),
+            s["delivered"].as_u64().unwrap(),
+        );
+        assert!(sent > 5000 && delivered * 10 > sent * 9, "{s}");
+    }
     // the bench's namespaces are gone
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(

@@ -236,6 +236,13 @@ impl Bed {
         } else {
             (1u64 << cpus) - 1
         };
+        self.steer_endpoints_rx_to(mask)
+    }
+
+    /// Receive packet steering on the endpoints' interfaces onto the CPUs of
+    /// `mask`: what reaches the client or the server is processed there
+    /// (their IP and TCP receive work included), not on the CPU that sent it.
+    pub fn steer_endpoints_rx_to(&self, mask: u64) -> io::Result<()> {
         let p = &self.prefix;
         for (ns, dev) in [
             (self.client(), format!("{p}c0")),
@@ -249,6 +256,37 @@ impl Bed {
                     &format!("for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask:x} > $q/rps_cpus; done"),
                 ],
             )?;
+        }
+        Ok(())
+    }
+
+    /// The middle's interfaces' NAPI (which an XDP program attached gives a
+    /// veth) run in kernel threads pinned to `cpu`, as a NIC's receive work
+    /// runs on the CPUs of the machine it is in: a veth otherwise runs it on
+    /// the CPU that sent the frame — the other namespace's.
+    pub fn napi_threads_on(&self, cpu: usize) -> io::Result<()> {
+        let (a, b) = self.ifaces();
+        for dev in [&a, &b] {
+            exec(
+                &self.middle(),
+                "sh",
+                &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
+            )?;
+        }
+        // the threads are named `napi/<interface>-<id>`
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "for p in $(pgrep '^napi/({a}|{b})-'); do taskset -pc {cpu} $p >/dev/null || exit 1; echo $p; done"
+                ),
+            ])
+            .output()?;
+        if !out.status.success() || out.stdout.is_empty() {
+            return Err(io::Error::other(format!(
+                "no NAPI thread of {a} or {b} to pin (is an XDP program attached?): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(())
     }
