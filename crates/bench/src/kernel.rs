@@ -7,8 +7,9 @@
 //! whose forwarding path runs an nftables ruleset equivalent to the chain
 //! (stateful accept of connections from 10.0.0.0/8, source NAT onto
 //! 203.0.113.0/24). A sender of ours in the client namespace blasts 64 B UDP
-//! frames of many flows (from the trace generator) with `sendmmsg` on an
-//! `AF_PACKET` socket, pinned to the last CPU; receive packet steering puts the
+//! frames of many flows (from the trace generator) through an AF_XDP socket's
+//! transmit ring (or `sendmmsg` on an `AF_PACKET` socket), pinned to the last
+//! CPU; receive packet steering puts the
 //! middle's receive work on CPU 0, where flowshift's working core is pinned,
 //! so each variant gets one CPU for the network function. Delivered packets are
 //! counted on the server's interface. Variants run in turn, `--rounds` times;
