@@ -251,6 +251,8 @@ pub enum Alu {
     Lsh = 0x60,
     /// >>
     Rsh = 0x70,
+    /// % (unsigned)
+    Mod = 0x90,
     /// ^
     Xor = 0xa0,
     /// =
@@ -315,6 +317,11 @@ impl Insn {
     /// `if dst op imm goto +off`.
     pub const fn jmp_imm(op: Jmp, dst: u8, imm: i32, off: i16) -> Insn {
         Insn::new(0x05 | op as u8, dst, 0, off, imm)
+    }
+    /// `if (u32)dst op (u32)imm goto +off`: the low 32 bits of `dst` against
+    /// `imm` (no sign extension).
+    pub const fn jmp32_imm(op: Jmp, dst: u8, imm: i32, off: i16) -> Insn {
+        Insn::new(0x06 | op as u8, dst, 0, off, imm)
     }
     /// `if dst op src goto +off`.
     pub const fn jmp_reg(op: Jmp, dst: u8, src: u8, off: i16) -> Insn {

@@ -9,12 +9,14 @@
 //! input is the XOR of each byte's contribution at its position,
 //! `T[i][v] = toeplitz(key, 0…0 v)` (i zero bytes, then v), kept in a map of
 //! 12 × 256 values and computed with [`steer::Toeplitz`]. The program handles
-//! IPv4 (addresses, plus TCP/UDP ports with [`HashFields::IpPorts`]) exactly as
+//! IPv4 (addresses, plus TCP/UDP ports with [`HashFields::IpPorts`]; the XDP
+//! program also either address alone, and Roger's rules before the hash) exactly as
 //! [`steer::RssHasher`] does; other frames (IPv6, ARP, IPv4 fragments) go to
 //! queue 0.
 
 use std::io;
 
+use steer::roger::{HeaderMatch, RuleSteering};
 use steer::{HashFields, Toeplitz};
 
 use crate::bpf::{reg::*, Alu, Insn, Jmp, Map, Program, Size};
@@ -38,6 +40,9 @@ pub struct KernelRss {
     program: Option<Program>,
     buckets: u32,
     fields: HashFields,
+    /// Ternary steering rules the XDP program matches before hashing
+    /// ([`set_rules`](Self::set_rules)): rule `r` is bucket `r`.
+    rules: Vec<HeaderMatch>,
 }
 
 impl KernelRss {
@@ -50,6 +55,13 @@ impl KernelRss {
         buckets: u32,
         queues: u32,
     ) -> Result<KernelRss, String> {
+        if !matches!(fields, HashFields::Ip | HashFields::IpPorts) {
+            return Err(format!(
+                "the packet sockets' steering program hashes `ip` or `ip-ports`, not `{}` \
+                 (the XDP program, --io xdp, hashes all four)",
+                fields.name()
+            ));
+        }
         let mut k = KernelRss::maps(t, fields, buckets, queues)?;
         let insns = program(&k.contrib, &k.table, &k.counts, buckets, fields);
         k.program = Some(Program::socket_filter(
@@ -66,12 +78,9 @@ impl KernelRss {
         buckets: u32,
         queues: u32,
     ) -> Result<KernelRss, String> {
-        if !matches!(fields, HashFields::Ip | HashFields::IpPorts) {
-            return Err(format!(
-                "kernel steering hashes `ip` or `ip-ports`, not `{}`",
-                fields.name()
-            ));
-        }
+        // (the packet sockets' program hashes both addresses, the XDP one
+        // also either alone: [`new`](Self::new) checks)
+        let _ = fields;
         if !buckets.is_power_of_two() || queues == 0 {
             return Err(format!("{buckets} buckets over {queues} queues"));
         }
@@ -101,7 +110,35 @@ impl KernelRss {
             program: None,
             buckets,
             fields,
+            rules: Vec::new(),
         })
+    }
+
+    /// Steers by `rules` in the XDP program as the NIC model does
+    /// ([`RuleSteering::steer`]): a frame a rule matches goes to bucket `r`
+    /// of the rule, the rest by their hash to the buckets after the rules.
+    /// The rules' cores are the indirection table's entries for their
+    /// buckets, which shard moves rewrite as for hashed buckets.
+    pub fn set_rules(&mut self, rules: &RuleSteering) -> Result<(), String> {
+        let n = rules.table().rules.len();
+        if n >= self.buckets as usize {
+            return Err(format!(
+                "{n} rules need more than the {} buckets",
+                self.buckets
+            ));
+        }
+        if n > MAX_XDP_RULES {
+            return Err(format!(
+                "{n} rules: the XDP program matches at most {MAX_XDP_RULES}"
+            ));
+        }
+        self.rules = rules
+            .table()
+            .rules
+            .iter()
+            .map(|r| HeaderMatch::of(rules.bits(), &r.cube))
+            .collect();
+        Ok(())
     }
 
     /// The socket filter (to attach to a fanout group, or to test-run).
@@ -124,6 +161,7 @@ impl KernelRss {
             self.buckets,
             workers,
             self.fields,
+            &self.rules,
             returns_entry,
         )
     }
@@ -225,9 +263,8 @@ fn program(
         &mut p,
         &mut out_jumps,
         (contrib, counts, table),
-        buckets,
-        24,
-        -8,
+        (buckets, &[]),
+        (-4, 24, -8),
     );
     out_jumps.push(p.len());
     p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
@@ -267,6 +304,7 @@ fn xdp_program(
     buckets: u32,
     workers: u32,
     fields: HashFields,
+    rules: &[HeaderMatch],
     returns_entry: bool,
 ) -> Vec<Insn> {
     let mut p: Vec<Insn> = Vec::new();
@@ -305,6 +343,10 @@ fn xdp_program(
     p.push(Insn::ldx(Size::B, R7, R2, 14));
     p.push(Insn::alu_imm(Alu::And, R7, 0x0f));
     p.push(Insn::alu_imm(Alu::Lsh, R7, 2));
+    if !rules.is_empty() {
+        // ports 0 unless the frame has some
+        p.push(Insn::st(Size::W, R10, -12, 0));
+    }
     // fragments have no ports: working core 0 (flags and offset 0x3fff, as
     // a little-endian read of their two bytes)
     p.push(Insn::ldx(Size::H, R1, R2, 20));
@@ -314,7 +356,9 @@ fn xdp_program(
     p.push(Insn::stx(Size::W, R10, -4, R1));
     p.push(Insn::ldx(Size::W, R1, R2, 30));
     p.push(Insn::stx(Size::W, R10, -8, R1));
-    p.push(Insn::alu_imm(Alu::Mov, R8, 8));
+    // input bytes: both addresses, or one (at −4, or −8 for the destination)
+    let one_address = matches!(fields, HashFields::SrcIp | HashFields::DstIp);
+    p.push(Insn::alu_imm(Alu::Mov, R8, if one_address { 4 } else { 8 }));
     if fields == HashFields::IpPorts {
         p.push(Insn::ldx(Size::B, R1, R2, 23));
         // TCP (6) or UDP (17): the ports, after the header's options
@@ -332,13 +376,15 @@ fn xdp_program(
         p.push(Insn::alu_imm(Alu::Mov, R8, 12));
         // (the jump over the ports lands here)
     }
+    if !rules.is_empty() {
+        rule_fields(&mut p, fields);
+    }
     hash_bucket_lookup(
         &mut p,
         &mut out_jumps,
         (contrib, counts, table),
-        buckets,
-        0,
-        8,
+        (buckets, rules),
+        (if fields == HashFields::DstIp { -8 } else { -4 }, 0, 8),
     );
     out_jumps.push(p.len());
     p.push(Insn::jmp_imm(Jmp::Eq, R0, 0, 0));
@@ -366,6 +412,117 @@ fn xdp_program(
     p
 }
 
+/// Rules the XDP program matches at most (each is a few instructions per
+/// field it fixes, run in order for every frame).
+pub const MAX_XDP_RULES: usize = 512;
+
+/// Stack offset of the protocol (a 32-bit word) under rule steering.
+const PROTO: i16 = -24;
+
+/// Puts on the stack what the rules match beside the hashed fields, as the NIC
+/// model's 5-tuple has them: the protocol at [`PROTO`]; the ports at −12 for
+/// TCP and UDP (already there when they are hashed) and, for an ICMP echo,
+/// its identifier as both ports; 0 otherwise. Registers as in
+/// [`xdp_program`] (r2 the frame, r3 its end, r7 the IPv4 header length).
+fn rule_fields(p: &mut Vec<Insn>, fields: HashFields) {
+    let mut done_jumps = Vec::new();
+    p.push(Insn::ldx(Size::B, R1, R2, 23));
+    p.push(Insn::stx(Size::W, R10, PROTO, R1));
+    let to_icmp = p.len();
+    p.push(Insn::jmp_imm(Jmp::Eq, R1, 1, 0));
+    if fields != HashFields::IpPorts {
+        p.push(Insn::jmp_imm(Jmp::Eq, R1, 6, 1));
+        done_jumps.push(p.len());
+        p.push(Insn::jmp_imm(Jmp::Ne, R1, 17, 0));
+        l4_in_frame(p, 4, &mut done_jumps);
+        p.push(Insn::ldx(Size::W, R1, R4, 0));
+        p.push(Insn::stx(Size::W, R10, -12, R1));
+    }
+    done_jumps.push(p.len());
+    p.push(Insn::ja(0));
+    let icmp = p.len();
+    p[to_icmp] = p[to_icmp].with_off((icmp - to_icmp - 1) as i16);
+    l4_in_frame(p, 8, &mut done_jumps);
+    // an echo request (8) or reply (0): its identifier as both ports
+    p.push(Insn::ldx(Size::B, R1, R4, 0));
+    p.push(Insn::jmp_imm(Jmp::Eq, R1, 8, 1));
+    done_jumps.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R1, 0, 0));
+    p.push(Insn::ldx(Size::H, R1, R4, 4));
+    p.push(Insn::alu_reg(Alu::Mov, R5, R1));
+    p.push(Insn::alu_imm(Alu::Lsh, R5, 16));
+    p.push(Insn::alu_reg(Alu::Or, R1, R5));
+    p.push(Insn::stx(Size::W, R10, -12, R1));
+    let done = p.len();
+    for j in done_jumps {
+        p[j] = p[j].with_off((done - j - 1) as i16);
+    }
+}
+
+/// `r4` = the frame's layer-4 header, with a jump (recorded in `jumps`)
+/// when fewer than `len` bytes of it are in the frame.
+fn l4_in_frame(p: &mut Vec<Insn>, len: i32, jumps: &mut Vec<usize>) {
+    p.push(Insn::alu_reg(Alu::Mov, R4, R2));
+    p.push(Insn::alu_reg(Alu::Add, R4, R7));
+    p.push(Insn::alu_imm(Alu::Add, R4, 14));
+    p.push(Insn::alu_reg(Alu::Mov, R5, R4));
+    p.push(Insn::alu_imm(Alu::Add, R5, len));
+    jumps.push(p.len());
+    p.push(Insn::jmp_reg(Jmp::Gt, R5, R3, 0));
+}
+
+/// A header field's value or mask as the stack word holding it reads: the
+/// frame's bytes in order.
+fn word(bytes: [u8; 4]) -> i32 {
+    i32::from_ne_bytes(bytes)
+}
+
+/// The first rule the frame's fields match sets `r9` to its bucket; a frame
+/// none matches keeps its hash's bucket among those after the rules
+/// (`k + hash mod (buckets − k)`), as [`RuleSteering::steer`] does.
+fn match_rules(p: &mut Vec<Insn>, rules: &[HeaderMatch], buckets: u32) {
+    let mut matched = Vec::new();
+    for (r, m) in rules.iter().enumerate() {
+        let [sp, dp] = [m.src_port, m.dst_port];
+        let fields = [
+            (-4, word(m.src.0.to_be_bytes()), word(m.src.1.to_be_bytes())),
+            (-8, word(m.dst.0.to_be_bytes()), word(m.dst.1.to_be_bytes())),
+            (-12, word(concat(sp.0, dp.0)), word(concat(sp.1, dp.1))),
+            (PROTO, i32::from(m.proto.0), i32::from(m.proto.1)),
+        ];
+        let mut fails = Vec::new();
+        for (off, value, mask) in fields {
+            if mask == 0 {
+                continue;
+            }
+            p.push(Insn::ldx(Size::W, R1, R10, off));
+            p.push(Insn::alu_imm(Alu::And, R1, mask));
+            fails.push(p.len());
+            p.push(Insn::jmp32_imm(Jmp::Ne, R1, value, 0));
+        }
+        p.push(Insn::alu_imm(Alu::Mov, R9, r as i32));
+        matched.push(p.len());
+        p.push(Insn::ja(0));
+        let next = p.len();
+        for j in fails {
+            p[j] = p[j].with_off((next - j - 1) as i16);
+        }
+    }
+    let k = rules.len() as i32;
+    p.push(Insn::alu_imm(Alu::Mod, R9, buckets as i32 - k));
+    p.push(Insn::alu_imm(Alu::Add, R9, k));
+    let end = p.len();
+    for j in matched {
+        p[j] = p[j].with_off((end - j - 1) as i16);
+    }
+}
+
+/// Two ports' bytes as the frame holds them.
+fn concat(a: u16, b: u16) -> [u8; 4] {
+    let (a, b) = (a.to_be_bytes(), b.to_be_bytes());
+    [a[0], a[1], b[0], b[1]]
+}
+
 /// Emits what both steering programs share once the hashed fields are on the
 /// stack (16 bytes below `r10`, as 32-bit words; `r8` = 8 without ports, 12
 /// with): the table-driven Toeplitz hash into `r9` (byte `i` of the input is
@@ -378,17 +535,25 @@ fn hash_bucket_lookup(
     p: &mut Vec<Insn>,
     out_jumps: &mut Vec<usize>,
     (contrib, counts, table): (&Map, &Map, &Map),
-    buckets: u32,
-    first_shift: i32,
-    step: i32,
+    (buckets, rules): (u32, &[HeaderMatch]),
+    (first_word, first_shift, step): (i16, i32, i32),
 ) {
-    let mut skip_ports = None;
+    let mut skips = Vec::new();
     for i in 0..INPUT as usize {
+        if i == 4 {
+            // one address only
+            skips.push(p.len());
+            p.push(Insn::jmp_imm(Jmp::Eq, R8, 4, 0));
+        }
         if i == 8 {
-            skip_ports = Some(p.len());
+            skips.push(p.len());
             p.push(Insn::jmp_imm(Jmp::Ne, R8, 12, 0));
         }
-        let word = -4 - 4 * (i / 4) as i16;
+        let word = if i < 4 {
+            first_word
+        } else {
+            -4 - 4 * (i / 4) as i16
+        };
         let shift = first_shift + step * (i % 4) as i32;
         p.push(Insn::ldx(Size::W, R1, R10, word));
         if shift > 0 {
@@ -407,8 +572,11 @@ fn hash_bucket_lookup(
         p.push(Insn::alu_reg(Alu::Xor, R9, R1));
     }
     let bucket = p.len();
-    if let Some(j) = skip_ports {
+    for j in skips {
         p[j] = p[j].with_off((bucket - j - 1) as i16);
+    }
+    if !rules.is_empty() {
+        match_rules(p, rules, buckets);
     }
     p.push(Insn::alu_imm(Alu::And, R9, (buckets - 1) as i32));
     p.push(Insn::stx(Size::W, R10, -16, R9));

@@ -25,7 +25,12 @@ fn with_options(f: &[u8]) -> Vec<u8> {
 #[test]
 fn the_xdp_program_steers_like_the_nic_model() {
     let workers = 3;
-    for fields in [HashFields::IpPorts, HashFields::Ip] {
+    for fields in [
+        HashFields::IpPorts,
+        HashFields::Ip,
+        HashFields::SrcIp,
+        HashFields::DstIp,
+    ] {
         let buckets = 1024;
         let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
         let Some(k) = netio::testbed::privileged(
@@ -86,5 +91,89 @@ fn the_xdp_program_steers_like_the_nic_model() {
         frag[20] |= 0x20; // more fragments
         assert_eq!(prog.test_run_xdp(&frag, 0, 0).unwrap(), 0);
         assert_eq!(prog.test_run_xdp(&p.frame[..30], 0, 0).unwrap(), 0);
+    }
+}
+
+/// With Roger's rules, the XDP program puts a frame in the bucket of the
+/// first rule it matches — addresses, ports (an ICMP echo's identifier as
+/// both) and protocol, under masks — and the rest by their hash in the
+/// buckets after the rules, as `RuleSteering` does in the NIC model.
+#[test]
+fn the_xdp_program_matches_rules_like_the_nic_model() {
+    use steer::roger::{Cube, KeyBits, Rule, RuleSteering, RuleTable};
+    use wire::repr::{L4Repr, PacketRepr};
+    let workers = 64;
+    let buckets = 64;
+    // 5 key bits: the source's last two, the destination port's first, the
+    // source port's first, the protocol's bit 3 (UDP 1, TCP and ICMP 0)
+    let bits = KeyBits::parse("src-ip:30-31,dst-port:0,src-port:0,proto:3").unwrap();
+    let rule = |value, mask, core| Rule {
+        cube: Cube::new(value, mask),
+        core,
+    };
+    let table = RuleTable {
+        bits: 5,
+        cores: 4,
+        rules: vec![
+            rule(0b00000, 0b11111, 1),
+            rule(0b10101, 0b11111, 2),
+            rule(0b01000, 0b11000, 3),
+            rule(0b11001, 0b11001, 0),
+            rule(0b00001, 0b11001, 2),
+        ],
+        default_rule: true,
+    };
+    let rules = RuleSteering::new(bits, table, buckets as usize).unwrap();
+    for fields in [
+        HashFields::IpPorts,
+        HashFields::Ip,
+        HashFields::SrcIp,
+        HashFields::DstIp,
+    ] {
+        let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
+        // the table is the identity (bucket b → entry b): the program
+        // returns the bucket
+        let Some(mut k) = netio::testbed::privileged(
+            "the eBPF maps",
+            KernelRss::maps(&t, fields, buckets, workers),
+        ) else {
+            return;
+        };
+        k.set_rules(&rules).unwrap();
+        let xsks = Map::xsk(workers).unwrap();
+        let prog = Program::xdp("fs_xdp_rules", &k.xdp_program(&xsks, workers, true))
+            .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
+        let hasher = RssHasher::new(RssKey::SYMMETRIC, fields)
+            .with_rules(std::sync::Arc::new(rules.clone()));
+        let spec = TraceSpec {
+            flows: 400,
+            packets: 4000,
+            ipv6_share: 0.0,
+            tcp_share: 0.5,
+            ..TraceSpec::default()
+        };
+        let mut by_rule = [0u32; 6];
+        for (i, p) in Generator::new(&spec).unwrap().enumerate() {
+            let mut frame = p.frame.clone();
+            if i % 5 == 0 {
+                // an ICMP echo of the same hosts
+                let mut r = PacketRepr::parse(&frame).unwrap().unwrap();
+                r.l4 = L4Repr::IcmpEcho {
+                    request: i % 2 == 0,
+                    id: (i as u16).wrapping_mul(40503),
+                    seq: 1,
+                };
+                frame = r.to_bytes();
+            } else if i % 7 == 0 {
+                frame = with_options(&frame);
+            }
+            let info = wire::parse(&frame).unwrap();
+            let bucket = hasher.hash(&info.tuple) & (buckets - 1);
+            let got = prog.test_run_xdp(&frame, 0, 0).unwrap();
+            assert_eq!(got, bucket, "{fields:?}: {:?}", info.tuple);
+            by_rule[(bucket as usize).min(5)] += 1;
+        }
+        // every rule was matched, and the default took some
+        assert!(by_rule.iter().all(|&n| n > 0), "{fields:?}: {by_rule:?}");
     }
 }

@@ -144,8 +144,17 @@ impl Ports {
         let cfg = |m: String| RunError::Config(m);
         let h = chain.hasher();
         let buckets = chain.buckets() as u32;
-        let k = KernelRss::maps(h.toeplitz(), h.fields(), buckets, workers as u32)
+        let mut k = KernelRss::maps(h.toeplitz(), h.fields(), buckets, workers as u32)
             .map_err(|e| cfg(format!("kernel steering: {e} (or use --steer user)")))?;
+        if let Some(r) = h.rules() {
+            // Roger's rules in the XDP program: rule r is bucket r, whose
+            // entry in the table (its core) the shard moves rewrite
+            k.set_rules(r).map_err(|e| {
+                cfg(format!(
+                    "steering.rules in the kernel: {e} (or use --steer user)"
+                ))
+            })?;
+        }
         place_owners(&k, owner, buckets)?;
         let mut per_core: Vec<Vec<(u8, PacketSocket)>> = (0..workers).map(|_| Vec::new()).collect();
         let mut steered = Vec::new();

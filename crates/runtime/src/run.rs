@@ -176,10 +176,14 @@ fn open_ports(
                 .into(),
         ));
     }
-    if steering == Steering::Kernel && chain.hasher().rules().is_some() {
+    if steering == Steering::Kernel
+        && chain.hasher().rules().is_some()
+        && !matches!(netio::socket_io(), netio::Io::Xdp(_))
+    {
         return Err(RunError::Config(
-            "steering.rules: the kernel's steering program hashes; rule steering \
-             runs in user space: use --steer user"
+            "steering.rules: the packet sockets' steering program hashes; rules \
+             are matched in the kernel by the XDP program (--io xdp) or in user \
+             space (--steer user)"
                 .into(),
         ));
     }

@@ -31,6 +31,7 @@
 mod bdd;
 mod bits;
 mod cube;
+mod header;
 mod merge;
 mod partition;
 mod steering;
@@ -40,6 +41,7 @@ mod tree;
 pub use bdd::{sift, Bdd, Sifted};
 pub use bits::{Field, KeyBits, KeyBitsError, Slice, MAX_BITS};
 pub use cube::{low_bits, Cube};
+pub use header::HeaderMatch;
 pub use merge::{merge_to, Weighted};
 pub use partition::{balance, enumerated_optimum, sum_squares, EXACT_LIMIT};
 pub use steering::RuleSteering;
