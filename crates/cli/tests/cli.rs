@@ -353,6 +353,48 @@ fn run_rejects_what_it_cannot_do() {
     assert!(e.contains("`[run] iface` is now `[io] iface`"), "{e}");
 }
 
+/// `bench --shared-state`: strict shared counters and the delayed merge at 1
+/// and 2 threads on both traffics, every packet forwarded, positive rates.
+#[test]
+fn bench_compares_shared_state_with_the_delayed_merge() {
+    let json = std::env::temp_dir().join(format!("fs-shared-{}.json", std::process::id()));
+    let out = ok(&flowshift(&[
+        "bench",
+        "--shared-state",
+        "--flows",
+        "200",
+        "--packets",
+        "20000",
+        "--laps",
+        "1",
+        "--rounds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("strict/merged"), "{out}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for r in rows {
+        let mpps = r["mpps"].as_array().unwrap();
+        assert_eq!(mpps.len(), 2, "{r}");
+        assert!(mpps.iter().all(|m| m.as_f64().unwrap() > 0.0), "{r}");
+    }
+    for (traffic, mode, threads) in [
+        ("one source", "strict", 2),
+        ("many sources", "mergeable", 1),
+    ] {
+        assert!(
+            rows.iter()
+                .any(|r| r["traffic"] == traffic && r["mode"] == mode && r["threads"] == threads),
+            "{traffic} {mode} {threads}"
+        );
+    }
+}
+
 #[test]
 fn bench_prints_every_variant() {
     let json = tmp("bench.json");

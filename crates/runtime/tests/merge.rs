@@ -2,8 +2,9 @@
 //! threshold is checked against every core's counts as of the last merge, so
 //! a source whose flows RSS spreads over two cores is caught although
 //! neither core alone sees it pass the threshold; the `exact` monitor,
-//! steered by source, catches it too; and with the merge left out (a
-//! threshold above what the run can merge in time) nobody does.
+//! steered by source, catches it too, and so does the `strict` monitor,
+//! whose counters every core updates on every packet; with the merge left
+//! out (a threshold above what the run can merge in time) nobody does.
 
 use std::path::Path;
 
@@ -84,7 +85,25 @@ fn a_source_spread_over_two_cores_passes_the_merged_threshold() {
     // the exact monitor (steered by source: one core) agrees
     let (exact, _) = alerts("exact", threshold, &t);
     assert_eq!(exact, 1);
-    // above the total: no alert from either
+    // strict shared counters (every packet counted where every core sees
+    // it at once) agree
+    let (strict, _) = alerts("strict", threshold, &t);
+    assert_eq!(strict, 2, "each core raises its alert on the shared counts");
+    // above the total: no alert from any
     let (none, _) = alerts("mergeable", total + 1, &t);
     assert_eq!(none, 0);
+    let (none, _) = alerts("strict", total + 1, &t);
+    assert_eq!(none, 0);
+}
+
+/// Strict shared counters see the other core's packets at once: with a
+/// threshold just below the total, the alert comes although the last merge
+/// is older than the last packets (where the mergeable monitor can miss it).
+#[test]
+fn strict_counters_see_every_packet_at_once() {
+    let t = one_source(64, 400);
+    let total = t.len() as u64;
+    let (strict, per_core) = alerts("strict", total - 2, &t);
+    assert!(per_core.iter().all(|&p| p > 0), "{per_core:?}");
+    assert!(strict >= 1, "the last packets pass the shared count");
 }

@@ -10,6 +10,7 @@
 mod baseline;
 mod growth;
 mod memory;
+mod shared;
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +58,11 @@ pub struct BenchArgs {
     /// its packet count: what `--instructions` runs under callgrind.
     #[arg(long, hide = true)]
     pub variant: Option<String>,
+    /// Only compare the monitor's per-source counters shared by every core
+    /// and updated on every packet (`strict`) with per-core counters merged
+    /// every 10 ms (`mergeable`), at 1…`--max-workers` threads.
+    #[arg(long)]
+    pub shared_state: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -130,6 +136,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         println!("rss_per_flow {:.1}", m.rss_per_flow);
         println!("fill_pause_us {:.0}", m.fill_pause_us);
         println!("ns_per_packet {:.2}", m.ns_per_packet);
+        return Ok(());
+    }
+    if a.shared_state {
+        let rows = shared::compare(a.flows, a.packets, a.laps, a.rounds, a.max_workers)?;
+        if let Some(p) = &a.json {
+            launch::output::json(p, &rows)?;
+        }
         return Ok(());
     }
     let mem = in_memory(&a)?;

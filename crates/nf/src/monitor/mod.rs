@@ -9,8 +9,13 @@
 //!   as of the last merge. Any steering works.
 //! - `exact`: per-source counters in the shard (an MVT keyed by source); only valid
 //!   when steering is by source IP, which the chain builder checks.
+//! - `strict`: every packet adds to per-source counters every core shares
+//!   ([`strict::StrictCounts`], atomics), and the threshold is checked against
+//!   the sum at once — the per-packet shared updates that GranularNF's delayed
+//!   merge is measured against. Any steering works.
 
 pub mod per_source;
+pub mod strict;
 
 use crate::NfMeta;
 use core::net::IpAddr;
@@ -32,6 +37,8 @@ pub enum MonitorMode {
     Mergeable,
     /// Per shard, exact; needs steering by source IP.
     Exact,
+    /// Shared by every core, each packet counted there at once (atomics).
+    Strict,
 }
 
 /// What happens to a source over the threshold.
@@ -140,15 +147,19 @@ pub struct Monitor {
     alerted: HashSet<IpAddr>,
     alerts: u64,
     dropped: u64,
+    /// `strict` mode: the counters every instance (core) shares.
+    strict: Option<std::sync::Arc<strict::StrictCounts>>,
 }
 
 impl Monitor {
     /// A monitor.
     pub fn new(name: impl Into<String>, cfg: MonitorConfig) -> Monitor {
         let state = match cfg.state {
-            MonitorMode::Mergeable => StateKind::Mergeable,
+            MonitorMode::Mergeable | MonitorMode::Strict => StateKind::Mergeable,
             MonitorMode::Exact => StateKind::PerFlow,
         };
+        let strict = (cfg.state == MonitorMode::Strict)
+            .then(|| std::sync::Arc::new(strict::StrictCounts::new()));
         Monitor {
             // exact counters live in shard-local state: no flow entry
             meta: NfMeta::new(name, "monitor", NflowKey::SrcIp, state).without_entries(),
@@ -161,6 +172,7 @@ impl Monitor {
             alerted: HashSet::new(),
             alerts: 0,
             dropped: 0,
+            strict,
         }
     }
 
@@ -210,13 +222,13 @@ impl Nf for Monitor {
 
     /// The exact mode counts in shard-local state on every packet.
     fn offloadable(&self, _: Option<&FlowState>) -> bool {
-        self.cfg.state == MonitorMode::Mergeable
+        self.cfg.state != MonitorMode::Exact
     }
 
     fn shard_local(&self, _: &crate::ShardInfo) -> ShardLocal {
         match self.cfg.state {
             MonitorMode::Exact => ShardLocal::MonitorExact(PerSource::new()),
-            MonitorMode::Mergeable => ShardLocal::None,
+            MonitorMode::Mergeable | MonitorMode::Strict => ShardLocal::None,
         }
     }
 
@@ -237,7 +249,10 @@ impl Nf for Monitor {
                 c.packets += 1;
                 c.bytes += bytes;
                 let own = c.packets;
-                self.count(&src, own)
+                match &self.strict {
+                    Some(shared) => shared.add(&src),
+                    None => self.count(&src, own),
+                }
             }
         };
         let t = self.cfg.threshold_packets;
@@ -263,7 +278,10 @@ impl Nf for Monitor {
     }
 
     fn instance(&self) -> Box<dyn Nf> {
-        Box::new(Monitor::new(self.meta.name.clone(), self.cfg.clone()))
+        let mut m = Monitor::new(self.meta.name.clone(), self.cfg.clone());
+        // every core's instance counts into the same shared counters
+        m.strict.clone_from(&self.strict);
+        Box::new(m)
     }
 
     /// Mergeable mode: this core's per-source counters.
