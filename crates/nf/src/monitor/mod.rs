@@ -19,7 +19,7 @@ pub mod strict;
 
 use crate::NfMeta;
 use core::net::IpAddr;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 use state::merge::{CountMin, Hll, Mergeable};
@@ -140,8 +140,9 @@ pub struct Monitor {
     meta: NfMeta,
     cfg: MonitorConfig,
     own: PerSource,
-    own_at_sync: PerSource,
-    global_at_sync: PerSource,
+    /// Per source, the other cores' packets as of the last merge (the merged
+    /// count less this core's own then); only sources they sent.
+    others: HashMap<IpAddr, u64>,
     heavy: CountMin<IpAddr>,
     destinations: Hll<IpAddr>,
     alerted: HashSet<IpAddr>,
@@ -167,8 +168,7 @@ impl Monitor {
             destinations: Hll::new(cfg.hll_bits),
             cfg,
             own: PerSource::new(),
-            own_at_sync: PerSource::new(),
-            global_at_sync: PerSource::new(),
+            others: HashMap::new(),
             alerted: HashSet::new(),
             alerts: 0,
             dropped: 0,
@@ -190,14 +190,20 @@ impl Monitor {
     /// Delayed synchronisation: gives this core the merged per-source counts of all
     /// cores, so its threshold check sees the others' traffic as of now.
     pub fn sync(&mut self, global: &PerSource) {
-        self.global_at_sync = global.clone();
-        self.own_at_sync = self.own.clone();
+        let own = &self.own;
+        self.others.clear();
+        self.others.extend(global.iter().filter_map(|(src, g)| {
+            let o = own.get(src).map_or(0, |c| c.packets);
+            let elsewhere = g.packets.saturating_sub(o);
+            (elsewhere > 0).then_some((*src, elsewhere))
+        }));
     }
 
     fn count(&self, src: &IpAddr, own: u64) -> u64 {
-        let g = self.global_at_sync.get(src).map_or(0, |c| c.packets);
-        let o = self.own_at_sync.get(src).map_or(0, |c| c.packets);
-        own + g.saturating_sub(o)
+        if self.others.is_empty() {
+            return own;
+        }
+        own + self.others.get(src).copied().unwrap_or(0)
     }
 }
 
