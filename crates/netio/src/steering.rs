@@ -10,9 +10,9 @@
 //! `T[i][v] = toeplitz(key, 0…0 v)` (i zero bytes, then v), kept in a map of
 //! 12 × 256 values and computed with [`steer::Toeplitz`]. The program handles
 //! IPv4 (addresses, plus TCP/UDP ports with [`HashFields::IpPorts`]; the XDP
-//! program also either address alone, and Roger's rules before the hash) exactly as
-//! [`steer::RssHasher`] does; other frames (IPv6, ARP, IPv4 fragments) go to
-//! queue 0.
+//! program also either address alone, an ICMP error by the flow it quotes,
+//! and Roger's rules before the hash) exactly as [`steer::RssHasher`] does;
+//! other frames (IPv6, ARP, IPv4 fragments) go to queue 0.
 
 use std::io;
 
@@ -379,6 +379,7 @@ fn xdp_program(
     if !rules.is_empty() {
         rule_fields(&mut p, fields);
     }
+    icmp_error_fields(&mut p, fields, !rules.is_empty());
     hash_bucket_lookup(
         &mut p,
         &mut out_jumps,
@@ -455,6 +456,71 @@ fn rule_fields(p: &mut Vec<Insn>, fields: HashFields) {
     p.push(Insn::stx(Size::W, R10, -12, R1));
     let done = p.len();
     for j in done_jumps {
+        p[j] = p[j].with_off((done - j - 1) as i16);
+    }
+}
+
+/// An ICMPv4 error (destination unreachable, time exceeded, parameter
+/// problem) quoting an IPv4 TCP or UDP packet is steered with the flow it
+/// reports on, as the NIC model does: the quoted tuple, reversed, replaces
+/// the addresses and ports on the stack (and the protocol, for rules). A
+/// quote that is short or not TCP/UDP leaves the frame's own fields.
+/// Registers as in [`xdp_program`]; `r0`, `r1`, `r4` and `r5` are scratch.
+fn icmp_error_fields(p: &mut Vec<Insn>, fields: HashFields, rules: bool) {
+    let mut end = Vec::new();
+    p.push(Insn::ldx(Size::B, R1, R2, 23));
+    end.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R1, 1, 0));
+    // the ICMP header and a shortest quoted IPv4 header in the frame
+    l4_in_frame(p, 8 + 20, &mut end);
+    p.push(Insn::ldx(Size::B, R1, R4, 0));
+    p.push(Insn::jmp_imm(Jmp::Eq, R1, 3, 2));
+    p.push(Insn::jmp_imm(Jmp::Eq, R1, 11, 1));
+    end.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R1, 12, 0));
+    // the quote: IPv4, a header of 20 bytes or more, TCP or UDP
+    p.push(Insn::ldx(Size::B, R1, R4, 8));
+    p.push(Insn::alu_reg(Alu::Mov, R5, R1));
+    p.push(Insn::alu_imm(Alu::Rsh, R5, 4));
+    end.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R5, 4, 0));
+    p.push(Insn::alu_imm(Alu::And, R1, 0x0f));
+    p.push(Insn::alu_imm(Alu::Lsh, R1, 2));
+    p.push(Insn::alu_imm(Alu::Mov, R5, 20));
+    end.push(p.len());
+    p.push(Insn::jmp_reg(Jmp::Gt, R5, R1, 0));
+    p.push(Insn::ldx(Size::B, R5, R4, 8 + 9));
+    p.push(Insn::jmp_imm(Jmp::Eq, R5, 6, 1));
+    end.push(p.len());
+    p.push(Insn::jmp_imm(Jmp::Ne, R5, 17, 0));
+    // r0: the quoted ports, checked in the frame
+    p.push(Insn::alu_reg(Alu::Mov, R0, R4));
+    p.push(Insn::alu_reg(Alu::Add, R0, R1));
+    p.push(Insn::alu_imm(Alu::Add, R0, 8));
+    p.push(Insn::alu_reg(Alu::Mov, R1, R0));
+    p.push(Insn::alu_imm(Alu::Add, R1, 4));
+    end.push(p.len());
+    p.push(Insn::jmp_reg(Jmp::Gt, R1, R3, 0));
+    if rules {
+        p.push(Insn::stx(Size::W, R10, PROTO, R5));
+    }
+    // reversed: the quoted destination is the source
+    p.push(Insn::ldx(Size::W, R1, R4, 8 + 16));
+    p.push(Insn::stx(Size::W, R10, -4, R1));
+    p.push(Insn::ldx(Size::W, R1, R4, 8 + 12));
+    p.push(Insn::stx(Size::W, R10, -8, R1));
+    // the ports' bytes as the frame would hold them: the quoted destination
+    // port, then its source port
+    p.push(Insn::ldx(Size::H, R1, R0, 0));
+    p.push(Insn::alu_imm(Alu::Lsh, R1, 16));
+    p.push(Insn::ldx(Size::H, R5, R0, 2));
+    p.push(Insn::alu_reg(Alu::Or, R1, R5));
+    p.push(Insn::stx(Size::W, R10, -12, R1));
+    if fields == HashFields::IpPorts {
+        p.push(Insn::alu_imm(Alu::Mov, R8, 12));
+    }
+    let done = p.len();
+    for j in end {
         p[j] = p[j].with_off((done - j - 1) as i16);
     }
 }

@@ -166,6 +166,8 @@ fn the_xdp_program_matches_rules_like_the_nic_model() {
                 frame = r.to_bytes();
             } else if i % 7 == 0 {
                 frame = with_options(&frame);
+            } else if i % 11 == 0 {
+                frame = icmp_error_about(&frame);
             }
             let info = wire::parse(&frame).unwrap();
             let bucket = hasher.hash(&info.tuple) & (buckets - 1);
@@ -175,5 +177,91 @@ fn the_xdp_program_matches_rules_like_the_nic_model() {
         }
         // every rule was matched, and the default took some
         assert!(by_rule.iter().all(|&n| n > 0), "{fields:?}: {by_rule:?}");
+    }
+}
+
+/// An ICMPv4 error (destination unreachable) quoting a UDP packet of `f`
+/// (an Ethernet + IPv4 + UDP frame), sent back by its destination.
+fn icmp_error_about(f: &[u8]) -> Vec<u8> {
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let quote = &f[14..14 + ihl + 8];
+    let mut g = Vec::new();
+    g.extend_from_slice(&f[6..12]);
+    g.extend_from_slice(&f[0..6]);
+    g.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + quote.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&f[30..34]); // from the quoted packet's destination
+    ip.extend_from_slice(&f[26..30]); // to its source
+    let sum = checksum(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    g.extend_from_slice(&ip);
+    let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(quote);
+    let sum = checksum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    g.extend_from_slice(&icmp);
+    g
+}
+
+fn checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in b.chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// An ICMP error goes where the flow it reports on goes: the XDP program
+/// hashes the quoted packet's tuple, reversed, as the NIC model does.
+#[test]
+fn an_icmp_error_is_steered_with_the_flow_it_quotes() {
+    let workers = 64;
+    let buckets = 64;
+    // (the default key is not symmetric: a tuple not reversed hashes apart)
+    for (key, fields) in [RssKey::DEFAULT, RssKey::SYMMETRIC]
+        .into_iter()
+        .flat_map(|k| {
+            [
+                HashFields::IpPorts,
+                HashFields::Ip,
+                HashFields::SrcIp,
+                HashFields::DstIp,
+            ]
+            .map(|f| (k, f))
+        })
+    {
+        let t = steer::Toeplitz::new(key);
+        let Some(k) = netio::testbed::privileged(
+            "the eBPF maps",
+            KernelRss::maps(&t, fields, buckets, workers),
+        ) else {
+            return;
+        };
+        let xsks = Map::xsk(workers).unwrap();
+        let prog = Program::xdp("fs_xdp_icmp", &k.xdp_program(&xsks, workers, true)).unwrap();
+        let hasher = RssHasher::new(key, fields);
+        let spec = TraceSpec {
+            flows: 100,
+            packets: 300,
+            ipv6_share: 0.0,
+            tcp_share: 0.0,
+            ..TraceSpec::default()
+        };
+        for p in Generator::new(&spec).unwrap() {
+            let err = icmp_error_about(&p.frame);
+            let info = wire::parse(&err).unwrap();
+            let bucket = hasher.hash(&info.tuple) & (buckets - 1);
+            assert_eq!(
+                prog.test_run_xdp(&err, 0, 0).unwrap(),
+                bucket,
+                "{fields:?}: {:?}",
+                info.tuple
+            );
+        }
     }
 }
