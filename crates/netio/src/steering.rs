@@ -363,18 +363,15 @@ fn xdp_program(
         p.push(Insn::ldx(Size::B, R1, R2, 23));
         // TCP (6) or UDP (17): the ports, after the header's options
         p.push(Insn::jmp_imm(Jmp::Eq, R1, 6, 1));
-        p.push(Insn::jmp_imm(Jmp::Ne, R1, 17, 9));
-        p.push(Insn::alu_reg(Alu::Mov, R4, R2));
-        p.push(Insn::alu_reg(Alu::Add, R4, R7));
-        p.push(Insn::alu_imm(Alu::Add, R4, 14));
-        p.push(Insn::alu_reg(Alu::Mov, R5, R4));
-        p.push(Insn::alu_imm(Alu::Add, R5, 4));
-        out_jumps.push(p.len());
-        p.push(Insn::jmp_reg(Jmp::Gt, R5, R3, 0));
+        let not_l4 = p.len();
+        p.push(Insn::jmp_imm(Jmp::Ne, R1, 17, 0));
+        // (a frame too short for its ports goes to working core 0)
+        l4_in_frame(&mut p, 4, &mut out_jumps);
         p.push(Insn::ldx(Size::W, R1, R4, 0));
         p.push(Insn::stx(Size::W, R10, -12, R1));
         p.push(Insn::alu_imm(Alu::Mov, R8, 12));
-        // (the jump over the ports lands here)
+        let past = p.len();
+        p[not_l4] = p[not_l4].with_off((past - not_l4 - 1) as i16);
     }
     if !rules.is_empty() {
         rule_fields(&mut p, fields);

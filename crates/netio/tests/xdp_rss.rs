@@ -22,6 +22,29 @@ fn with_options(f: &[u8]) -> Vec<u8> {
     g
 }
 
+/// The XDP steering program over `buckets` buckets and `workers` cores
+/// (with `rules`, if any), built to return the socket map entry it would
+/// redirect to; `None` where the kernel refuses eBPF maps (said loudly).
+fn program(
+    key: RssKey,
+    fields: HashFields,
+    (buckets, workers): (u32, u32),
+    rules: Option<&steer::roger::RuleSteering>,
+) -> Option<(KernelRss, Program)> {
+    let t = steer::Toeplitz::new(key);
+    let mut k = netio::testbed::privileged(
+        "the eBPF maps",
+        KernelRss::maps(&t, fields, buckets, workers),
+    )?;
+    if let Some(r) = rules {
+        k.set_rules(r).unwrap();
+    }
+    let xsks = Map::xsk(workers).unwrap();
+    let prog = Program::xdp("fs_xdp_test", &k.xdp_program(&xsks, workers, true))
+        .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
+    Some((k, prog))
+}
+
 #[test]
 fn the_xdp_program_steers_like_the_nic_model() {
     let workers = 3;
@@ -32,16 +55,9 @@ fn the_xdp_program_steers_like_the_nic_model() {
         HashFields::DstIp,
     ] {
         let buckets = 1024;
-        let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
-        let Some(k) = netio::testbed::privileged(
-            "the eBPF maps",
-            KernelRss::maps(&t, fields, buckets, workers),
-        ) else {
+        let Some((k, prog)) = program(RssKey::SYMMETRIC, fields, (buckets, workers), None) else {
             return;
         };
-        let xsks = Map::xsk(workers).unwrap();
-        let prog = Program::xdp("fs_xdp_test", &k.xdp_program(&xsks, workers, true))
-            .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
         let hasher = RssHasher::new(RssKey::SYMMETRIC, fields);
         let spec = TraceSpec {
             flows: 300,
@@ -130,19 +146,12 @@ fn the_xdp_program_matches_rules_like_the_nic_model() {
         HashFields::SrcIp,
         HashFields::DstIp,
     ] {
-        let t = steer::Toeplitz::new(RssKey::SYMMETRIC);
         // the table is the identity (bucket b → entry b): the program
         // returns the bucket
-        let Some(mut k) = netio::testbed::privileged(
-            "the eBPF maps",
-            KernelRss::maps(&t, fields, buckets, workers),
-        ) else {
+        let Some((_k, prog)) = program(RssKey::SYMMETRIC, fields, (buckets, workers), Some(&rules))
+        else {
             return;
         };
-        k.set_rules(&rules).unwrap();
-        let xsks = Map::xsk(workers).unwrap();
-        let prog = Program::xdp("fs_xdp_rules", &k.xdp_program(&xsks, workers, true))
-            .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
         let hasher = RssHasher::new(RssKey::SYMMETRIC, fields)
             .with_rules(std::sync::Arc::new(rules.clone()));
         let spec = TraceSpec {
@@ -235,15 +244,9 @@ fn an_icmp_error_is_steered_with_the_flow_it_quotes() {
             .map(|f| (k, f))
         })
     {
-        let t = steer::Toeplitz::new(key);
-        let Some(k) = netio::testbed::privileged(
-            "the eBPF maps",
-            KernelRss::maps(&t, fields, buckets, workers),
-        ) else {
+        let Some((_k, prog)) = program(key, fields, (buckets, workers), None) else {
             return;
         };
-        let xsks = Map::xsk(workers).unwrap();
-        let prog = Program::xdp("fs_xdp_icmp", &k.xdp_program(&xsks, workers, true)).unwrap();
         let hasher = RssHasher::new(key, fields);
         let spec = TraceSpec {
             flows: 100,
