@@ -1362,6 +1362,15 @@ impl Chain {
         all
     }
 
+    /// Packets the chain's NFs held back and now let go
+    /// ([`Nf::take_released`](crate::Nf::take_released)), appended to `out`
+    /// in the order they are to leave.
+    pub fn take_released(&mut self, out: &mut Vec<Packet>) {
+        for nf in &mut self.nfs {
+            nf.take_released(out);
+        }
+    }
+
     /// True if an NF of the chain shares state across cores (a driver then
     /// merges every period: [`share`](Self::share), [`merge_shared`](Self::merge_shared)).
     pub fn shares_state(&self) -> bool {

@@ -101,6 +101,11 @@ pub trait Nf: Send + Any {
     fn offloadable(&self, _slot: Option<&FlowState>) -> bool {
         true
     }
+    /// Packets the NF held back and now lets go (a UPF's buffered packets
+    /// once their FAR forwards), in the order they are to leave: the driver
+    /// asks after each burst and when idle, and sends them as forwarded —
+    /// past the NFs after this one. Default: the NF holds none.
+    fn take_released(&mut self, _out: &mut Vec<Packet>) {}
     /// Sends the NF's events (a NAT's mappings created and deleted) to
     /// `hub`, for a logger to drain. Default: the NF has none.
     fn log_events(&mut self, _hub: &std::sync::Arc<crate::nat::EventHub>) {}

@@ -38,6 +38,9 @@ macro_rules! with_nf_kinds {
             /// NPTv6 (RFC 6296): stateless, checksum-neutral IPv6 prefix
             /// translation.
             Nptv6 = "nptv6": crate::nptv6::Nptv6Section;
+            /// 5G UPF: GTP-U tunnels, PDRs, FARs, QERs and URRs installed
+            /// over PFCP.
+            Upf = "upf": crate::upf::UpfSection;
         }
     };
 }

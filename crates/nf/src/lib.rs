@@ -73,6 +73,7 @@ pub mod router;
 mod sections;
 pub mod seqcheck;
 mod shard;
+pub mod upf;
 mod verdict;
 
 pub use chain::{Chain, ChainCounters, ChainOptions, Hit, Layout, Routing, BURST};

@@ -63,11 +63,30 @@ pub enum DropCause {
     /// An IPv6 address NPTv6 cannot map: its subnet word is 0xFFFF (RFC 6296
     /// §3.5: 0xFFFF and 0x0000 are the same one's-complement number).
     NptUnmappable,
+    /// A packet no UPF session's PDR detects (an unknown TEID or UE address,
+    /// or no SDF filter matched).
+    UpfNoSession,
+    /// A G-PDU whose GTP-U header or inner packet is malformed.
+    UpfMalformed,
+    /// GTP-U signalling (echo, end marker, error indication) to the UPF: not
+    /// user data, not answered by the data path.
+    UpfSignalling,
+    /// The session's FAR drops the packet.
+    UpfFarDrop,
+    /// A QER's gate for the packet's direction is closed.
+    UpfGateClosed,
+    /// Over a QER's maximum bit rate.
+    UpfRateLimited,
+    /// Taken into a buffering FAR's buffer (sent later, counted by the UPF's
+    /// `released`, or `discarded`).
+    UpfBuffered,
+    /// A buffering FAR's buffer was full.
+    UpfBufferFull,
 }
 
 impl DropCause {
     /// Every cause (index = `self as usize`).
-    pub const ALL: [DropCause; 21] = [
+    pub const ALL: [DropCause; 29] = [
         DropCause::TableFull,
         DropCause::Policy,
         DropCause::CtInvalid,
@@ -89,6 +108,14 @@ impl DropCause {
         DropCause::ReplicaInvalid,
         DropCause::SpillFailed,
         DropCause::NptUnmappable,
+        DropCause::UpfNoSession,
+        DropCause::UpfMalformed,
+        DropCause::UpfSignalling,
+        DropCause::UpfFarDrop,
+        DropCause::UpfGateClosed,
+        DropCause::UpfRateLimited,
+        DropCause::UpfBuffered,
+        DropCause::UpfBufferFull,
     ];
 
     /// Stable snake_case name, as in reports.
@@ -115,6 +142,14 @@ impl DropCause {
             DropCause::ReplicaInvalid => "replica_invalid",
             DropCause::SpillFailed => "spill_failed",
             DropCause::NptUnmappable => "npt_unmappable",
+            DropCause::UpfNoSession => "upf_no_session",
+            DropCause::UpfMalformed => "upf_malformed",
+            DropCause::UpfSignalling => "upf_signalling",
+            DropCause::UpfFarDrop => "upf_far_drop",
+            DropCause::UpfGateClosed => "upf_gate_closed",
+            DropCause::UpfRateLimited => "upf_rate_limited",
+            DropCause::UpfBuffered => "upf_buffered",
+            DropCause::UpfBufferFull => "upf_buffer_full",
         }
     }
 

@@ -322,7 +322,8 @@ impl Worker {
     }
 
     /// What the time brings: expiry and counters at the timers' period,
-    /// the heavy-flow window's publication, the delayed merge's tick.
+    /// the heavy-flow window's publication, the delayed merge's tick, the
+    /// packets NFs release.
     fn on_time(&mut self, now: u64) {
         let due = self.core.handle_time(now, self.window_ns);
         if due.timers {
@@ -341,6 +342,14 @@ impl Worker {
         }
         if let Some(m) = &mut self.merging {
             m.tick(now, &mut self.chain);
+        }
+        // what an NF held back and lets go now (a UPF's buffered packets)
+        // leaves with the next flush, before the next burst's packets
+        let mut released = Vec::new();
+        self.chain.take_released(&mut released);
+        for p in released {
+            self.sink.one(&p, Verdict::Forward, now);
+            self.sink.give_back(p.data);
         }
     }
 

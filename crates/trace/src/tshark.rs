@@ -150,3 +150,36 @@ pub fn validate(path: &Path) -> Result<TsharkReport, String> {
     }
     Ok(r)
 }
+
+/// Runs tshark on `path` with every dissector on (GTP, PFCP and the rest)
+/// and checksum validation, and returns `fields` of each packet (tshark's
+/// `-T fields`; several values of one field joined by `,`).
+pub fn dissect(path: &Path, fields: &[&str]) -> Result<Vec<Vec<String>>, String> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(path).arg("-n");
+    for pref in [
+        "ip.check_checksum",
+        "udp.check_checksum",
+        "tcp.check_checksum",
+    ] {
+        cmd.args(["-o", &format!("{pref}:TRUE")]);
+    }
+    cmd.args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().map_err(|e| {
+        format!("cannot run tshark ({e}); install it with `bash scripts/test.sh` or `apt-get install tshark`")
+    })?;
+    if !out.status.success() {
+        return Err(format!(
+            "tshark failed on {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect())
+}

@@ -33,6 +33,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod flow;
 pub mod fragments;
+pub mod gtpu;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
