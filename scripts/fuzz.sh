@@ -10,6 +10,7 @@
 #   config      chain configurations (built and run) and trace specs
 #   ids_stream  the IDS matcher across random packet splits (against whole-buffer)
 #   pool        pool messages: opened with the key, consumed by a node (orders, copies, entries)
+#   upf         PFCP datagrams to the UPF's endpoint, frames through a UPF with a session
 # Corpora start from the repository's own inputs (scripts/fuzz_seeds.py) and grow
 # in fuzz/corpus/ (ignored); a crash is written to fuzz/artifacts/<target>/ and
 # fails the script — turn each into a regression test.
@@ -31,7 +32,7 @@ done
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(packet chain capture rules config ids_stream pool)
+[ ${#targets[@]} -gt 0 ] || targets=(packet chain capture rules config ids_stream pool upf)
 triple=$(rustc -vV | sed -n 's/^host: //p')
 bin=fuzz/target/$triple/release
 

@@ -412,6 +412,10 @@ impl Chain {
             }
         };
         let hasher = with_nat_steering(hasher, &nfs, &decl, opts.rules.is_some())?;
+        let hasher = match nfs.iter().find_map(|n| n.gtp_steering()) {
+            Some(n3) => hasher.with_gtp(n3),
+            None => hasher,
+        };
         let bucket_mask = (opts.buckets as u32).saturating_sub(1);
         for nf in &mut nfs {
             nf.bind(&hasher, bucket_mask);

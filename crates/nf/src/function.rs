@@ -67,6 +67,12 @@ pub trait Nf: Send + Any {
     fn nat_steering(&self) -> Option<Arc<steer::nat::NatSteering>> {
         None
     }
+    /// The tunnel address whose G-PDUs the NIC must hash on the packet
+    /// inside (a UPF's N3 address): then a UE's connection is one flow for
+    /// steering, both ways. Default: none.
+    fn gtp_steering(&self) -> Option<core::net::Ipv4Addr> {
+        None
+    }
     /// Called once the chain knows its steering: the NIC model's hasher and the
     /// bucket mask (e.g. the NAT precomputes its port plan here).
     fn bind(&mut self, _hasher: &RssHasher, _bucket_mask: u32) {}

@@ -62,7 +62,7 @@ impl Packet {
     ) -> Result<Packet, (Vec<u8>, Malformed)> {
         match info {
             Ok(info) => Ok(Packet {
-                hash: hasher.hash(&info.tuple),
+                hash: hasher.hash_frame(&info.tuple, info.payload(&data)),
                 data,
                 info,
                 ts_ns,

@@ -479,6 +479,7 @@ fn tshark_reads_the_exchange(log: &[(bool, Vec<u8>)], released: &[Packet]) {
     trace::write_pcap(&path, frames).unwrap();
     let rows = trace::tshark::dissect(
         &path,
+        &["gtp", "pfcp"],
         &[
             "pfcp.msg_type",
             "pfcp.cause",
@@ -511,4 +512,20 @@ fn tshark_reads_the_exchange(log: &[(bool, Vec<u8>)], released: &[Packet]) {
         assert_eq!(r[2], "0x000007d2", "the gNB's TEID: {r:?}");
         assert!(r[3].contains("198.51.100.7"), "the inner source: {r:?}");
     }
+}
+
+#[test]
+fn a_connection_is_one_flow_for_steering_in_and_out_of_the_tunnel() {
+    let (c, _) = chain(STATIC);
+    let mut buckets = std::collections::HashSet::new();
+    for port in 40_000..40_064u16 {
+        let up = c.packet(tunnelled(&from_ue(port, 10), 1), 1).unwrap();
+        let down = c.packet(to_ue(port, 10), 1).unwrap();
+        assert_eq!(
+            up.hash, down.hash,
+            "port {port}: the tuple inside is hashed"
+        );
+        buckets.insert(c.shard_of(up.hash));
+    }
+    assert!(buckets.len() > 8, "one gNB's uplink spreads: {buckets:?}");
 }

@@ -176,6 +176,13 @@ fn open_ports(
                 .into(),
         ));
     }
+    if steering == Steering::Kernel && chain.hasher().gtp().is_some() {
+        return Err(RunError::Config(
+            "a UPF's G-PDUs are steered by the packet inside the tunnel, which \
+             the kernel's steering programs do not parse: use --steer user"
+                .into(),
+        ));
+    }
     if steering == Steering::Kernel
         && chain.hasher().rules().is_some()
         && !matches!(netio::socket_io(), netio::Io::Xdp(_))

@@ -15,6 +15,7 @@ pub struct RssHasher {
     fields: HashFields,
     rules: Option<Arc<RuleSteering>>,
     nat: Option<Arc<NatSteering>>,
+    gtp: Option<core::net::Ipv4Addr>,
 }
 
 impl RssHasher {
@@ -25,7 +26,40 @@ impl RssHasher {
             fields,
             rules: None,
             nat: None,
+            gtp: None,
         }
+    }
+
+    /// The same hasher hashing a G-PDU to `n3` (a UPF's tunnel address) on
+    /// the packet it carries, as a GTP-aware NIC does: a UE's uplink and
+    /// downlink packets of one connection land in one bucket, and the uplink
+    /// spreads over the buckets instead of following the one gNB–UPF tuple.
+    pub fn with_gtp(mut self, n3: core::net::Ipv4Addr) -> RssHasher {
+        self.gtp = Some(n3);
+        self
+    }
+
+    /// The tunnel address whose G-PDUs it hashes inside, if any.
+    pub fn gtp(&self) -> Option<core::net::Ipv4Addr> {
+        self.gtp
+    }
+
+    /// The steering hash of a parsed frame: [`hash`](Self::hash) of its
+    /// 5-tuple, or of the tuple inside when it is a G-PDU to the hasher's
+    /// tunnel address ([`with_gtp`](Self::with_gtp)).
+    #[inline]
+    pub fn hash_frame(&self, t: &FiveTuple, l4_payload: &[u8]) -> u32 {
+        if let Some(n3) = self.gtp {
+            if t.proto == wire::proto::UDP
+                && t.dst_port == wire::gtpu::PORT
+                && t.dst == core::net::IpAddr::V4(n3)
+            {
+                if let Some(inner) = wire::gtpu::inner_tuple(l4_payload) {
+                    return self.hash(&inner);
+                }
+            }
+        }
+        self.hash(t)
     }
 
     /// The same hasher hashing a NAT's endpoints where it says

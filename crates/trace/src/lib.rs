@@ -25,6 +25,7 @@ pub mod compressed;
 mod fenwick;
 mod formats;
 pub mod gen;
+pub mod gtp;
 pub mod pcap;
 pub mod pcapng;
 pub mod reader;

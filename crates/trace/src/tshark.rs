@@ -151,12 +151,16 @@ pub fn validate(path: &Path) -> Result<TsharkReport, String> {
     Ok(r)
 }
 
-/// Runs tshark on `path` with every dissector on (GTP, PFCP and the rest)
-/// and checksum validation, and returns `fields` of each packet (tshark's
-/// `-T fields`; several values of one field joined by `,`).
-pub fn dissect(path: &Path, fields: &[&str]) -> Result<Vec<Vec<String>>, String> {
+/// Runs tshark on `path` with the dissectors of [`KEPT`] and `also` (e.g.
+/// `gtp`, `pfcp`: the layers flowshift writes; payloads stay synthetic) and
+/// checksum validation, and returns `fields` of each packet (tshark's `-T
+/// fields`; several values of one field joined by `,`).
+pub fn dissect(path: &Path, also: &[&str], fields: &[&str]) -> Result<Vec<Vec<String>>, String> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r").arg(path).arg("-n");
+    for p in disabled()?.iter().filter(|p| !also.contains(&p.as_str())) {
+        cmd.args(["--disable-protocol", p]);
+    }
     for pref in [
         "ip.check_checksum",
         "udp.check_checksum",

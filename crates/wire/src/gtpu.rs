@@ -113,6 +113,35 @@ impl Gtpu {
     }
 }
 
+/// The 5-tuple of the IPv4 packet a G-PDU (`udp_payload`, from its GTP-U
+/// header on) carries: what a GTP-aware NIC hashes (ports 0 for protocols
+/// without them); `None` for anything else (signalling, IPv6 inside,
+/// malformed).
+pub fn inner_tuple(udp_payload: &[u8]) -> Option<crate::FiveTuple> {
+    let g = Gtpu::parse(udp_payload).ok()?;
+    if g.msg_type != G_PDU {
+        return None;
+    }
+    let inner = udp_payload.get(g.header_len..8 + g.length)?;
+    let ip = crate::Ipv4Packet::new_checked(inner).ok()?;
+    let l4 = ip.payload();
+    let proto = ip.protocol();
+    let ports = match proto {
+        proto::TCP | proto::UDP if l4.len() >= 4 => (
+            u16::from_be_bytes([l4[0], l4[1]]),
+            u16::from_be_bytes([l4[2], l4[3]]),
+        ),
+        _ => (0, 0),
+    };
+    Some(crate::FiveTuple {
+        src: ip.src_addr().into(),
+        dst: ip.dst_addr().into(),
+        src_port: ports.0,
+        dst_port: ports.1,
+        proto,
+    })
+}
+
 /// Writes a G-PDU header for `inner_len` bytes of inner packet into `out`
 /// (8 bytes, or 16 with a downlink PDU Session Container for `qfi`).
 pub fn emit_header(out: &mut [u8], teid: u32, qfi: Option<u8>, inner_len: usize) {
@@ -191,6 +220,85 @@ pub fn decap(frame: &mut Vec<u8>, l3: usize, inner: usize, inner_end: usize) -> 
 /// tag, if any).
 fn set_ethertype(frame: &mut [u8], l3: usize, et: u16) {
     frame[l3 - 2..l3].copy_from_slice(&et.to_be_bytes());
+}
+
+/// N UEs' sessions, numbered from the first of each field: what `flowshift
+/// gen --gtp-ues N` sends and a UPF's `[nf.ues]` serves.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct UeRange {
+    /// UEs.
+    pub count: u32,
+    /// The first UE's address (the i-th is this plus i).
+    pub ue: Ipv4Addr,
+    /// The first UE's uplink TEID (the UPF's).
+    pub teid: u32,
+    /// The gNB's tunnel address.
+    pub gnb: Ipv4Addr,
+    /// The first UE's downlink TEID (the gNB's).
+    pub gnb_teid: u32,
+}
+
+impl UeRange {
+    /// The UPF's tunnel address the generator sends uplink packets to.
+    pub const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+    /// The first UE's default address.
+    pub fn first_ue() -> Ipv4Addr {
+        Ipv4Addr::new(10, 60, 0, 1)
+    }
+    /// The first default uplink TEID.
+    pub fn first_teid() -> u32 {
+        1
+    }
+    /// The default gNB.
+    pub fn the_gnb() -> Ipv4Addr {
+        Ipv4Addr::new(192, 0, 2, 2)
+    }
+    /// The first default downlink TEID.
+    pub fn first_gnb_teid() -> u32 {
+        0x0100_0001
+    }
+
+    /// `count` UEs with the default numbering.
+    pub fn new(count: u32) -> UeRange {
+        UeRange {
+            count,
+            ue: UeRange::first_ue(),
+            teid: UeRange::first_teid(),
+            gnb: UeRange::the_gnb(),
+            gnb_teid: UeRange::first_gnb_teid(),
+        }
+    }
+
+    /// UE `i`'s address, uplink TEID and downlink TEID.
+    pub fn ue(&self, i: u32) -> (Ipv4Addr, u32, u32) {
+        (
+            Ipv4Addr::from(u32::from(self.ue).wrapping_add(i)),
+            self.teid.wrapping_add(i),
+            self.gnb_teid.wrapping_add(i),
+        )
+    }
+
+    /// Checks that the range fits its fields.
+    pub fn check(&self) -> Result<(), String> {
+        if self.count == 0 {
+            return Err("0 UEs".into());
+        }
+        let n = self.count - 1;
+        if u32::from(self.ue).checked_add(n).is_none()
+            || self.teid.checked_add(n).is_none()
+            || self.gnb_teid.checked_add(n).is_none()
+        {
+            return Err(format!(
+                "{} UEs run past the end of an address or TEID",
+                self.count
+            ));
+        }
+        if self.teid == 0 {
+            return Err("TEID 0 is reserved".into());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

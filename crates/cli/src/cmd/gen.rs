@@ -69,6 +69,12 @@ pub struct GenArgs {
     /// Share of the connections' packets before the flood starts, 0..1 [default: 0.25].
     #[arg(long)]
     pub syn_flood_after: Option<f64>,
+    /// Traffic as a 5G UPF sees it: the clients become N UEs (10.60.0.1 on),
+    /// their packets tunnelled in GTP-U from the gNB (192.0.2.2, TEID i + 1)
+    /// to the UPF (192.0.2.1), the servers' packets plain to the UE; a UPF
+    /// with `[nf.ues] count = N` serves them [default: off]. IPv4 only.
+    #[arg(long, value_name = "N")]
+    pub gtp_ues: Option<u32>,
 }
 
 impl GenArgs {
@@ -112,6 +118,18 @@ impl GenArgs {
 
 pub fn run(a: GenArgs) -> anyhow::Result<()> {
     let spec = a.spec()?;
+    let ues = match a.gtp_ues {
+        Some(n) => {
+            let r = wire::gtpu::UeRange::new(n);
+            r.check()
+                .map_err(|e| anyhow::anyhow!("--gtp-ues {n}: {e}"))?;
+            if spec.ipv6_share > 0.0 {
+                anyhow::bail!("--gtp-ues: the UEs are IPv4 (leave --ipv6-share at 0)");
+            }
+            Some(r)
+        }
+        None => None,
+    };
     let started = Instant::now();
     let gen = Generator::new(&spec)?;
     let summary = gen.summary().clone();
@@ -119,7 +137,10 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} packets ({per_sec}, eta {eta})")
             .expect("static template"),
     );
-    let packets = gen.inspect(|_| bar.inc(1)).map(|p| (p.ts_ns, p.frame));
+    let packets = gen.inspect(|_| bar.inc(1)).map(|p| match &ues {
+        Some(r) => (p.ts_ns, trace::gtp::tunnel(r, p.frame)),
+        None => (p.ts_ns, p.frame),
+    });
     let n = launch::output::capture(&a.output, packets)?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
@@ -133,6 +154,17 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         summary.priority_flows,
         summary.largest_flow
     );
+    if let Some(r) = &ues {
+        println!(
+            "  as a UPF sees them: {} UEs from {} (uplink in GTP-U from {} to {}); \
+             a UPF serves them with `[nf.ues] count = {}`",
+            r.count,
+            r.ue,
+            r.gnb,
+            wire::gtpu::UeRange::N3,
+            r.count
+        );
+    }
     if summary.syn_flood > 0 {
         println!(
             "  of which {} spoofed SYNs (a flood after {:.0} % of the connections' packets)",

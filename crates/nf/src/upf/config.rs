@@ -37,6 +37,38 @@ pub struct StaticSession {
     pub gnb_teid: u32,
 }
 
+/// `[nf.ues]`: a session for each of `count` UEs, numbered as `flowshift
+/// gen --gtp-ues` numbers them ([`wire::gtpu::UeRange`]: UE i at
+/// `ue` + i, uplink TEID `teid` + i, downlink TEID `gnb_teid` + i).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UesSection {
+    /// UEs.
+    pub count: u32,
+    /// The first UE's address (default 10.60.0.1).
+    pub ue: Option<Ipv4Addr>,
+    /// The first uplink TEID (default 1).
+    pub teid: Option<u32>,
+    /// The gNB (default 192.0.2.2).
+    pub gnb: Option<Ipv4Addr>,
+    /// The first downlink TEID (default 0x01000001).
+    pub gnb_teid: Option<u32>,
+}
+
+impl UesSection {
+    /// The range, defaults filled in.
+    pub fn range(&self) -> wire::gtpu::UeRange {
+        let d = wire::gtpu::UeRange::new(self.count);
+        wire::gtpu::UeRange {
+            count: self.count,
+            ue: self.ue.unwrap_or(d.ue),
+            teid: self.teid.unwrap_or(d.teid),
+            gnb: self.gnb.unwrap_or(d.gnb),
+            gnb_teid: self.gnb_teid.unwrap_or(d.gnb_teid),
+        }
+    }
+}
+
 /// `[[nf]] kind = "upf"`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +93,8 @@ pub struct UpfSection {
     /// Sessions without an SMF.
     #[serde(default)]
     pub session: Vec<StaticSession>,
+    /// A session for each UE of a numbered range, without an SMF.
+    pub ues: Option<UesSection>,
 }
 
 impl BuildNf for UpfSection {
@@ -72,6 +106,23 @@ impl BuildNf for UpfSection {
             table = table
                 .with(simple_session(seid, s.ue, s.teid, s.gnb, s.gnb_teid))
                 .map_err(|e| f.err(&format!("session[{i}]"), e))?;
+        }
+        if let Some(u) = &self.ues {
+            let r = u.range();
+            r.check().map_err(|e| f.err("ues", e))?;
+            let first = self.session.len() as u64 + 1;
+            for i in 0..r.count {
+                let (ue, teid, gnb_teid) = r.ue(i);
+                table = table
+                    .with(simple_session(
+                        first + u64::from(i),
+                        ue,
+                        teid,
+                        r.gnb,
+                        gnb_teid,
+                    ))
+                    .map_err(|e| f.err("ues", e))?;
+            }
         }
         shared.table.store(Arc::new(table));
         let buffer = self.buffer.unwrap_or(64);

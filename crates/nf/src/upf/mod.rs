@@ -326,6 +326,10 @@ impl Nf for Upf {
         &self.meta
     }
 
+    fn gtp_steering(&self) -> Option<Ipv4Addr> {
+        Some(self.n3)
+    }
+
     fn process(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
         let (s, i, uplink, bytes) = match self.detect(pkt) {
             Ok(d) => d,

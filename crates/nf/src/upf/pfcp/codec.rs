@@ -265,6 +265,16 @@ fn spec_of(q: &Qer) -> QerSpec {
     }
 }
 
+/// A rule's id IE of type `t` inside a grouped IE.
+fn id_of(g: Ies<'_>, t: u16, what: &str) -> Result<u32, Refusal> {
+    let ie = g.need(t, what).map_err(incorrect)?;
+    if t == ty::PDR_ID {
+        ie.u16().map(u32::from).map_err(incorrect)
+    } else {
+        ie.u32().map_err(incorrect)
+    }
+}
+
 /// Applies a request's Create, Update and Remove IEs to `s`; `choose` gives
 /// a TEID the UPF owns when the SMF asks it to. The PDRs whose TEID was
 /// chosen come back (for Created PDR IEs).
@@ -281,85 +291,15 @@ pub fn apply(
         let g = ie.group();
         match ie.ty {
             ty::CREATE_PDR | ty::UPDATE_PDR => {
-                let base = if ie.ty == ty::UPDATE_PDR {
-                    let id = g
-                        .need(ty::PDR_ID, "PDR ID")
-                        .and_then(|i| i.u16())
-                        .map_err(incorrect)?;
-                    Some(
-                        s.pdrs()
-                            .find(|p| p.id == id)
-                            .cloned()
-                            .ok_or((cause::RULE_FAILURE, format!("no PDR {id} to update")))?,
-                    )
-                } else {
-                    None
-                };
-                let (mut p, ch) = read_pdr(g, base.as_ref()).map_err(incorrect)?;
-                if let Some(chid) = ch {
-                    let t = match chid.and_then(|c| by_chid.iter().find(|x| x.0 == c)) {
-                        Some(&(_, t)) => t,
-                        None => {
-                            let t = choose();
-                            if let Some(c) = chid {
-                                by_chid.push((c, t));
-                            }
-                            t
-                        }
-                    };
-                    p.teid = Some(t);
-                    chosen.push((p.id, t));
+                let update = ie.ty == ty::UPDATE_PDR;
+                if let Some(c) = put_pdr(s, g, update, &mut by_chid, choose)? {
+                    chosen.push(c);
                 }
-                s.put_pdr(p);
             }
-            ty::CREATE_FAR | ty::UPDATE_FAR => {
-                let id = g
-                    .need(ty::FAR_ID, "FAR ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
-                let base = s.far(id).cloned();
-                if ie.ty == ty::UPDATE_FAR && base.is_none() {
-                    return Err((cause::RULE_FAILURE, format!("no FAR {id} to update")));
-                }
-                let f = read_far(
-                    g,
-                    if ie.ty == ty::UPDATE_FAR {
-                        base.as_ref()
-                    } else {
-                        None
-                    },
-                )
-                .map_err(incorrect)?;
-                s.fars.retain(|x| x.id != id);
-                s.fars.push(f);
-            }
-            ty::CREATE_QER | ty::UPDATE_QER => {
-                let id = g
-                    .need(ty::QER_ID, "QER ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
-                let base = s.qer(id).map(spec_of);
-                if ie.ty == ty::UPDATE_QER && base.is_none() {
-                    return Err((cause::RULE_FAILURE, format!("no QER {id} to update")));
-                }
-                let q = read_qer(
-                    g,
-                    if ie.ty == ty::UPDATE_QER {
-                        base.as_ref()
-                    } else {
-                        None
-                    },
-                )
-                .map_err(incorrect)?;
-                let keep = s.qer(id).filter(|old| spec_of(old) == q).cloned();
-                s.qers.retain(|x| x.id != id);
-                s.qers.push(keep.unwrap_or_else(|| q.build(burst)));
-            }
+            ty::CREATE_FAR | ty::UPDATE_FAR => put_far(s, g, ie.ty == ty::UPDATE_FAR)?,
+            ty::CREATE_QER | ty::UPDATE_QER => put_qer(s, g, ie.ty == ty::UPDATE_QER, burst)?,
             ty::CREATE_URR => {
-                let id = g
-                    .need(ty::URR_ID, "URR ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
+                let id = id_of(g, ty::URR_ID, "URR ID")?;
                 if !s.urrs.iter().any(|u| u.id == id) {
                     s.urrs.push(Urr {
                         id,
@@ -368,31 +308,18 @@ pub fn apply(
                 }
             }
             ty::REMOVE_PDR => {
-                let id = g
-                    .need(ty::PDR_ID, "PDR ID")
-                    .and_then(|i| i.u16())
-                    .map_err(incorrect)?;
-                s.remove_pdr(id);
+                s.remove_pdr(id_of(g, ty::PDR_ID, "PDR ID")? as u16);
             }
             ty::REMOVE_FAR => {
-                let id = g
-                    .need(ty::FAR_ID, "FAR ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
+                let id = id_of(g, ty::FAR_ID, "FAR ID")?;
                 s.fars.retain(|x| x.id != id);
             }
             ty::REMOVE_QER => {
-                let id = g
-                    .need(ty::QER_ID, "QER ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
+                let id = id_of(g, ty::QER_ID, "QER ID")?;
                 s.qers.retain(|x| x.id != id);
             }
             ty::REMOVE_URR => {
-                let id = g
-                    .need(ty::URR_ID, "URR ID")
-                    .and_then(|i| i.u32())
-                    .map_err(incorrect)?;
+                let id = id_of(g, ty::URR_ID, "URR ID")?;
                 s.urrs.retain(|x| x.id != id);
             }
             _ => {}
@@ -400,6 +327,67 @@ pub fn apply(
     }
     s.check().map_err(|e| (cause::RULE_FAILURE, e))?;
     Ok(chosen)
+}
+
+/// A Create or Update PDR; the TEID chosen for it, if the SMF asked.
+fn put_pdr(
+    s: &mut Session,
+    g: Ies<'_>,
+    update: bool,
+    by_chid: &mut Vec<(u8, u32)>,
+    choose: &mut dyn FnMut() -> u32,
+) -> Result<Option<(u16, u32)>, Refusal> {
+    let base = if update {
+        let id = id_of(g, ty::PDR_ID, "PDR ID")? as u16;
+        let p = s.pdrs().find(|p| p.id == id).cloned();
+        Some(p.ok_or((cause::RULE_FAILURE, format!("no PDR {id} to update")))?)
+    } else {
+        None
+    };
+    let (mut p, ch) = read_pdr(g, base.as_ref()).map_err(incorrect)?;
+    let mut chosen = None;
+    if let Some(chid) = ch {
+        let t = match chid.and_then(|c| by_chid.iter().find(|x| x.0 == c)) {
+            Some(&(_, t)) => t,
+            None => {
+                let t = choose();
+                if let Some(c) = chid {
+                    by_chid.push((c, t));
+                }
+                t
+            }
+        };
+        p.teid = Some(t);
+        chosen = Some((p.id, t));
+    }
+    s.put_pdr(p);
+    Ok(chosen)
+}
+
+fn put_far(s: &mut Session, g: Ies<'_>, update: bool) -> Result<(), Refusal> {
+    let id = id_of(g, ty::FAR_ID, "FAR ID")?;
+    let base = s.far(id).cloned();
+    if update && base.is_none() {
+        return Err((cause::RULE_FAILURE, format!("no FAR {id} to update")));
+    }
+    let f = read_far(g, if update { base.as_ref() } else { None }).map_err(incorrect)?;
+    s.fars.retain(|x| x.id != id);
+    s.fars.push(f);
+    Ok(())
+}
+
+fn put_qer(s: &mut Session, g: Ies<'_>, update: bool, burst: u64) -> Result<(), Refusal> {
+    let id = id_of(g, ty::QER_ID, "QER ID")?;
+    let base = s.qer(id).map(spec_of);
+    if update && base.is_none() {
+        return Err((cause::RULE_FAILURE, format!("no QER {id} to update")));
+    }
+    let q = read_qer(g, if update { base.as_ref() } else { None }).map_err(incorrect)?;
+    // an unchanged rule keeps its rate state
+    let keep = s.qer(id).filter(|old| spec_of(old) == q).cloned();
+    s.qers.retain(|x| x.id != id);
+    s.qers.push(keep.unwrap_or_else(|| q.build(burst)));
+    Ok(())
 }
 
 /// Writes rules as an SMF sends them.

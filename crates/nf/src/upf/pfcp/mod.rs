@@ -9,4 +9,4 @@ pub mod ie;
 pub mod msg;
 pub mod server;
 
-pub use server::{Server, Settings};
+pub use server::{Endpoint, Server, Settings};

@@ -69,15 +69,8 @@ impl Server {
         let addr = socket.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ServerStats::default());
-        let mut node = Node {
-            settings,
-            shared,
-            peers: FxHashSet::default(),
-            next_seid: 1 << 32,
-            next_teid: 1 << 24,
-            recovery: ntp_now(),
-            stats: stats.clone(),
-        };
+        let mut node = Endpoint::new(settings, shared);
+        node.stats = stats.clone();
         let halt = stop.clone();
         let thread = std::thread::Builder::new()
             .name("pfcp".into())
@@ -125,7 +118,9 @@ fn ntp_now() -> u32 {
     (unix + 2_208_988_800) as u32
 }
 
-struct Node {
+/// What answers PFCP requests, without a socket: the server's logic, which
+/// a test or a fuzzer drives with datagrams directly.
+pub struct Endpoint {
     settings: Settings,
     shared: Arc<UpfShared>,
     /// SMFs that set up an association.
@@ -136,8 +131,23 @@ struct Node {
     stats: Arc<ServerStats>,
 }
 
-impl Node {
-    fn answer(&mut self, b: &[u8], from: SocketAddr) -> Option<Vec<u8>> {
+impl Endpoint {
+    /// An endpoint for the UPF whose state `shared` is.
+    pub fn new(settings: Settings, shared: Arc<UpfShared>) -> Endpoint {
+        Endpoint {
+            settings,
+            shared,
+            peers: FxHashSet::default(),
+            next_seid: 1 << 32,
+            next_teid: 1 << 24,
+            recovery: ntp_now(),
+            stats: Arc::default(),
+        }
+    }
+
+    /// The response to the datagram `b` from `from`; none for bytes that
+    /// are not a PFCP message (counted).
+    pub fn answer(&mut self, b: &[u8], from: SocketAddr) -> Option<Vec<u8>> {
         let Ok(m) = Message::parse(b) else {
             self.stats.malformed.fetch_add(1, Ordering::Relaxed);
             return None;
