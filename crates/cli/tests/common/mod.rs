@@ -206,6 +206,22 @@ pub fn download_server(ns: &str, at: SocketAddr, pattern: fn(u8) -> Vec<u8>) {
     });
 }
 
+/// [`download_server`], each connection's peer sent to `peers` first.
+pub fn serve_each_peer(
+    ns: &str,
+    at: SocketAddr,
+    peers: std::sync::mpsc::Sender<SocketAddr>,
+    pattern: fn(u8) -> Vec<u8>,
+) {
+    serve_each(ns, at, move |mut s| {
+        let _ = peers.send(s.peer_addr().unwrap());
+        let mut seed = [0u8; 1];
+        if s.read_exact(&mut seed).is_ok() {
+            let _ = s.write_all(&pattern(seed[0]));
+        }
+    });
+}
+
 /// A paced TCP server in namespace `ns` at `at`: each connection's first byte
 /// seeds it, then `chunks` chunks of `chunk` bytes, byte `i` being
 /// `pattern(seed, i)`, one chunk every `pace`. Returns once it listens.
