@@ -354,7 +354,8 @@ fn run_rejects_what_it_cannot_do() {
 }
 
 /// `bench --shared-state`: strict shared counters and the delayed merge at 1
-/// and 2 threads on both traffics, every packet forwarded, positive rates.
+/// and 2 threads on both traffics of the monitor and of the UPF, every packet
+/// forwarded, positive rates.
 #[test]
 fn bench_compares_shared_state_with_the_delayed_merge() {
     let json = std::env::temp_dir().join(format!("fs-shared-{}.json", std::process::id()));
@@ -377,20 +378,24 @@ fn bench_compares_shared_state_with_the_delayed_merge() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 8, "{rows:?}");
+    assert_eq!(rows.len(), 16, "{rows:?}");
     for r in rows {
         let mpps = r["mpps"].as_array().unwrap();
         assert_eq!(mpps.len(), 2, "{r}");
         assert!(mpps.iter().all(|m| m.as_f64().unwrap() > 0.0), "{r}");
     }
-    for (traffic, mode, threads) in [
-        ("one source", "strict", 2),
-        ("many sources", "mergeable", 1),
+    for (nf, traffic, mode, threads) in [
+        ("monitor", "one source", "strict", 2),
+        ("monitor", "many sources", "mergeable", 1),
+        ("upf", "one UE", "strict", 2),
+        ("upf", "20 UEs", "merged", 1),
     ] {
         assert!(
-            rows.iter()
-                .any(|r| r["traffic"] == traffic && r["mode"] == mode && r["threads"] == threads),
-            "{traffic} {mode} {threads}"
+            rows.iter().any(|r| r["nf"] == nf
+                && r["traffic"] == traffic
+                && r["mode"] == mode
+                && r["threads"] == threads),
+            "{nf} {traffic} {mode} {threads}"
         );
     }
 }

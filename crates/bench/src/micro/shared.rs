@@ -1,10 +1,11 @@
 //! Per-packet shared updates against the delayed merge (GranularNF §4,
-//! Fig. 8 left, with the monitor's per-source counters for the UPF's usage
-//! counts): `threads` threads at once, each with its own instance of one
-//! chain over its share of the packets. `strict` instances count every packet
-//! in counters they all share (an atomic add each); `mergeable` ones count in
-//! their own and merge every core's every [`MERGE_NS`] of wall time, as the
-//! runtime does. Rounds alternate the modes; rates are medians.
+//! Fig. 8 left): `threads` threads at once, each with its own instance of one
+//! chain over its share of the packets — the monitor's per-source counters,
+//! and the UPF's usage counts (URRs) on GTP-U traffic of many UEs or one.
+//! `strict` instances count every packet in counters they all share (an
+//! atomic add each); `mergeable` (`merged`) ones count in their own and merge
+//! every core's every [`MERGE_NS`] of wall time, as the runtime does. Rounds
+//! alternate the modes; rates are medians.
 
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -17,10 +18,12 @@ const MERGE_NS: u64 = 10_000_000;
 /// One mode at one thread count on one traffic.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SharedRow {
+    /// The NF: `monitor` or `upf`.
+    pub nf: &'static str,
     /// `many sources` (the generated flows' own) or `one source` (every
     /// packet counted on one source: every update on one shared line).
-    pub traffic: &'static str,
-    /// `strict` or `mergeable`.
+    pub traffic: String,
+    /// `strict`, or `mergeable` (the monitor's name) / `merged` (the UPF's).
     pub mode: &'static str,
     /// Threads at once.
     pub threads: usize,
@@ -28,16 +31,53 @@ pub struct SharedRow {
     pub mpps: Vec<f64>,
 }
 
-fn chain(mode: &str) -> anyhow::Result<Chain> {
-    Ok(ChainConfig::from_toml(&format!(
-        "[[nf]]\nkind = \"monitor\"\nstate = \"{mode}\"\nthreshold_packets = 1000000000000\n"
-    ))?
-    .build(std::path::Path::new("."))?)
+fn chain(nf: &str, mode: &str, ues: u32) -> anyhow::Result<Chain> {
+    let toml = match nf {
+        "upf" => format!(
+            "[[nf]]\nkind = \"upf\"\nn3 = \"{}\"\naccounting = \"{mode}\"\n[nf.ues]\ncount = {ues}\n",
+            wire::gtpu::UeRange::N3
+        ),
+        _ => format!(
+            "[[nf]]\nkind = \"monitor\"\nstate = \"{mode}\"\nthreshold_packets = 1000000000000\n"
+        ),
+    };
+    Ok(ChainConfig::from_toml(&toml)?.build(std::path::Path::new("."))?)
+}
+
+/// `packets` as the UPF of `ues` UEs sees them (GTP-U uplink, plain
+/// downlink), parsed and hashed by `chain`.
+fn tunnelled(chain: &Chain, packets: &[Packet], ues: u32) -> anyhow::Result<Vec<Packet>> {
+    let r = wire::gtpu::UeRange::new(ues);
+    packets
+        .iter()
+        .map(|p| {
+            chain
+                .packet(trace::gtp::tunnel(&r, p.data.clone()), p.ts_ns)
+                .map_err(|(_, m)| anyhow::anyhow!("a tunnelled frame is malformed: {m}"))
+        })
+        .collect()
+}
+
+/// `to` made the packet `from` again (its buffer kept): the UPF rewrites
+/// frames, so each lap starts from the originals.
+fn restore(to: &mut Packet, from: &Packet) {
+    to.data.clear();
+    to.data.extend_from_slice(&from.data);
+    to.info = from.info;
+    to.hash = from.hash;
+    to.entry = None;
 }
 
 /// `laps` laps of `pkts`, split over `threads` threads, through instances of
-/// `chain`; Mpps of the slowest thread's wall time.
-fn one(chain: &Chain, pkts: &[Packet], threads: usize, laps: u32) -> anyhow::Result<f64> {
+/// `chain` (each burst restored from `pkts` first when the chain rewrites
+/// frames); Mpps of the slowest thread's wall time.
+fn one(
+    chain: &Chain,
+    pkts: &[Packet],
+    threads: usize,
+    laps: u32,
+    rewrites: bool,
+) -> anyhow::Result<f64> {
     let per = pkts.len() / threads;
     let barrier = Barrier::new(threads);
     let board: Mutex<Vec<Vec<Option<nf::Shared>>>> = Mutex::new(vec![Vec::new(); threads]);
@@ -57,6 +97,11 @@ fn one(chain: &Chain, pkts: &[Packet], threads: usize, laps: u32) -> anyhow::Res
                     let mut next_merge = MERGE_NS;
                     for lap in 0..u64::from(laps) {
                         for (i, burst) in work.chunks_mut(32).enumerate() {
+                            if rewrites {
+                                for (w, m) in burst.iter_mut().zip(&mine[i * 32..]) {
+                                    restore(w, m);
+                                }
+                            }
                             let now = burst[0].ts_ns + lap * 1_000_000_000;
                             c.process_burst(&mut shards, burst, now, &mut out);
                             if i % 64 == 0 && start.elapsed().as_nanos() as u64 >= next_merge {
@@ -90,8 +135,8 @@ fn one(chain: &Chain, pkts: &[Packet], threads: usize, laps: u32) -> anyhow::Res
     Ok(expected as f64 / wall.as_secs_f64() / 1e6)
 }
 
-/// Both modes at 1…`max_threads` threads, `rounds` rounds, printed as they
-/// come.
+/// Both modes of the monitor and of the UPF at 1…`max_threads` threads,
+/// `rounds` rounds, printed as they come.
 pub fn compare(
     flows: u32,
     packets: u64,
@@ -99,61 +144,96 @@ pub fn compare(
     rounds: usize,
     max_threads: usize,
 ) -> anyhow::Result<Vec<SharedRow>> {
-    let modes = ["mergeable", "strict"];
-    let chains = modes.map(chain);
-    let [m, s] = chains;
-    let chains = [m?, s?];
-    let many = super::memory::packets(&chains[0], flows, packets)?;
+    let ues = (flows / 10).max(1);
+    let monitor = [
+        chain("monitor", "mergeable", 0)?,
+        chain("monitor", "strict", 0)?,
+    ];
+    let upf = [
+        chain("upf", "merged", ues)?,
+        chain("upf", "strict", ues)?,
+        chain("upf", "merged", 1)?,
+        chain("upf", "strict", 1)?,
+    ];
+    let many = super::memory::packets(&monitor[0], flows, packets)?;
     let mut one_source = many.clone();
     for p in &mut one_source {
         p.info.tuple.src = core::net::IpAddr::from([10, 0, 0, 1]);
     }
-    let traffics = [("many sources", &many), ("one source", &one_source)];
+    let many_ues = tunnelled(&upf[0], &many, ues)?;
+    let one_ue = tunnelled(&upf[2], &many, 1)?;
+    let many_name = format!("{ues} UEs");
+    // (nf, traffic, mode, chain, packets)
+    let cases: Vec<(&str, &str, &str, &Chain, &[Packet])> = vec![
+        ("monitor", "many sources", "mergeable", &monitor[0], &many),
+        ("monitor", "many sources", "strict", &monitor[1], &many),
+        (
+            "monitor",
+            "one source",
+            "mergeable",
+            &monitor[0],
+            &one_source,
+        ),
+        ("monitor", "one source", "strict", &monitor[1], &one_source),
+        ("upf", &many_name, "merged", &upf[0], &many_ues),
+        ("upf", &many_name, "strict", &upf[1], &many_ues),
+        ("upf", "one UE", "merged", &upf[2], &one_ue),
+        ("upf", "one UE", "strict", &upf[3], &one_ue),
+    ];
     let mut rows: Vec<SharedRow> = Vec::new();
-    for (traffic, _) in traffics {
+    for &(nf, traffic, mode, ..) in &cases {
         for threads in 1..=max_threads.max(1) {
-            for mode in modes {
-                rows.push(SharedRow {
-                    traffic,
-                    mode,
-                    threads,
-                    mpps: Vec::new(),
-                });
-            }
+            rows.push(SharedRow {
+                nf,
+                traffic: traffic.to_string(),
+                mode,
+                threads,
+                mpps: Vec::new(),
+            });
         }
     }
     for _ in 0..rounds.max(1) {
         for r in rows.iter_mut() {
-            let c = &chains[usize::from(r.mode == "strict")];
-            let pkts = if r.traffic == "one source" {
-                &one_source
-            } else {
-                &many
-            };
-            r.mpps.push(one(c, pkts, r.threads, laps.max(1))?);
+            let &(nf, _, _, c, pkts) = cases
+                .iter()
+                .find(|k| k.0 == r.nf && k.1 == r.traffic && k.2 == r.mode)
+                .expect("a row of a case");
+            r.mpps
+                .push(one(c, pkts, r.threads, laps.max(1), nf == "upf")?);
         }
     }
+    print_rows(&rows, many.len(), flows, laps, rounds);
+    Ok(rows)
+}
+
+fn print_rows(rows: &[SharedRow], packets: usize, flows: u32, laps: u32, rounds: usize) {
     println!(
-        "shared state, monitor per-source counters, {} packets of {flows} flows, {} laps, medians of {} rounds:",
-        many.len(),
+        "shared state: the monitor's per-source counters, the UPF's usage counts; {packets} packets \
+         of {flows} flows, {} laps, medians of {} rounds:",
         laps.max(1),
         rounds.max(1)
     );
     println!(
-        "{:<13} {:<10} {:>7} {:>9} {:>14}",
-        "traffic", "mode", "threads", "Mpps", "strict/merged"
+        "{:<8} {:<13} {:<10} {:>7} {:>9} {:>14}",
+        "nf", "traffic", "mode", "threads", "Mpps", "strict/merged"
     );
-    for r in &rows {
-        let med = |r: &SharedRow| super::median(&mut r.mpps.clone());
+    let med = |r: &SharedRow| super::median(&mut r.mpps.clone());
+    for r in rows {
         let ratio = if r.mode == "strict" {
             rows.iter()
-                .find(|o| o.mode == "mergeable" && o.threads == r.threads && o.traffic == r.traffic)
+                .find(|o| {
+                    o.nf == r.nf
+                        && o.mode != "strict"
+                        && o.threads == r.threads
+                        && o.traffic == r.traffic
+                })
                 .map_or(String::new(), |o| format!("{:.3}", med(r) / med(o)))
         } else {
             String::new()
         };
         println!(
-            "{:<13} {:<10} {:>7} {:>9.2} {:>14}",
+            "{:<8} {:<13} {:<10} {:>7} {:>9.2} {:>14}",
+            r.nf,
             r.traffic,
             r.mode,
             r.threads,
@@ -161,5 +241,4 @@ pub fn compare(
             ratio
         );
     }
-    Ok(rows)
 }
