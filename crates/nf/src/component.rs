@@ -4,7 +4,9 @@
 //! thread of its own — that the data components reach through a message ring.
 //!
 //! - [`Placement`] is configuration: `inline` (the NF does everything on the
-//!   worker, no component thread) or `core` (the component runs on its own core).
+//!   worker, no component thread), `core` (the component runs on its own
+//!   core) or, where an NF supports it, `auto` (the director moves it between
+//!   the two while traffic flows).
 //! - [`Remote`] is the component thread and its ring. Any number of data
 //!   components [`submit`](Remote::submit) jobs; the ring is a bounded lock-free
 //!   MPMC queue, so a job is never waited for: when the ring is full `submit`
@@ -32,6 +34,9 @@ pub enum Placement {
     Inline,
     /// On a core of its own, reached through a ring.
     Core,
+    /// Where the director ([`crate::director`]) decides, changed while traffic
+    /// flows (the load balancer's control component).
+    Auto,
 }
 
 impl Placement {
@@ -40,6 +45,7 @@ impl Placement {
         match s {
             "inline" => Some(Placement::Inline),
             "core" => Some(Placement::Core),
+            "auto" => Some(Placement::Auto),
             _ => None,
         }
     }
@@ -49,6 +55,7 @@ impl Placement {
         match self {
             Placement::Inline => "inline",
             Placement::Core => "core",
+            Placement::Auto => "auto",
         }
     }
 }

@@ -54,6 +54,7 @@ mod chain;
 pub mod component;
 pub mod config;
 mod ctx;
+pub mod director;
 mod fields;
 pub mod firewall;
 mod flow_state;

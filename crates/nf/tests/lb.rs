@@ -672,3 +672,127 @@ fn a_reload_changes_services_and_connections_keep_their_backends() {
         assert!(e.contains(why), "{e}");
     }
 }
+
+/// The control component moved between the workers and its core again and
+/// again while requests come and a worker thread processes traffic: every
+/// request is applied once and in the order it was accepted — each backend
+/// ends in the state its last request asked for.
+#[test]
+fn requests_keep_their_order_across_placement_changes() {
+    for _ in 0..5 {
+        // a small table: a request takes microseconds, so both paths drain
+        // between changes and each gets requests
+        let cfg = placed("core", "").replace("snat = [", "table_size = 1009\nsnat = [");
+        let (c, s) = chain(&cfg);
+        let ctl = lb(&c).control();
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = traffic(c, s, stop.clone());
+        let flipping = Arc::new(AtomicBool::new(true));
+        let flipper = {
+            let (ctl, flipping) = (ctl.clone(), flipping.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                // Relaxed: the flag only ends the loop
+                while flipping.load(Ordering::Relaxed) {
+                    let p = if n % 2 == 0 {
+                        nf::component::Placement::Inline
+                    } else {
+                        nf::component::Placement::Core
+                    };
+                    ctl.set_placement(p).unwrap();
+                    n += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                n
+            })
+        };
+        let mut last = [true; 4];
+        let mut sent = 0u64;
+        while sent < 400 {
+            let k = sent as usize;
+            let (b, up) = ((k / 2) % 4, k % 2 == 1);
+            // a backend's down and up requests on either side of a change,
+            // to the core and back, then inline and to the core
+            let p = if matches!(k % 4, 0 | 3) {
+                nf::component::Placement::Core
+            } else {
+                nf::component::Placement::Inline
+            };
+            ctl.set_placement(p).unwrap();
+            if ctl.request(0, b, up).is_ok() {
+                last[b] = up;
+                sent += 1;
+            }
+            if k % 2 == 1 {
+                std::thread::sleep(Duration::from_micros(30));
+            }
+        }
+        flipping.store(false, Ordering::Relaxed);
+        let flips = flipper.join().unwrap();
+        assert!(flips > 10, "{flips} changes");
+        let t = std::time::Instant::now();
+        while ctl.pending() > 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (_, no_backend, c) = worker.join().unwrap();
+        assert_eq!(no_backend, 0);
+        let n = counters(&c);
+        assert_eq!(n["control_requests"], 400);
+        assert_eq!(n["control_inline"] + n["control_core"], 400, "{n:?}");
+        assert!(
+            n["control_inline"] > 0 && n["control_core"] > 0,
+            "both paths: {n:?}"
+        );
+        assert_eq!(
+            lb(&c).control().services()[0].health(),
+            last.to_vec(),
+            "the last request for each backend is its state"
+        );
+    }
+}
+
+/// `placement = "auto"`: the director moves the control component to its
+/// core while expensive requests come often (the 65 537-entry table rebuilt
+/// every 5 ms of chain time), back inline when they stop, and says why; no
+/// packet is dropped through either change.
+#[test]
+fn the_director_places_the_control_component_by_what_it_costs() {
+    let (mut c, mut s) = chain(&placed("auto", ""));
+    let ctl = lb(&c).control();
+    assert_eq!(ctl.placement(), nf::component::Placement::Inline);
+    let mut forwarded = 0;
+    for ms in 0..1_000u64 {
+        if (200..500).contains(&ms) && ms % 5 == 0 {
+            let k = (ms / 5) as usize;
+            ctl.request(0, (k / 2) % 4, k % 2 == 1).unwrap();
+        }
+        let (a, p) = client(ms as u32);
+        let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, TcpFlags::SYN, b"");
+        let (v, _) = run(&mut c, &mut s, f, ms * 1_000_000);
+        forwarded += usize::from(v == Verdict::Forward);
+        // the component's thread keeps up in real time, as it would
+        if ctl.placement() == nf::component::Placement::Core {
+            ctl.wait_idle(Duration::from_secs(5));
+        }
+    }
+    assert_eq!(forwarded, 1_000, "no packet dropped");
+    let d = ctl.decisions();
+    let to: Vec<_> = d.iter().map(|d| (d.to, d.at_ns / 1_000_000)).collect();
+    assert_eq!(to.len(), 2, "{d:?}");
+    assert_eq!(to[0].0, nf::component::Placement::Core);
+    assert!(
+        (220..=260).contains(&to[0].1),
+        "to the core after 3 busy periods: {to:?}"
+    );
+    assert!(d[0].reason.contains("saves the workers"), "{}", d[0].reason);
+    assert_eq!(to[1].0, nf::component::Placement::Inline);
+    assert!(
+        (500..=560).contains(&to[1].1),
+        "back after 3 quiet periods: {to:?}"
+    );
+    let n = counters(&c);
+    assert_eq!(n["placement_changes"], 2);
+    assert_eq!(n["control_inline"] + n["control_core"], 60);
+    assert!(n["control_core"] > 40, "{n:?}");
+}

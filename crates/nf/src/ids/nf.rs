@@ -325,6 +325,13 @@ impl Ids {
                 Remote::spawn(&format!("{}-match", self.meta.name), ring, component())
                     .map_err(|e| format!("starting the matching component: {e}"))?,
             ),
+            Placement::Auto => {
+                return Err(
+                    "`auto`: the IDS's matching is placed `inline` or `core` for a \
+                            run (the director places the load balancer's control component)"
+                        .into(),
+                )
+            }
         };
         self.shared = Arc::new(Shared { remote });
         Ok(self)

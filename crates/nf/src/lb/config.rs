@@ -36,7 +36,8 @@ pub struct LbSection {
     /// The virtual services.
     #[serde(default)]
     pub service: Vec<ServiceSection>,
-    /// Where the control component runs: `inline` or `core`.
+    /// Where the control component runs: `inline`, `core`, or `auto` (the
+    /// director moves it while traffic flows).
     #[serde(default)]
     pub placement: Placement,
     /// Policy requests the control component can hold queued.

@@ -23,14 +23,15 @@
 //! [`Service::set_healthy`] remains the direct call (it runs in the caller's
 //! thread, whatever the placement).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
 use super::service::Service;
 use crate::component::{Placement, Remote};
+use crate::director::{Decision, Director, DirectorConfig, Period};
 
 /// A policy request: backend `backend` of service `service` goes up or down.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -85,20 +86,40 @@ impl ControlStats {
     }
 }
 
-enum Path {
-    /// Requests for the data component to apply.
-    Inline {
-        queue: Box<ArrayQueue<PolicyRequest>>,
-        /// Set while one worker drains the queue, so another never waits on it.
-        draining: AtomicBool,
-    },
-    /// The component thread.
-    Core(Remote<PolicyRequest>),
+const INLINE: u8 = 0;
+const CORE: u8 = 1;
+
+/// `placement = "auto"`: the director and what it last saw.
+struct Auto {
+    director: Director,
+    /// Requests applied and their time, wherever, at the last period's end.
+    seen: (u64, u64),
+    /// When the last period ended (chain time).
+    last_ns: u64,
 }
 
 /// The control component: where requests go, the schedule, the statistics.
+///
+/// Both paths exist when the component thread does (`core` and `auto`): the
+/// inline queue that the data components drain and the thread's ring.
+/// [`submit`](Self::submit) sends a request where the placement says, except
+/// that while the other path still holds requests it keeps sending there, so
+/// requests are applied in the order they were accepted across a change.
 pub(super) struct Control {
-    path: Path,
+    queue: ArrayQueue<PolicyRequest>,
+    /// Set while one worker drains the queue, so another never waits on it.
+    draining: AtomicBool,
+    /// Requests in the inline queue or being applied from it.
+    inline_pending: AtomicUsize,
+    remote: Option<Remote<PolicyRequest>>,
+    /// Where requests go now: `INLINE` or `CORE`.
+    want: AtomicU8,
+    configured: Placement,
+    auto: Option<Mutex<Auto>>,
+    /// When the director looks next (chain time; `u64::MAX`: never).
+    next_look: AtomicU64,
+    /// The director's decisions.
+    pub(super) decisions: Mutex<Vec<Decision>>,
     pub(super) stats: Arc<ControlStats>,
     /// Room for queued requests.
     ring: usize,
@@ -106,6 +127,9 @@ pub(super) struct Control {
     /// Index of the next schedule entry not yet issued.
     next: AtomicUsize,
 }
+
+/// How often the director looks (chain time).
+const DIRECTOR_PERIOD_NS: u64 = 10_000_000;
 
 impl Control {
     /// A control component placed at `placement` with room for `ring` queued
@@ -131,14 +155,11 @@ impl Control {
             return Err("the control ring needs room for at least one request".into());
         }
         schedule.sort_by_key(|s| s.at_ns);
-        let path = match placement {
-            Placement::Inline => Path::Inline {
-                queue: Box::new(ArrayQueue::new(ring)),
-                draining: AtomicBool::new(false),
-            },
-            Placement::Core => {
+        let remote = match placement {
+            Placement::Inline => None,
+            Placement::Core | Placement::Auto => {
                 let st = stats.clone();
-                Path::Core(
+                Some(
                     Remote::spawn("lb-control", ring, move |r| {
                         let ns = st.apply(&services, r);
                         // Relaxed: statistics.
@@ -149,8 +170,27 @@ impl Control {
                 )
             }
         };
+        let auto = (placement == Placement::Auto).then(|| {
+            Mutex::new(Auto {
+                director: Director::new(DirectorConfig::default(), Placement::Inline),
+                seen: (0, 0),
+                last_ns: 0,
+            })
+        });
         Ok(Control {
-            path,
+            queue: ArrayQueue::new(ring),
+            draining: AtomicBool::new(false),
+            inline_pending: AtomicUsize::new(0),
+            remote,
+            want: AtomicU8::new(if placement == Placement::Core {
+                CORE
+            } else {
+                INLINE
+            }),
+            configured: placement,
+            next_look: AtomicU64::new(if auto.is_some() { 0 } else { u64::MAX }),
+            auto,
+            decisions: Mutex::new(Vec::new()),
             stats,
             ring,
             schedule,
@@ -164,7 +204,7 @@ impl Control {
     pub(super) fn carried(&self, services: Arc<Vec<Service>>) -> Result<Control, String> {
         let c = Control::with_stats(
             services,
-            self.placement(),
+            self.configured,
             self.ring,
             self.schedule.clone(),
             self.stats.clone(),
@@ -192,18 +232,64 @@ impl Control {
             .collect()
     }
 
+    /// Where requests go now (`auto`: where the director put them).
     pub(super) fn placement(&self) -> Placement {
-        match self.path {
-            Path::Inline { .. } => Placement::Inline,
-            Path::Core(_) => Placement::Core,
+        // Relaxed: a report.
+        if self.want.load(Ordering::Relaxed) == CORE {
+            Placement::Core
+        } else {
+            Placement::Inline
         }
+    }
+
+    /// The configured placement (`auto` included).
+    pub(super) fn configured(&self) -> Placement {
+        self.configured
+    }
+
+    /// Sends the requests accepted from now on to `p` (inline or core; the
+    /// component thread must exist for core). The ones already accepted are
+    /// applied first, wherever they wait.
+    pub(super) fn set_placement(&self, p: Placement) -> Result<(), String> {
+        let v = match p {
+            Placement::Inline => INLINE,
+            Placement::Core if self.remote.is_some() => CORE,
+            _ => {
+                return Err(format!(
+                    "cannot place the control component `{}` now",
+                    p.name()
+                ))
+            }
+        };
+        // Release: pairs with the Acquire load in `submit`.
+        self.want.store(v, Ordering::Release);
+        Ok(())
     }
 
     /// Queues a (validated) request; `Err` when the ring is full.
     pub(super) fn submit(&self, r: PolicyRequest) -> Result<(), String> {
-        let full = match &self.path {
-            Path::Inline { queue, .. } => queue.push(r).is_err(),
-            Path::Core(remote) => remote.submit(r).is_err(),
+        // Acquire: pairs with the Release store in `set_placement`.
+        let core = self.want.load(Ordering::Acquire) == CORE;
+        let remote = self.remote.as_ref().filter(|rm| {
+            if core {
+                // Acquire: pairs with the Release decrement after an inline
+                // request is applied (it is done before this one goes on).
+                self.inline_pending.load(Ordering::Acquire) == 0
+            } else {
+                rm.submitted() > rm.handled()
+            }
+        });
+        let full = match remote {
+            Some(rm) => rm.submit(r).is_err(),
+            None => {
+                // AcqRel: counted before it can be popped (see the decrement).
+                self.inline_pending.fetch_add(1, Ordering::AcqRel);
+                let full = self.queue.push(r).is_err();
+                if full {
+                    self.inline_pending.fetch_sub(1, Ordering::AcqRel);
+                }
+                full
+            }
         };
         if full {
             return Err("the control ring is full; retry later".into());
@@ -215,10 +301,12 @@ impl Control {
 
     /// Requests accepted but not applied yet.
     pub(super) fn pending(&self) -> usize {
-        match &self.path {
-            Path::Inline { queue, .. } => queue.len(),
-            Path::Core(remote) => remote.pending(),
-        }
+        // Acquire: pairs with the Release decrement after an inline apply.
+        self.inline_pending.load(Ordering::Acquire)
+            + self
+                .remote
+                .as_ref()
+                .map_or(0, |r| (r.submitted() - r.handled()) as usize)
     }
 
     /// The time of the next schedule entry not yet issued (`u64::MAX`: none).
@@ -229,35 +317,82 @@ impl Control {
     }
 
     /// The data component's hook, before each packet: issues the schedule's due
-    /// entries (each exactly once, whichever worker gets there first) and, when
-    /// placed inline, applies the queued requests. Never waits: if another worker
-    /// is applying, this one goes on. Returns the next due time.
+    /// entries (each exactly once, whichever worker gets there first), applies
+    /// the inline queue's requests, and with `auto` lets the director look
+    /// once a period. Never waits: if another worker is applying or
+    /// directing, this one goes on. Returns the next due time.
     #[inline]
     pub(super) fn poll(&self, services: &[Service], now_ns: u64, due: u64) -> u64 {
         let mut due = due;
         if now_ns >= due {
             due = self.play(now_ns);
         }
-        if let Path::Inline { queue, draining } = &self.path {
-            if !queue.is_empty()
-                // Acquire: pairs with the Release store below — this drainer sees
-                // the tables the previous one published (they are also published
-                // through the tables' own pointer swaps).
-                && draining
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                while let Some(r) = queue.pop() {
-                    let ns = self.stats.apply(services, r);
-                    // Relaxed: statistics.
-                    self.stats.inline.fetch_add(1, Ordering::Relaxed);
-                    self.stats.inline_ns.fetch_add(ns, Ordering::Relaxed);
-                }
-                // Release: pairs with the Acquire exchange above.
-                draining.store(false, Ordering::Release);
+        if !self.queue.is_empty()
+            // Acquire: pairs with the Release store below — this drainer sees
+            // the tables the previous one published (they are also published
+            // through the tables' own pointer swaps).
+            && self
+                .draining
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            while let Some(r) = self.queue.pop() {
+                let ns = self.stats.apply(services, r);
+                // Relaxed: statistics.
+                self.stats.inline.fetch_add(1, Ordering::Relaxed);
+                self.stats.inline_ns.fetch_add(ns, Ordering::Relaxed);
+                // Release: pairs with the Acquire loads in `submit` and
+                // `pending` (the request is applied).
+                self.inline_pending.fetch_sub(1, Ordering::Release);
             }
+            // Release: pairs with the Acquire exchange above.
+            self.draining.store(false, Ordering::Release);
+        }
+        // Relaxed: a time to compare; the director's state is under its lock.
+        if now_ns >= self.next_look.load(Ordering::Relaxed) {
+            self.direct(now_ns);
         }
         due
+    }
+
+    /// The director's look at the last period (whoever takes the lock).
+    #[cold]
+    fn direct(&self, now_ns: u64) {
+        let Some(Ok(mut a)) = self.auto.as_ref().map(|m| m.try_lock()) else {
+            return;
+        };
+        // Relaxed: the time alone; the lock orders the rest.
+        self.next_look
+            .store(now_ns.saturating_add(DIRECTOR_PERIOD_NS), Ordering::Relaxed);
+        let s = &self.stats;
+        // Relaxed: statistics, deltas over a period.
+        let l = |x: &AtomicU64| x.load(Ordering::Relaxed);
+        let now = (l(&s.inline) + l(&s.core), l(&s.inline_ns) + l(&s.core_ns));
+        let period = Period {
+            len_ns: now_ns.saturating_sub(a.last_ns),
+            jobs: now.0 - a.seen.0,
+            job_ns: now.1 - a.seen.1,
+        };
+        a.seen = now;
+        a.last_ns = now_ns;
+        if period.len_ns == 0 || now_ns < DIRECTOR_PERIOD_NS {
+            return;
+        }
+        if let Some(d) = a.director.observe(now_ns, &period) {
+            if self.set_placement(d.to).is_ok() {
+                eprintln!(
+                    "flowshift: director: load balancer control → {} at {:.3} s ({})",
+                    d.to.name(),
+                    now_ns as f64 / 1e9,
+                    d.reason
+                );
+                if let Ok(mut v) = self.decisions.lock() {
+                    if v.len() < 1_000 {
+                        v.push(d);
+                    }
+                }
+            }
+        }
     }
 
     fn play(&self, now_ns: u64) -> u64 {
@@ -283,20 +418,21 @@ impl Control {
         }
     }
 
-    /// With placement `core`: waits (bounded) until the component has applied
-    /// every accepted request. Inline: true when none is queued.
+    /// Waits (bounded) until the component thread has applied every request
+    /// it accepted; true when, besides, the inline queue is empty (the data
+    /// components apply it before their next packet).
     pub(super) fn wait_idle(&self, timeout: Duration) -> bool {
-        match &self.path {
-            Path::Inline { queue, .. } => queue.is_empty(),
-            Path::Core(remote) => remote.wait_idle(timeout),
-        }
+        let remote = self.remote.as_ref().is_none_or(|r| r.wait_idle(timeout));
+        // Acquire: pairs with the Release decrement after an inline apply.
+        remote && self.inline_pending.load(Ordering::Acquire) == 0
     }
 
     /// The statistics as report counters.
-    pub(super) fn counters(&self) -> [(&'static str, u64); 8] {
+    pub(super) fn counters(&self) -> [(&'static str, u64); 10] {
         let s = &self.stats;
         // Relaxed: statistics (settled by `wait_idle` before a report).
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let changes = self.decisions.lock().map_or(0, |d| d.len() as u64);
         [
             ("control_requests", l(&s.requests)),
             ("control_inline", l(&s.inline)),
@@ -306,6 +442,11 @@ impl Control {
             ("control_pending", self.pending() as u64),
             ("control_failed", l(&s.failed)),
             ("table_entries_moved", l(&s.entries_moved)),
+            (
+                "control_on_core",
+                u64::from(self.placement() == Placement::Core),
+            ),
+            ("placement_changes", changes),
         ]
     }
 }
@@ -360,9 +501,26 @@ impl LbControl {
         })
     }
 
-    /// Where the control component runs.
+    /// Where the control component runs now (with `auto`, where the
+    /// director put it).
     pub fn placement(&self) -> Placement {
         self.component.placement()
+    }
+
+    /// Moves the control component (`inline`, or `core` when it was
+    /// configured `core` or `auto`): requests accepted from now on go there,
+    /// after the ones already accepted.
+    pub fn set_placement(&self, p: Placement) -> Result<(), String> {
+        self.component.set_placement(p)
+    }
+
+    /// The director's decisions so far (`auto`), with their reasons.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.component
+            .decisions
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default()
     }
 
     /// Requests accepted and not applied yet.

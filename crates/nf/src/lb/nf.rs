@@ -75,7 +75,7 @@ impl Shared {
             );
         }
         let (old_ctl, new_ctl) = (&self.control.component, &new.control.component);
-        if new_ctl.placement() != old_ctl.placement() {
+        if new_ctl.configured() != old_ctl.configured() {
             return Err("`placement` cannot change live".into());
         }
         if new_ctl.schedule_named(new.control.services())
