@@ -694,7 +694,7 @@ fn requests_keep_their_order_across_placement_changes() {
                 let mut n = 0u64;
                 // Relaxed: the flag only ends the loop
                 while flipping.load(Ordering::Relaxed) {
-                    let p = if n % 2 == 0 {
+                    let p = if n.is_multiple_of(2) {
                         nf::component::Placement::Inline
                     } else {
                         nf::component::Placement::Core
