@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
-# cores; this machine has 2). Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|fig1|all]
+# cores; this machine has 2) and, for GranularNF's, the runtime.
+# Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|fig1|fig9|all]
 # Traces and results go to out/exp/ (ignored by git). Needs a release build:
 #   cargo build --release -p flowshift-cli
 set -euo pipefail
@@ -198,4 +199,49 @@ if [[ $what == fig1 || $what == all ]]; then
   # Dyssect Fig. 1: one core runs a NAT over 1 M Zipf α 1.1 flows in bursts of
   # 32, in memory, with 1 … 128 shards (each table sized for its share)
   "$fs" bench-shards --json out/exp/fig1.json | tee out/exp/fig1.txt
+fi
+
+if [[ $what == fig9 || $what == all ]]; then
+  # GranularNF Fig. 9: the load balancer's control component re-placed while
+  # traffic flows. 3 s of traffic through the runtime (one worker: with the
+  # NIC-model thread that is this machine's two CPUs); from 1 s to
+  # 2 s a policy request every 5 ms (a backend down, then up: the Maglev table
+  # rebuilt each time); the director (`placement = "auto"`) moves the
+  # component to its core and back. Throughput per 100 ms from the report's
+  # 10 ms windows, the director's decisions from its log.
+  gen fig9 --flows 20000 --packets 600000 --rate 0.2mpps --tcp-share 1.0 --sizes fixed:128 \
+    --server 198.18.0.1:443
+  {
+    printf '[[nf]]\nkind = "lb"\nplacement = "auto"\n'
+    printf 'snat = ["192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.13"]\n'
+    printf '[[nf.service]]\nvip = "198.18.0.1:443"\n'
+    printf 'backends = ["10.1.0.1:8443", "10.1.0.2:8443", "10.1.0.3:8443", "10.1.0.4:8443"]\n'
+    for i in $(seq 0 199); do
+      printf '[[nf.health]]\nat = "%dms"\nservice = "198.18.0.1:443"\n' $((1000 + 5 * i))
+      printf 'backend = "10.1.0.%d:8443"\nup = %s\n' $(( (i / 2) % 4 + 1 )) "$([ $((i % 2)) = 1 ] && echo true || echo false)"
+    done
+  } > out/exp/fig9.toml
+  "$fs" run --config out/exp/fig9.toml --input out/exp/fig9.pcap --speed 1 --workers 1 \
+    --json out/exp/fig9.json > out/exp/fig9.txt 2> out/exp/fig9.log
+  grep director out/exp/fig9.log | tee -a out/exp/fig9.txt
+  python3 - <<'PY' | tee -a out/exp/fig9.txt
+import json
+r = json.load(open('out/exp/fig9.json'))
+w = r['windows']
+print('t (s)   Mpps  (100 ms bins)')
+for i in range(0, len(w), 10):
+    b = w[i:i + 10]
+    n = sum(sum(x['packets']) for x in b)
+    dt = (b[-1]['t_ns'] - (w[i - 1]['t_ns'] if i else 0)) / 1e9
+    print(f"{b[-1]['t_ns'] / 1e9:5.2f}  {n / dt / 1e6:5.3f}")
+print('dropped', sum(r['drops'].values()), 'of', r['packets_in'])
+PY
+  # the same run with the component fixed inline and fixed on its core: the
+  # packets' latency is what the placement changes
+  for p in inline core auto; do
+    sed "s/placement = \"auto\"/placement = \"$p\"/" out/exp/fig9.toml > "out/exp/fig9-$p.toml"
+    printf '%-6s ' "$p" | tee -a out/exp/fig9.txt
+    "$fs" run --config "out/exp/fig9-$p.toml" --input out/exp/fig9.pcap --speed 1 --workers 1 \
+      2>/dev/null | grep -E '^latency +all' | tee -a out/exp/fig9.txt
+  done
 fi

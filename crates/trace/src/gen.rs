@@ -181,7 +181,11 @@ impl Generator {
         let mut flows = Vec::with_capacity(n);
         for f in 0..n {
             let tuple = loop {
-                let t = endpoints(&mut rng, tcp[f], v6[f]);
+                let mut t = endpoints(&mut rng, tcp[f], v6[f]);
+                if let Some(s) = spec.server {
+                    t.dst = IpAddr::V4(*s.ip());
+                    t.dst_port = s.port();
+                }
                 if seen.insert(t.canonical().0) {
                     break t;
                 }

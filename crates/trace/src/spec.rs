@@ -109,6 +109,9 @@ pub struct TraceSpec {
     /// Share of the connections' packets sent before the flood starts (0..1); the
     /// flood's SYNs are then spread evenly among the remaining packets.
     pub syn_flood_after: f64,
+    /// Every connection to this one server endpoint (a service's address, as
+    /// a load balancer's VIP) instead of random ones; IPv4 only.
+    pub server: Option<core::net::SocketAddrV4>,
 }
 
 impl Default for TraceSpec {
@@ -128,6 +131,7 @@ impl Default for TraceSpec {
             rate: Rate::Gbps(10.0),
             active_flows: 1024,
             lifetimes: Lifetimes::Equal,
+            server: None,
             syn_flood: 0,
             syn_flood_after: 0.25,
         }
@@ -166,6 +170,15 @@ pub const TCP_MIN_PACKETS: u64 = 6;
 impl TraceSpec {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), SpecError> {
+        if let Some(s) = self.server {
+            if self.ipv6_share > 0.0 {
+                return Err(err(
+                    "server",
+                    s,
+                    "is an IPv4 endpoint: leave ipv6_share at 0",
+                ));
+            }
+        }
         if self.flows == 0 || self.flows > MAX_FLOWS {
             return Err(err(
                 "flows",

@@ -69,6 +69,10 @@ pub struct GenArgs {
     /// Share of the connections' packets before the flood starts, 0..1 [default: 0.25].
     #[arg(long)]
     pub syn_flood_after: Option<f64>,
+    /// Every connection to this one server endpoint, e.g. a load balancer's
+    /// VIP 198.18.0.1:443 [default: random servers in 198.18.0.0/15].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub server: Option<std::net::SocketAddrV4>,
     /// Traffic as a 5G UPF sees it: the clients become N UEs (10.60.0.1 on),
     /// their packets tunnelled in GTP-U from the gNB (192.0.2.2, TEID i + 1)
     /// to the UPF (192.0.2.1), the servers' packets plain to the UE; a UPF
@@ -111,6 +115,9 @@ impl GenArgs {
             syn_flood,
             syn_flood_after
         );
+        if self.server.is_some() {
+            s.server = self.server;
+        }
         s.validate()?;
         Ok(s)
     }
