@@ -400,6 +400,42 @@ fn bench_compares_shared_state_with_the_delayed_merge() {
     }
 }
 
+/// `bench --placement`: the IDS's matching inline and on its core over the
+/// sweep's 12 cells, both measured, the director's pick in each, the ratio
+/// it predicted consistent with its pick.
+#[test]
+fn bench_sweeps_the_ids_placement_with_the_directors_pick() {
+    let json = std::env::temp_dir().join(format!("fs-place-{}.json", std::process::id()));
+    let out = ok(&flowshift(&[
+        "bench",
+        "--placement",
+        "--packets",
+        "4000",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("director"), "{out}");
+    let cells: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let cells = cells.as_array().unwrap();
+    assert_eq!(cells.len(), 12);
+    for c in cells {
+        for k in ["inline", "core"] {
+            assert!(c[k][0].as_f64().unwrap() > 0.0, "{c}");
+        }
+        assert!(c["scan_ns"].as_f64().unwrap() >= 0.0, "{c}");
+        let pick = c["director"].as_str().unwrap();
+        assert!(pick == "inline" || pick == "core", "{c}");
+        // its reason gives the gain it predicted: a core only above ×1.03
+        let reason = c["reason"].as_str().unwrap();
+        let gain: f64 = reason.split('×').nth(1).unwrap()[..5].parse().unwrap();
+        assert_eq!(pick == "core", gain > 1.03, "{reason}");
+    }
+}
+
 #[test]
 fn bench_prints_every_variant() {
     let json = tmp("bench.json");

@@ -19,6 +19,14 @@
 //! (GranularNF Fig. 11c: "when the frequency is lower and the cost of
 //! offloading action is higher, placement on different cores tends to
 //! perform better").
+//!
+//! A worker that runs flat out ([`Director::saturated`]: an IDS scanning a
+//! share of its packets) is weighed by its time per packet instead: `r` its
+//! own work, `s` jobs per packet, `c` a job inline and `c'` on the
+//! component's core (where the payload arrives from another core's cache):
+//! inline `r + s·c`, on a core `max(r + s·h, s·c')` — the worker and the
+//! component in parallel, the slower one setting the pace. A core must gain
+//! `min_gain` to be worth one.
 
 use crate::component::Placement;
 
@@ -34,6 +42,9 @@ pub struct DirectorConfig {
     pub max_core: f64,
     /// Periods in a row the other placement must be better before a change.
     pub hold: u32,
+    /// A saturated worker's throughput must grow by this share for a core to
+    /// be worth giving a component.
+    pub min_gain: f64,
 }
 
 impl Default for DirectorConfig {
@@ -43,6 +54,7 @@ impl Default for DirectorConfig {
             min_share: 0.01,
             max_core: 0.9,
             hold: 3,
+            min_gain: 0.03,
         }
     }
 }
@@ -56,6 +68,30 @@ pub struct Period {
     pub jobs: u64,
     /// Their time, wherever they ran (ns).
     pub job_ns: u64,
+}
+
+/// A saturated worker's costs per packet (ns), for [`Director::saturated`].
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct Offload {
+    /// The worker's own work per packet, without the jobs.
+    pub rest_ns: f64,
+    /// Jobs per packet.
+    pub share: f64,
+    /// A job's time inline.
+    pub inline_ns: f64,
+    /// A job's time on the component's core.
+    pub core_ns: f64,
+    /// The worker's time to hand a job over.
+    pub handover_ns: f64,
+}
+
+impl Offload {
+    /// Time per packet inline and with the component on its core.
+    pub fn per_packet(&self) -> (f64, f64) {
+        let inline = self.rest_ns + self.share * self.inline_ns;
+        let core = (self.rest_ns + self.share * self.handover_ns).max(self.share * self.core_ns);
+        (inline, core)
+    }
 }
 
 /// A change of placement and why.
@@ -129,6 +165,30 @@ impl Director {
         }
     }
 
+    /// The faster placement for a worker that runs flat out, and why.
+    pub fn saturated(&self, o: &Offload) -> (Placement, String) {
+        let (inline, core) = o.per_packet();
+        let gain = inline / core.max(1e-9);
+        let facts = format!(
+            "{:.0} ns a packet inline, {:.0} on a core ({} bound): ×{gain:.3}",
+            inline,
+            core,
+            if o.share * o.core_ns > o.rest_ns + o.share * o.handover_ns {
+                "the component"
+            } else {
+                "the worker"
+            }
+        );
+        if gain > 1.0 + self.cfg.min_gain {
+            (Placement::Core, facts)
+        } else {
+            (
+                Placement::Inline,
+                format!("{facts}, under ×{:.2}", 1.0 + self.cfg.min_gain),
+            )
+        }
+    }
+
     /// Takes a period's measurements at `now_ns`; a change when the other
     /// placement has been better for `hold` periods in a row.
     pub fn observe(&mut self, now_ns: u64, p: &Period) -> Option<Decision> {
@@ -179,6 +239,32 @@ mod tests {
         assert_eq!(p, Placement::Inline);
         assert!(why.contains("fall behind"), "{why}");
         assert_eq!(d.better(&Period::default()).0, Placement::Inline);
+    }
+
+    #[test]
+    fn a_saturated_worker_offloads_what_the_component_does_faster_in_parallel() {
+        let d = Director::new(DirectorConfig::default(), Placement::Inline);
+        let o = |share: f64, c: f64, c2: f64, h: f64| Offload {
+            rest_ns: 60.0,
+            share,
+            inline_ns: c,
+            core_ns: c2,
+            handover_ns: h,
+        };
+        // rare expensive scans: the worker's own work runs beside them
+        assert_eq!(
+            d.saturated(&o(0.05, 9_000.0, 9_500.0, 900.0)).0,
+            Placement::Core
+        );
+        // a hand-over costs more than the scan it saves
+        assert_eq!(
+            d.saturated(&o(0.05, 140.0, 150.0, 1_100.0)).0,
+            Placement::Inline
+        );
+        // every packet scanned, slower on the other core than inline
+        let (p, why) = d.saturated(&o(1.0, 3_400.0, 3_900.0, 400.0));
+        assert_eq!(p, Placement::Inline);
+        assert!(why.contains("the component bound"), "{why}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 mod baseline;
 mod growth;
 mod memory;
+mod placement;
 mod shared;
 
 use std::path::{Path, PathBuf};
@@ -63,6 +64,11 @@ pub struct BenchArgs {
     /// every 10 ms (`mergeable`), at 1…`--max-workers` threads.
     #[arg(long)]
     pub shared_state: bool,
+    /// Only sweep the IDS's matching inline against on its own core over
+    /// invocation share × payload size (GranularNF Fig. 11), with the
+    /// director's pick per cell (`--packets` per run, `--rounds`).
+    #[arg(long)]
+    pub placement: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -136,6 +142,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         println!("rss_per_flow {:.1}", m.rss_per_flow);
         println!("fill_pause_us {:.0}", m.fill_pause_us);
         println!("ns_per_packet {:.2}", m.ns_per_packet);
+        return Ok(());
+    }
+    if a.placement {
+        let cells = placement::sweep(a.packets.min(1 << 22) as usize, a.rounds)?;
+        if let Some(p) = &a.json {
+            launch::output::json(p, &cells)?;
+        }
         return Ok(());
     }
     if a.shared_state {

@@ -59,6 +59,10 @@ counters! {
         offloaded,
         /// Payloads not scanned because the component's ring was full.
         offload_lost,
+        /// Payloads the matching component took (placement `core`).
+        component_jobs,
+        /// The matching component's time on them (ns).
+        component_ns,
     }
 }
 
@@ -66,6 +70,10 @@ counters! {
 #[derive(Default)]
 struct ComponentCounters {
     scanned: AtomicU64,
+    /// Jobs the component took and its time on them (what the director
+    /// weighs a placement by).
+    jobs: AtomicU64,
+    busy_ns: AtomicU64,
     alerts: AtomicU64,
     alerts_lost: AtomicU64,
     flows_dropped: AtomicU64,
@@ -194,52 +202,70 @@ fn component() -> impl FnMut(ScanJob) + Send + 'static {
         while core.paused.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_micros(200));
         }
-        jobs += 1;
-        if jobs.is_multiple_of(65_536) {
-            // forget idle flows (packet time, like the flow tables' timers)
-            flows.retain(|_, f| f.last_ns.saturating_add(core.idle_ns) > job.ts_ns);
-        }
-        if core.dropped.load().contains(&job.key) {
-            return;
-        }
-        let f = flows.entry((job.key, job.side)).or_insert_with(|| Scanned {
-            st: core.matcher.start(),
-            pr: Progress::default(),
-            last_ns: 0,
-            generation: core.generation,
-        });
-        if job.gap || f.generation != core.generation {
-            f.generation = core.generation;
-            f.st = core.matcher.start();
-            f.pr = Progress::default();
-        }
-        f.last_ns = job.ts_ns;
-        hits.clear();
-        core.matcher
-            .feed(&mut f.st, &mut f.pr, &job.payload, |r| hits.push(r));
+        let t0 = std::time::Instant::now();
+        scan_job(&mut flows, &mut hits, &mut jobs, &job, &core);
         let c = &core.component;
-        // Relaxed (all below): statistics, read after `wait_idle`'s Acquire.
-        c.scanned
-            .fetch_add(job.payload.len() as u64, Ordering::Relaxed);
-        if hits.is_empty() {
-            return;
-        }
-        let o = core.apply(&mut hits, &job.tuple, job.ts_ns);
-        c.alerts.fetch_add(o.alerts, Ordering::Relaxed);
-        c.alerts_lost.fetch_add(o.alerts_lost, Ordering::Relaxed);
-        if o.blacklisted {
-            c.blacklisted.fetch_add(1, Ordering::Relaxed);
-        }
-        if o.blocks && !core.dropped.load().contains(&job.key) {
-            core.dropped.rcu(|s| {
-                let mut s = HashSet::clone(s);
-                s.insert(job.key);
-                s
-            });
-            c.flows_dropped.fetch_add(1, Ordering::Relaxed);
-            flows.remove(&(job.key, Side::Lo));
-            flows.remove(&(job.key, Side::Hi));
-        }
+        // Relaxed: statistics, read after `wait_idle`'s Acquire.
+        c.jobs.fetch_add(1, Ordering::Relaxed);
+        c.busy_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The component's work on one job: the flow's stream scanned on from its
+/// saved state, matches applied.
+fn scan_job(
+    flows: &mut HashMap<(FlowKey, Side), Scanned>,
+    hits: &mut Vec<u32>,
+    jobs: &mut u64,
+    job: &ScanJob,
+    core: &Arc<Core>,
+) {
+    *jobs += 1;
+    if jobs.is_multiple_of(65_536) {
+        // forget idle flows (packet time, like the flow tables' timers)
+        flows.retain(|_, f| f.last_ns.saturating_add(core.idle_ns) > job.ts_ns);
+    }
+    if core.dropped.load().contains(&job.key) {
+        return;
+    }
+    let f = flows.entry((job.key, job.side)).or_insert_with(|| Scanned {
+        st: core.matcher.start(),
+        pr: Progress::default(),
+        last_ns: 0,
+        generation: core.generation,
+    });
+    if job.gap || f.generation != core.generation {
+        f.generation = core.generation;
+        f.st = core.matcher.start();
+        f.pr = Progress::default();
+    }
+    f.last_ns = job.ts_ns;
+    hits.clear();
+    core.matcher
+        .feed(&mut f.st, &mut f.pr, &job.payload, |r| hits.push(r));
+    let c = &core.component;
+    // Relaxed (all below): statistics, read after `wait_idle`'s Acquire.
+    c.scanned
+        .fetch_add(job.payload.len() as u64, Ordering::Relaxed);
+    if hits.is_empty() {
+        return;
+    }
+    let o = core.apply(hits, &job.tuple, job.ts_ns);
+    c.alerts.fetch_add(o.alerts, Ordering::Relaxed);
+    c.alerts_lost.fetch_add(o.alerts_lost, Ordering::Relaxed);
+    if o.blacklisted {
+        c.blacklisted.fetch_add(1, Ordering::Relaxed);
+    }
+    if o.blocks && !core.dropped.load().contains(&job.key) {
+        core.dropped.rcu(|s| {
+            let mut s = HashSet::clone(s);
+            s.insert(job.key);
+            s
+        });
+        c.flows_dropped.fetch_add(1, Ordering::Relaxed);
+        flows.remove(&(job.key, Side::Lo));
+        flows.remove(&(job.key, Side::Hi));
     }
 }
 
@@ -516,6 +542,8 @@ impl Nf for Ids {
                     "alerts_lost" => c.alerts_lost.load(Ordering::Relaxed),
                     "flows_dropped" => c.flows_dropped.load(Ordering::Relaxed),
                     "blacklisted" => c.blacklisted.load(Ordering::Relaxed),
+                    "component_jobs" => c.jobs.load(Ordering::Relaxed),
+                    "component_ns" => c.busy_ns.load(Ordering::Relaxed),
                     _ => 0,
                 };
             }
