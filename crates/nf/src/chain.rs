@@ -1457,6 +1457,11 @@ impl Chain {
                 self.shards
             )),
         }
+        if let Some(n3) = self.hasher.gtp() {
+            s.push_str(&format!(
+                "         G-PDUs to {n3} hashed on the packet inside the tunnel\n"
+            ));
+        }
         s
     }
 }
