@@ -252,6 +252,78 @@ fn matching_on_its_own_core_finds_what_inline_finds() {
     assert_eq!((b["offloaded"], b["offload_lost"]), (with_payload, 0));
 }
 
+/// The matching moved between the worker and its core while the flows go on
+/// (every few packets, at random): each flow's states follow it, so the
+/// alerts and the bytes scanned are exactly those of inline matching — no
+/// payload skipped, scanned twice or out of order, none lost.
+#[test]
+fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    for trial in 0..4 {
+        let mut flows: Vec<Vec<Vec<u8>>> = Vec::new();
+        for _ in 0..200 {
+            let mut s: Vec<u8> = (0..rng.gen_range(0..30))
+                .map(|_| rng.gen_range(b'a'..=b'z'))
+                .collect();
+            if rng.gen_bool(0.4) {
+                s.extend_from_slice(b"attack");
+            }
+            if rng.gen_bool(0.4) {
+                s.extend_from_slice(b" GET /x /exploit77 HTTP");
+            }
+            // cut into 2..9 pieces: patterns span packets, empty ones too
+            let mut cuts: Vec<usize> = (0..rng.gen_range(1..8))
+                .map(|_| rng.gen_range(0..=s.len()))
+                .collect();
+            cuts.push(0);
+            cuts.push(s.len());
+            cuts.sort_unstable();
+            flows.push(cuts.windows(2).map(|w| s[w[0]..w[1]].to_vec()).collect());
+        }
+        let (mut inl, mut s1) = chain(&placed("inline", 16_384));
+        let (mut mov, mut s2) = chain(&placed("core", 16_384));
+        let mut moves = 0;
+        let mut paused = false;
+        for round in 0..9 {
+            for (i, f) in flows.iter().enumerate() {
+                if let Some(p) = f.get(round) {
+                    // now and then the component falls behind: recalled
+                    // flows' payloads queue up behind their recall
+                    if rng.gen_ratio(1, 40) {
+                        paused = !paused;
+                        ids_of(&mov).set_component_paused(paused);
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                    if rng.gen_ratio(1, 5) {
+                        let to = if ids_of(&mov).placement() == nf::component::Placement::Core {
+                            nf::component::Placement::Inline
+                        } else {
+                            nf::component::Placement::Core
+                        };
+                        ids_of(&mov).set_placement(to).unwrap();
+                        moves += 1;
+                    }
+                    let src = format!("10.1.{}.{}", i / 200, i % 200 + 1);
+                    let a = send(&mut inl, &mut s1, &src, 2000 + i as u16, 80, p);
+                    let b = send(&mut mov, &mut s2, &src, 2000 + i as u16, 80, p);
+                    assert_eq!((a, b), (Verdict::Forward, Verdict::Forward));
+                }
+            }
+        }
+        // the last ones handed over are scanned before the counts are read
+        ids_of(&mov).set_component_paused(false);
+        assert!(ids_of(&mov).wait_idle(Duration::from_secs(10)));
+        let (a, b) = (counters(&inl), counters(&mov));
+        assert!(moves > 100, "{moves}");
+        assert!(a["alerts"] > 50, "{a:?}");
+        assert_eq!(a["alerts"], b["alerts"], "trial {trial}: {a:?} {b:?}");
+        assert_eq!(a["scanned"], b["scanned"], "trial {trial}");
+        assert_eq!(b["offload_lost"], 0);
+        assert!(b["offloaded"] > 0 && b["offloaded"] < a["scanned"], "{b:?}");
+    }
+}
+
 /// With the component on its own core a `drop` rule takes effect asynchronously:
 /// the matching packet passes, the flow's packets after the component scanned it
 /// are dropped.

@@ -1,5 +1,6 @@
 //! The IDS's per-flow state: each direction's matcher stream and the rules part-way.
 
+use super::handoff::Recall;
 use super::matcher::{Progress, Stream};
 
 /// The IDS's per-flow state: the matcher's states per direction, how far each
@@ -20,4 +21,9 @@ pub struct IdsFlow {
     /// The generation of the rules its streams are of (a live reload starts
     /// them again).
     pub generation: u32,
+    /// Its matcher states are at the matching component (placement `core`),
+    /// not in `st`.
+    pub at_core: bool,
+    /// Its states are coming back from the component ([`super::handoff`]).
+    pub recall: Option<Recall>,
 }

@@ -13,6 +13,7 @@
 
 mod config;
 pub mod flow;
+pub mod handoff;
 pub mod matcher;
 mod nf;
 pub mod rules;

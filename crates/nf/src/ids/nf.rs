@@ -37,6 +37,7 @@ use state::{Dir, FlowKey, Side};
 use wire::FiveTuple;
 
 pub use super::flow::IdsFlow;
+use super::handoff::{Handoff, Moved, Recall, Returned};
 use super::matcher::{Matcher, Progress, Stream};
 use super::rules::{Action, Rule};
 use crate::component::{Placement, Remote};
@@ -180,6 +181,11 @@ struct ScanJob {
     /// The direction's previous payload was lost: restart its stream.
     gap: bool,
     payload: Vec<u8>,
+    /// The flow's states, moving here from a worker (installed first).
+    moved: Option<Box<Moved>>,
+    /// The flow's states are recalled to the workers: published here after
+    /// each of its jobs from this one on.
+    recall: Option<Arc<Handoff>>,
 }
 
 /// The matching component's state of one flow direction.
@@ -194,6 +200,8 @@ struct Scanned {
 /// The matching component: runs on its own core, fed by every data component.
 fn component() -> impl FnMut(ScanJob) + Send + 'static {
     let mut flows: HashMap<(FlowKey, Side), Scanned> = HashMap::new();
+    // recalled flows: where their states go, their jobs since, the last one's time
+    let mut returning: HashMap<FlowKey, (Arc<Handoff>, u64, u64)> = HashMap::new();
     let mut hits = Vec::new();
     let mut jobs = 0u64;
     move |job: ScanJob| {
@@ -203,7 +211,21 @@ fn component() -> impl FnMut(ScanJob) + Send + 'static {
             std::thread::sleep(Duration::from_micros(200));
         }
         let t0 = std::time::Instant::now();
+        if let Some(h) = &job.recall {
+            returning.insert(job.key, (h.clone(), 0, job.ts_ns));
+        }
         scan_job(&mut flows, &mut hits, &mut jobs, &job, &core);
+        if let Some((h, seq, last)) = returning.get_mut(&job.key) {
+            *seq += 1;
+            *last = job.ts_ns;
+            h.ready.store(Some(Arc::new(Returned {
+                seq: *seq,
+                states: states_of(&flows, job.key, &core),
+            })));
+        }
+        if jobs.is_multiple_of(65_536) {
+            returning.retain(|_, r| r.2.saturating_add(core.idle_ns) > job.ts_ns);
+        }
         let c = &core.component;
         // Relaxed: statistics, read after `wait_idle`'s Acquire.
         c.jobs.fetch_add(1, Ordering::Relaxed);
@@ -212,8 +234,25 @@ fn component() -> impl FnMut(ScanJob) + Send + 'static {
     }
 }
 
-/// The component's work on one job: the flow's stream scanned on from its
-/// saved state, matches applied.
+/// A flow's states at the component, by side (fresh streams where it has
+/// none).
+fn states_of(flows: &HashMap<(FlowKey, Side), Scanned>, key: FlowKey, core: &Core) -> Moved {
+    let get = |side| {
+        flows
+            .get(&(key, side))
+            .map_or((core.matcher.start(), Progress::default()), |s| {
+                (s.st, s.pr.clone())
+            })
+    };
+    let (lo, hi) = (get(Side::Lo), get(Side::Hi));
+    Moved {
+        st: [lo.0, hi.0],
+        pr: [lo.1, hi.1],
+    }
+}
+
+/// The component's work on one job: states moving here installed, the
+/// flow's stream scanned on from its saved state, matches applied.
 fn scan_job(
     flows: &mut HashMap<(FlowKey, Side), Scanned>,
     hits: &mut Vec<u32>,
@@ -225,6 +264,19 @@ fn scan_job(
     if jobs.is_multiple_of(65_536) {
         // forget idle flows (packet time, like the flow tables' timers)
         flows.retain(|_, f| f.last_ns.saturating_add(core.idle_ns) > job.ts_ns);
+    }
+    if let Some(m) = &job.moved {
+        for (i, side) in [Side::Lo, Side::Hi].into_iter().enumerate() {
+            flows.insert(
+                (job.key, side),
+                Scanned {
+                    st: m.st[i],
+                    pr: m.pr[i].clone(),
+                    last_ns: job.ts_ns,
+                    generation: core.generation,
+                },
+            );
+        }
     }
     if core.dropped.load().contains(&job.key) {
         return;
@@ -272,6 +324,17 @@ fn scan_job(
 struct Shared {
     /// The matching component, with placement `core`.
     remote: Option<Remote<ScanJob>>,
+    /// Where flows' matching goes now (`true`: the component); changed live
+    /// by [`Ids::set_placement`].
+    want_core: AtomicBool,
+}
+
+impl Shared {
+    fn wants_core(&self) -> bool {
+        // Relaxed: a flow reads it per packet and moves its own states by
+        // the hand-off protocol (`handoff`); no other memory rides on it.
+        self.remote.is_some() && self.want_core.load(Ordering::Relaxed)
+    }
 }
 
 /// The IDS NF.
@@ -336,7 +399,10 @@ impl Ids {
                 component: Arc::default(),
                 paused: Arc::default(),
             }),
-            shared: Arc::new(Shared { remote: None }),
+            shared: Arc::new(Shared {
+                remote: None,
+                want_core: AtomicBool::new(false),
+            }),
             counters: IdsCounters::default(),
             fired: Vec::new(),
         })
@@ -359,17 +425,38 @@ impl Ids {
                 )
             }
         };
-        self.shared = Arc::new(Shared { remote });
+        let want_core = AtomicBool::new(remote.is_some());
+        self.shared = Arc::new(Shared { remote, want_core });
         Ok(self)
     }
 
-    /// Where the pattern matching runs.
+    /// Where the pattern matching runs (flows move as their packets come).
     pub fn placement(&self) -> Placement {
-        if self.shared.remote.is_some() {
+        if self.shared.wants_core() {
             Placement::Core
         } else {
             Placement::Inline
         }
+    }
+
+    /// Moves the pattern matching while traffic flows (placed `core` at
+    /// build, so that the component exists): each flow's states follow at
+    /// its next packet, without a payload skipped, scanned twice or out of
+    /// order ([`super::handoff`]).
+    pub fn set_placement(&self, p: Placement) -> Result<(), String> {
+        let core = match p {
+            Placement::Inline => false,
+            Placement::Core if self.shared.remote.is_some() => true,
+            _ => {
+                return Err(format!(
+                    "the IDS's matching cannot go `{}`: it was not placed `core` at start",
+                    p.name()
+                ))
+            }
+        };
+        // Relaxed: see `Shared::wants_core`.
+        self.shared.want_core.store(core, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The rules.
@@ -411,42 +498,114 @@ impl Ids {
     /// The data component of placement `core`: drop what is already known to be
     /// dropped, hand the payload over, never wait.
     fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: Box<IdsFlow>) -> Verdict {
-        let core = &self.core;
-        let t = pkt.info.tuple;
-        let (key, side) = FlowKey::of(&t);
-        let dropped = core.dropped.load();
+        let (key, _) = FlowKey::of(&pkt.info.tuple);
+        let dropped = self.core.dropped.load();
         if !dropped.is_empty() && dropped.contains(&key) {
             f.dropped = true;
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
-        let payload = stream_bytes(pkt);
-        if !payload.is_empty() {
+        let recall =
+            (!self.shared.wants_core() && f.recall.is_none()).then(|| Arc::new(Handoff::default()));
+        if !self.hand_over(&mut f, pkt, None, recall) {
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
-            let job = ScanJob {
-                core: core.clone(),
-                key,
-                side,
-                tuple: t,
-                ts_ns: pkt.ts_ns,
-                gap: f.gaps & bit != 0,
-                payload: payload.to_vec(),
-            };
-            let remote = self.shared.remote.as_ref().expect("placement core");
-            match remote.submit(job) {
-                Ok(()) => {
-                    self.counters.offloaded += 1;
-                    f.gaps &= !bit;
-                }
-                Err(_) => {
-                    self.counters.offload_lost += 1;
-                    f.gaps |= bit;
-                }
-            }
+            self.counters.offload_lost += 1;
+            f.gaps |= bit;
         }
         cx.insert(FlowState::Ids(f));
-        cx.set_timeout(core.idle_ns);
+        cx.set_timeout(self.core.idle_ns);
         Verdict::Forward
+    }
+
+    /// Hands the packet's payload to the component, with the flow's states
+    /// moving there or a recall; true when the component took it (or there
+    /// was nothing to hand over).
+    fn hand_over(
+        &mut self,
+        f: &mut IdsFlow,
+        pkt: &Packet,
+        moved: Option<Box<Moved>>,
+        recall: Option<Arc<Handoff>>,
+    ) -> bool {
+        let payload = stream_bytes(pkt);
+        if payload.is_empty() && moved.is_none() && recall.is_none() {
+            return true;
+        }
+        let t = pkt.info.tuple;
+        let (key, side) = FlowKey::of(&t);
+        let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
+        let job = ScanJob {
+            core: self.core.clone(),
+            key,
+            side,
+            tuple: t,
+            ts_ns: pkt.ts_ns,
+            gap: f.gaps & bit != 0,
+            payload: payload.to_vec(),
+            moved,
+            recall: recall.clone(),
+        };
+        let remote = self.shared.remote.as_ref().expect("placement core");
+        if remote.submit(job).is_err() {
+            return false;
+        }
+        self.counters.offloaded += u64::from(!payload.is_empty());
+        f.gaps &= !bit;
+        match (recall, f.recall.as_mut()) {
+            (Some(handoff), _) => f.recall = Some(Recall { handoff, sent: 1 }),
+            (None, Some(r)) => r.sent += 1,
+            (None, None) => {}
+        }
+        true
+    }
+
+    /// Where the flow's matching runs for this packet: its states moved to
+    /// the component or back when the placement changed (`Ok(verdict)`:
+    /// handed to the component), `Err` with the flow to scan it here.
+    fn place_flow(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Packet,
+        mut f: Box<IdsFlow>,
+    ) -> Result<Verdict, Box<IdsFlow>> {
+        let want_core = self.shared.wants_core();
+        let d = usize::from(pkt.dir == Dir::Reply);
+        let sd = usize::from(FlowKey::of(&pkt.info.tuple).1 == Side::Hi);
+        if f.at_core {
+            if want_core {
+                // a recall under way is given up: the states stay there
+                f.recall = None;
+            } else if let Some(m) = f.recall.as_ref().and_then(|r| r.take()) {
+                // every payload handed over is scanned: the states are back
+                f.st[d] = m.st[sd];
+                f.st[1 - d] = m.st[1 - sd];
+                let pr = [m.pr[sd].clone(), m.pr[1 - sd].clone()];
+                f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
+                f.at_core = false;
+                f.recall = None;
+                return Err(f);
+            }
+            return Ok(self.process_data(cx, pkt, f));
+        }
+        if !want_core {
+            return Err(f);
+        }
+        // the states go with this packet's payload
+        let pr = f.progress.take().map(|b| *b).unwrap_or_default();
+        let mut moved = Moved::default();
+        moved.st[sd] = f.st[d];
+        moved.st[1 - sd] = f.st[1 - d];
+        moved.pr[sd] = pr[d].clone();
+        moved.pr[1 - sd] = pr[1 - d].clone();
+        if self.hand_over(&mut f, pkt, Some(Box::new(moved)), None) {
+            f.at_core = true;
+            cx.insert(FlowState::Ids(f));
+            cx.set_timeout(self.core.idle_ns);
+            return Ok(Verdict::Forward);
+        }
+        // the ring is full: this packet is scanned here, the move waits
+        f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
+        Err(f)
     }
 }
 
@@ -469,6 +628,7 @@ impl Nf for Ids {
                 Box::new(IdsFlow {
                     st: [core.matcher.start(); 2],
                     generation: core.generation,
+                    at_core: self.shared.wants_core(),
                     ..IdsFlow::default()
                 })
             }
@@ -484,7 +644,10 @@ impl Nf for Ids {
             return Verdict::Drop(DropCause::IdsDrop);
         }
         if self.shared.remote.is_some() {
-            return self.process_data(cx, pkt, f);
+            f = match self.place_flow(cx, pkt, f) {
+                Ok(v) => return v,
+                Err(f) => f,
+            };
         }
         let d = usize::from(pkt.dir == Dir::Reply);
         let payload = stream_bytes(pkt);
