@@ -402,7 +402,8 @@ fn bench_compares_shared_state_with_the_delayed_merge() {
 
 /// `bench --placement`: the IDS's matching inline and on its core over the
 /// sweep's 12 cells, both measured, the director's pick in each, the ratio
-/// it predicted consistent with its pick.
+/// it predicted consistent with its pick, and a run moved live to the pick
+/// halfway with an inline run's alerts.
 #[test]
 fn bench_sweeps_the_ids_placement_with_the_directors_pick() {
     let json = std::env::temp_dir().join(format!("fs-place-{}.json", std::process::id()));
@@ -433,6 +434,10 @@ fn bench_sweeps_the_ids_placement_with_the_directors_pick() {
         let reason = c["reason"].as_str().unwrap();
         let gain: f64 = reason.split('×').nth(1).unwrap()[..5].parse().unwrap();
         assert_eq!(pick == "core", gain > 1.03, "{reason}");
+        // moved live halfway to its pick, the matching finds what inline finds
+        let live = &c["live_alerts"];
+        assert!(live[0].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(live[0], live[1], "{c}");
     }
 }
 

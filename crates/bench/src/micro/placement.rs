@@ -43,6 +43,9 @@ pub struct Cell {
     pub director: &'static str,
     /// Its reason.
     pub reason: String,
+    /// Alerts of a run that starts inline and moves to the director's pick
+    /// halfway, live, and of an inline run over the same packets.
+    pub live_alerts: (u64, u64),
 }
 
 const RULES: &str = r#"alert tcp any any -> any any (msg:"shellcode"; content:"|90 90 90 90 90 90|"; sid:1;)
@@ -61,7 +64,8 @@ fn chain(placement: &str) -> anyhow::Result<(Chain, Vec<Shard>)> {
 }
 
 /// `n` packets over 400 flows, a share `share` of them with `bytes` of
-/// payload (letters and spaces: scanned, never matched), the rest bare ACKs.
+/// payload (letters and spaces, `cmd.exe` in one payload of 64 where it
+/// fits), the rest bare ACKs.
 fn packets(c: &Chain, n: usize, share: f64, bytes: usize) -> anyhow::Result<Vec<Packet>> {
     let every = (1.0 / share).round().max(1.0) as usize;
     let payload: Vec<u8> = (0..bytes)
@@ -73,12 +77,16 @@ fn packets(c: &Chain, n: usize, share: f64, bytes: usize) -> anyhow::Result<Vec<
             }
         })
         .collect();
+    let mut marked = payload.clone();
+    if bytes >= 16 {
+        marked[..7].copy_from_slice(b"cmd.exe");
+    }
     (0..n)
         .map(|k| {
-            let data = if k % every == 0 {
-                &payload[..]
-            } else {
-                &[][..]
+            let data = match (k % every == 0, k % (64 * every) == 0) {
+                (true, true) => &marked[..],
+                (true, false) => &payload[..],
+                _ => &[][..],
             };
             let f = PacketRepr {
                 eth: EthernetRepr {
@@ -172,6 +180,7 @@ pub fn sweep(n: usize, rounds: usize) -> anyhow::Result<Vec<Cell>> {
                 core_ns: core_scan_ns,
                 handover_ns,
             });
+            let live_alerts = live(&pkts, pick)?;
             let mpps = |v: &[Duration]| {
                 v.iter()
                     .map(|d| n as f64 / d.as_secs_f64() / 1e6)
@@ -188,11 +197,41 @@ pub fn sweep(n: usize, rounds: usize) -> anyhow::Result<Vec<Cell>> {
                 rest_ns,
                 director: pick.name(),
                 reason,
+                live_alerts,
             });
         }
     }
     print(&cells, n, rounds);
     Ok(cells)
+}
+
+/// Alerts of `pkts` run inline for the first half and with the matching at
+/// `pick` for the second (moved live), and of the same packets inline.
+fn live(pkts: &[Packet], pick: Placement) -> anyhow::Result<(u64, u64)> {
+    let (mut cm, mut sm) = chain("core")?;
+    let (mut ci, mut si) = chain("inline")?;
+    fn ids(c: &Chain) -> anyhow::Result<&nf::ids::Ids> {
+        c.nfs()[0]
+            .as_any()
+            .downcast_ref()
+            .ok_or_else(|| anyhow::anyhow!("not an IDS"))
+    }
+    let half = pkts.len() / 2;
+    ids(&cm)?
+        .set_placement(Placement::Inline)
+        .map_err(anyhow::Error::msg)?;
+    time(&mut cm, &mut sm, &pkts[..half])?;
+    ids(&cm)?.set_placement(pick).map_err(anyhow::Error::msg)?;
+    time(&mut cm, &mut sm, &pkts[half..])?;
+    time(&mut ci, &mut si, pkts)?;
+    let alerts = |c: &Chain| {
+        c.nfs()[0]
+            .counters()
+            .into_iter()
+            .find(|k| k.0 == "alerts")
+            .map_or(0, |k| k.1)
+    };
+    Ok((alerts(&cm), alerts(&ci)))
 }
 
 fn print(cells: &[Cell], n: usize, rounds: usize) {
@@ -228,7 +267,7 @@ fn print(cells: &[Cell], n: usize, rounds: usize) {
         }
         .per_packet();
         println!(
-            "{:>6.2} {:>6} {:>8.3} {:>8.3} {:>9.3} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>9.3} {:>8}",
+            "{:>6.2} {:>6} {:>8.3} {:>8.3} {:>9.3} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>9.3} {:>8} {:>11}",
             c.share,
             c.bytes,
             i,
@@ -239,7 +278,8 @@ fn print(cells: &[Cell], n: usize, rounds: usize) {
             c.core_scan_ns,
             c.handover_ns,
             pi / pc,
-            c.director
+            c.director,
+            format!("{}/{}", c.live_alerts.0, c.live_alerts.1)
         );
     }
 }
