@@ -160,4 +160,19 @@ fn bad_upf_input_gets_a_clear_error() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(says), "{text}: {err}");
     }
+    // a PFCP address another socket holds: the run does not start
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap();
+    std::fs::write(
+        &cfg,
+        format!("[[nf]]\nkind = \"upf\"\nn3 = \"192.0.2.1\"\npfcp = \"{at}\"\n"),
+    )
+    .unwrap();
+    let o = flowshift(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("the PFCP endpoint of `upf` at {at}")),
+        "{err}"
+    );
 }

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod natlog;
 pub mod output;
 pub mod packets;
+pub mod pfcp;
 pub mod reload;
 pub mod run;
 pub mod sim;

@@ -640,6 +640,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     }
     let ctl = stopping(a, &sec, ifaces.as_ref(), &mut cfg)?;
     let _control = live(a, &sec, ifaces.is_some(), &mut cfg, (chain_cfg, &chain))?;
+    // (before the run starts: an SMF may install sessions as traffic comes)
+    let _pfcp = crate::pfcp::serve(&chain)?;
     let nat_log = nat_log(a, &sec, &mut chain)?;
     let what = match &ifaces {
         Some(i) => format!("interfaces {} (Ctrl-C to stop)", i.join(", ")),

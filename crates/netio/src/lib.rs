@@ -28,6 +28,7 @@ pub mod bpf;
 pub mod guard;
 pub mod netns;
 pub mod poolbed;
+pub mod responder;
 mod ring;
 pub mod rps;
 pub mod signal;

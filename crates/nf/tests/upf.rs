@@ -283,8 +283,12 @@ fn establish(smf: &mut Smf) -> (u64, u32) {
 #[test]
 fn a_session_over_pfcp_buffers_releases_drops_limits_and_reports_its_usage() {
     let (mut c, mut shards) = chain(PFCP);
-    let addr = upf(&c).pfcp().expect("listening").local_addr();
-    let mut smf = Smf::new(addr, Ipv4Addr::LOCALHOST).unwrap();
+    // the endpoint on a socket of its own, as `flowshift run` gives it
+    let (at, mut endpoint) = upf(&c).pfcp_endpoint().expect("a PFCP address");
+    let server =
+        netio::responder::Responder::start(at, "pfcp", move |b, from| endpoint.answer(b, from))
+            .unwrap();
+    let mut smf = Smf::new(server.local_addr(), Ipv4Addr::LOCALHOST).unwrap();
     smf.log = Some(Vec::new());
 
     // no session before an association

@@ -132,22 +132,17 @@ impl BuildNf for UpfSection {
                 "0 packets: a buffering FAR could hold nothing (at least 1)",
             ));
         }
-        let server = match self.pfcp {
-            Some(addr) => Some(
-                pfcp::Server::start(
-                    addr,
-                    pfcp::Settings {
-                        node_id: self.node_id.unwrap_or(self.n3),
-                        n3: self.n3,
-                        accounting: self.accounting,
-                        qer_burst: self.qer_burst.unwrap_or(64 * 1024),
-                    },
-                    shared.clone(),
-                )
-                .map_err(|e| f.err("pfcp", format!("{addr}: {e}")))?,
-            ),
-            None => None,
-        };
+        let pfcp = self.pfcp.map(|addr| {
+            (
+                addr,
+                pfcp::Settings {
+                    node_id: self.node_id.unwrap_or(self.n3),
+                    n3: self.n3,
+                    accounting: self.accounting,
+                    qer_burst: self.qer_burst.unwrap_or(64 * 1024),
+                },
+            )
+        });
         let name = self.name.clone().unwrap_or_else(|| "upf".into());
         Ok(Box::new(Upf::new(
             name,
@@ -155,7 +150,7 @@ impl BuildNf for UpfSection {
             self.accounting,
             buffer,
             shared,
-            server,
+            pfcp,
         )))
     }
 }

@@ -29,7 +29,7 @@
 //! [[nf]]
 //! kind = "upf"
 //! n3 = "192.0.2.1"          # the UPF's GTP-U address
-//! pfcp = "127.0.0.1:8805"   # where an SMF reaches it (optional)
+//! pfcp = "127.0.0.1:8805"   # where an SMF reaches it (optional; `flowshift run` listens)
 //! [[nf.session]]            # sessions without an SMF (optional)
 //! ue = "10.60.0.1"
 //! teid = 1                  # uplink TEID the UPF owns
@@ -128,8 +128,8 @@ pub struct Upf {
     /// The table generation the buffers were last looked at against.
     seen: u64,
     counters: UpfCounters,
-    /// The PFCP endpoint, kept alive while any instance is.
-    pfcp: Option<Arc<pfcp::Server>>,
+    /// Where its PFCP endpoint listens, and what it needs.
+    pfcp: Option<(core::net::SocketAddr, pfcp::Settings)>,
 }
 
 /// An inner or plain IPv4 packet's addresses and transport ends.
@@ -180,7 +180,7 @@ impl Upf {
         accounting: Accounting,
         buffer: usize,
         shared: Arc<UpfShared>,
-        pfcp: Option<Arc<pfcp::Server>>,
+        pfcp: Option<(core::net::SocketAddr, pfcp::Settings)>,
     ) -> Upf {
         let state = match accounting {
             Accounting::Merged => StateKind::Mergeable,
@@ -204,9 +204,11 @@ impl Upf {
         &self.shared
     }
 
-    /// The PFCP endpoint, if it listens.
-    pub fn pfcp(&self) -> Option<&Arc<pfcp::Server>> {
-        self.pfcp.as_ref()
+    /// Its PFCP endpoint and the address it is to answer on (configured
+    /// `pfcp`), for a driver to give a socket (`flowshift run` does).
+    pub fn pfcp_endpoint(&self) -> Option<(core::net::SocketAddr, pfcp::Endpoint)> {
+        self.pfcp
+            .map(|(addr, settings)| (addr, pfcp::Endpoint::new(settings, self.shared.clone())))
     }
 
     /// This core's volumes (merged accounting).
@@ -414,7 +416,7 @@ impl Nf for Upf {
             buffers: Buffers::new(self.buffers.bound()),
             seen: 0,
             counters: UpfCounters::default(),
-            pfcp: self.pfcp.clone(),
+            pfcp: self.pfcp,
         })
     }
 

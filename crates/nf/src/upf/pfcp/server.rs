@@ -1,14 +1,12 @@
-//! The UPF's PFCP endpoint (N4): a thread on a UDP socket that answers an
-//! SMF's heartbeats, association setup, and session establishment,
-//! modification and deletion, by building a new session table for each
-//! change and swapping it in. The packet path never waits for it.
+//! The UPF's PFCP endpoint (N4): answers an SMF's heartbeats, association
+//! setup, and session establishment, modification and deletion, by building
+//! a new session table for each change and swapping it in. The packet path
+//! never waits for it. Pure: datagrams in, datagrams out; a driver gives it
+//! a socket (`netio::responder`, started by `flowshift run`).
 
 use core::net::{Ipv4Addr, SocketAddr};
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
@@ -42,74 +40,6 @@ pub struct ServerStats {
     pub malformed: AtomicU64,
 }
 
-/// A running endpoint; it stops when dropped.
-pub struct Server {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-    /// What it did.
-    pub stats: Arc<ServerStats>,
-}
-
-impl std::fmt::Debug for Server {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).finish()
-    }
-}
-
-impl Server {
-    /// Binds `addr` and starts answering.
-    pub fn start(
-        addr: SocketAddr,
-        settings: Settings,
-        shared: Arc<UpfShared>,
-    ) -> std::io::Result<Arc<Server>> {
-        let socket = UdpSocket::bind(addr)?;
-        socket.set_read_timeout(Some(Duration::from_millis(50)))?;
-        let addr = socket.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(ServerStats::default());
-        let mut node = Endpoint::new(settings, shared);
-        node.stats = stats.clone();
-        let halt = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("pfcp".into())
-            .spawn(move || {
-                let mut buf = vec![0u8; 65_536];
-                // Relaxed: a flag alone, read again every 50 ms
-                while !halt.load(Ordering::Relaxed) {
-                    let Ok((n, from)) = socket.recv_from(&mut buf) else {
-                        continue;
-                    };
-                    if let Some(reply) = node.answer(&buf[..n], from) {
-                        let _ = socket.send_to(&reply, from);
-                    }
-                }
-            })?;
-        Ok(Arc::new(Server {
-            addr,
-            stop,
-            thread: Mutex::new(Some(thread)),
-            stats,
-        }))
-    }
-
-    /// The address it answers on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Relaxed: see the loop
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Seconds since 1900 (NTP), as Recovery Time Stamps are.
 fn ntp_now() -> u32 {
     let unix = std::time::SystemTime::now()
@@ -128,7 +58,8 @@ pub struct Endpoint {
     next_seid: u64,
     next_teid: u32,
     recovery: u32,
-    stats: Arc<ServerStats>,
+    /// What it did.
+    pub stats: Arc<ServerStats>,
 }
 
 impl Endpoint {
