@@ -252,10 +252,11 @@ fn matching_on_its_own_core_finds_what_inline_finds() {
     assert_eq!((b["offloaded"], b["offload_lost"]), (with_payload, 0));
 }
 
-/// The matching moved between the worker and its core while the flows go on
-/// (every few packets, at random): each flow's states follow it, so the
-/// alerts and the bytes scanned are exactly those of inline matching — no
-/// payload skipped, scanned twice or out of order, none lost.
+/// The matching moved between the worker and one, two or three cores of its
+/// own while the flows go on (every few packets, at random): each flow's
+/// states follow it, so the alerts and the bytes scanned are exactly those
+/// of inline matching — no payload skipped, scanned twice or out of order,
+/// none lost.
 #[test]
 fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
     use rand::{Rng, SeedableRng};
@@ -282,7 +283,11 @@ fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
             flows.push(cuts.windows(2).map(|w| s[w[0]..w[1]].to_vec()).collect());
         }
         let (mut inl, mut s1) = chain(&placed("inline", 16_384));
-        let (mut mov, mut s2) = chain(&placed("core", 16_384));
+        // three matching cores: the matching moves among inline, one, two
+        // and three of them
+        let (mut mov, mut s2) =
+            chain(&placed("core", 16_384).replace("ring = ", "cores = 3\nring = "));
+        assert_eq!(ids_of(&mov).cores(), 3);
         let mut moves = 0;
         let mut paused = false;
         for round in 0..9 {
@@ -296,12 +301,7 @@ fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
                         std::thread::sleep(Duration::from_micros(300));
                     }
                     if rng.gen_ratio(1, 5) {
-                        let to = if ids_of(&mov).placement() == nf::component::Placement::Core {
-                            nf::component::Placement::Inline
-                        } else {
-                            nf::component::Placement::Core
-                        };
-                        ids_of(&mov).set_placement(to).unwrap();
+                        ids_of(&mov).set_cores(rng.gen_range(0..=3)).unwrap();
                         moves += 1;
                     }
                     let src = format!("10.1.{}.{}", i / 200, i % 200 + 1);
@@ -399,7 +399,11 @@ fn a_full_ring_is_counted_and_the_stream_restarts_after_the_gap() {
 fn placement_errors_name_the_field() {
     for (extra, want) in [
         ("placement = \"gpu\"", "nf[0].placement"),
+        ("placement = \"auto\"", "nf[0].placement"),
         ("ring = 0", "nf[0].ring"),
+        ("placement = \"core\"\ncores = 0", "nf[0].cores"),
+        ("placement = \"core\"\ncores = 65", "nf[0].cores"),
+        ("cores = 2", "nf[0].cores"),
     ] {
         let toml = format!(
             "[[nf]]\nkind = \"ids\"\n{extra}\nrules = 'alert tcp any any -> any any (content:\"x\"; sid:1;)'\n"

@@ -33,6 +33,9 @@ pub struct IdsSection {
     /// Payloads the ring to the `core` component holds.
     #[serde(default = "ring")]
     pub ring: usize,
+    /// Matching components with placement `core`, each on a core of its own,
+    /// each flow on one by its key (default 1).
+    pub cores: Option<usize>,
 }
 
 fn ring() -> usize {
@@ -50,6 +53,13 @@ impl BuildNf for IdsSection {
         if self.ring == 0 || self.ring > 1 << 20 {
             return Err(f.err("ring", "must be in 1..=1048576"));
         }
+        if self.cores.is_some() && self.placement != Placement::Core {
+            return Err(f.err("cores", "matching cores are for `placement = \"core\"`"));
+        }
+        let cores = self.cores.unwrap_or(1);
+        if !(1..=64).contains(&cores) {
+            return Err(f.err("cores", format!("{cores}: must be in 1..=64")));
+        }
         let alerts = self.alerts.as_ref().map(|p| f.base.join(p));
         let name = self.name.clone().unwrap_or_else(|| "ids".into());
         let ids = Ids::new(name, rules, alerts.as_deref(), self.idle.as_nanos() as u64)
@@ -62,7 +72,7 @@ impl BuildNf for IdsSection {
                 };
                 f.err(at, e)
             })?
-            .place(self.placement, self.ring)
+            .place_on(self.placement, self.ring, cores)
             .map_err(|e| f.err("placement", e))?;
         Ok(Box::new(ids))
     }

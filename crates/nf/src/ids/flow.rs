@@ -21,9 +21,9 @@ pub struct IdsFlow {
     /// The generation of the rules its streams are of (a live reload starts
     /// them again).
     pub generation: u32,
-    /// Its matcher states are at the matching component (placement `core`),
-    /// not in `st`.
-    pub at_core: bool,
+    /// Its matcher states are at this matching component (placement
+    /// `core`), not in `st`.
+    pub at: Option<u8>,
     /// Its states are coming back from the component ([`super::handoff`]).
     pub recall: Option<Recall>,
 }

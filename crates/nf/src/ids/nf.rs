@@ -26,7 +26,7 @@ use core::net::IpAddr;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -322,18 +322,25 @@ fn scan_job(
 }
 
 struct Shared {
-    /// The matching component, with placement `core`.
-    remote: Option<Remote<ScanJob>>,
-    /// Where flows' matching goes now (`true`: the component); changed live
-    /// by [`Ids::set_placement`].
-    want_core: AtomicBool,
+    /// The matching components, with placement `core` (one per core).
+    remotes: Vec<Remote<ScanJob>>,
+    /// Components in use now (0: inline); changed live by
+    /// [`Ids::set_cores`].
+    active: AtomicUsize,
 }
 
 impl Shared {
-    fn wants_core(&self) -> bool {
+    /// The component a flow's matching goes to now (none: inline).
+    fn target(&self, key: &FlowKey) -> Option<usize> {
         // Relaxed: a flow reads it per packet and moves its own states by
         // the hand-off protocol (`handoff`); no other memory rides on it.
-        self.remote.is_some() && self.want_core.load(Ordering::Relaxed)
+        let k = self.active.load(Ordering::Relaxed).min(self.remotes.len());
+        (k > 0).then(|| key.mix() as usize % k)
+    }
+
+    fn wants_core(&self) -> bool {
+        // Relaxed: see `target`.
+        self.active.load(Ordering::Relaxed) > 0 && !self.remotes.is_empty()
     }
 }
 
@@ -400,8 +407,8 @@ impl Ids {
                 paused: Arc::default(),
             }),
             shared: Arc::new(Shared {
-                remote: None,
-                want_core: AtomicBool::new(false),
+                remotes: Vec::new(),
+                active: AtomicUsize::new(0),
             }),
             counters: IdsCounters::default(),
             fired: Vec::new(),
@@ -410,23 +417,37 @@ impl Ids {
 
     /// Places the pattern matching: `Inline` (as built) or `Core`, a component
     /// thread fed through a ring of `ring` payloads. Call before instances are made.
-    pub fn place(mut self, placement: Placement, ring: usize) -> Result<Ids, String> {
-        let remote = match placement {
-            Placement::Inline => None,
-            Placement::Core => Some(
-                Remote::spawn(&format!("{}-match", self.meta.name), ring, component())
-                    .map_err(|e| format!("starting the matching component: {e}"))?,
-            ),
+    pub fn place(self, placement: Placement, ring: usize) -> Result<Ids, String> {
+        self.place_on(placement, ring, 1)
+    }
+
+    /// [`place`](Self::place) with `cores` matching components for `Core`,
+    /// each flow on one of them by its key.
+    pub fn place_on(
+        mut self,
+        placement: Placement,
+        ring: usize,
+        cores: usize,
+    ) -> Result<Ids, String> {
+        let remotes = match placement {
+            Placement::Inline => Vec::new(),
+            Placement::Core => (0..cores.max(1))
+                .map(|i| {
+                    Remote::spawn(&format!("{}-match{i}", self.meta.name), ring, component())
+                        .map_err(|e| format!("starting the matching component: {e}"))
+                })
+                .collect::<Result<_, _>>()?,
             Placement::Auto => {
                 return Err(
-                    "`auto`: the IDS's matching is placed `inline` or `core` for a \
-                            run (the director places the load balancer's control component)"
+                    "`auto`: the IDS's matching is placed `inline` or `core` at start \
+                     (and moved by `Ids::set_cores`; the director places the load \
+                     balancer's control component)"
                         .into(),
                 )
             }
         };
-        let want_core = AtomicBool::new(remote.is_some());
-        self.shared = Arc::new(Shared { remote, want_core });
+        let active = AtomicUsize::new(remotes.len());
+        self.shared = Arc::new(Shared { remotes, active });
         Ok(self)
     }
 
@@ -439,24 +460,44 @@ impl Ids {
         }
     }
 
-    /// Moves the pattern matching while traffic flows (placed `core` at
-    /// build, so that the component exists): each flow's states follow at
-    /// its next packet, without a payload skipped, scanned twice or out of
-    /// order ([`super::handoff`]).
-    pub fn set_placement(&self, p: Placement) -> Result<(), String> {
-        let core = match p {
-            Placement::Inline => false,
-            Placement::Core if self.shared.remote.is_some() => true,
-            _ => {
-                return Err(format!(
-                    "the IDS's matching cannot go `{}`: it was not placed `core` at start",
-                    p.name()
-                ))
-            }
-        };
-        // Relaxed: see `Shared::wants_core`.
-        self.shared.want_core.store(core, Ordering::Relaxed);
+    /// Matching components in use now (0: inline).
+    pub fn cores(&self) -> usize {
+        // Relaxed: see `Shared::target`.
+        self.shared
+            .active
+            .load(Ordering::Relaxed)
+            .min(self.shared.remotes.len())
+    }
+
+    /// Moves the pattern matching while traffic flows onto `k` of the
+    /// matching components started at build (0: inline): each flow's states
+    /// follow at its next packet, without a payload skipped, scanned twice
+    /// or out of order ([`super::handoff`]).
+    pub fn set_cores(&self, k: usize) -> Result<(), String> {
+        if k > self.shared.remotes.len() {
+            return Err(format!(
+                "{k} matching cores: {} were started (`placement = \"core\"`, `cores`)",
+                self.shared.remotes.len()
+            ));
+        }
+        // Relaxed: see `Shared::target`.
+        self.shared.active.store(k, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// [`set_cores`](Self::set_cores) with every component (`Core`) or none
+    /// (`Inline`).
+    pub fn set_placement(&self, p: Placement) -> Result<(), String> {
+        match p {
+            Placement::Inline => self.set_cores(0),
+            Placement::Core if !self.shared.remotes.is_empty() => {
+                self.set_cores(self.shared.remotes.len())
+            }
+            _ => Err(format!(
+                "the IDS's matching cannot go `{}`: it was not placed `core` at start",
+                p.name()
+            )),
+        }
     }
 
     /// The rules.
@@ -477,15 +518,12 @@ impl Ids {
     /// With placement `core`: waits until the component has scanned every payload
     /// handed to it so far (reports, tests); true at once when inline.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        self.shared
-            .remote
-            .as_ref()
-            .is_none_or(|r| r.wait_idle(timeout))
+        self.shared.remotes.iter().all(|r| r.wait_idle(timeout))
     }
 
-    /// Payloads waiting in the component's ring.
+    /// Payloads waiting in the components' rings.
     pub fn component_pending(&self) -> usize {
-        self.shared.remote.as_ref().map_or(0, |r| r.pending())
+        self.shared.remotes.iter().map(|r| r.pending()).sum()
     }
 
     /// Holds the matching component (payloads queue up, then are counted lost) or
@@ -496,8 +534,14 @@ impl Ids {
     }
 
     /// The data component of placement `core`: drop what is already known to be
-    /// dropped, hand the payload over, never wait.
-    fn process_data(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, mut f: Box<IdsFlow>) -> Verdict {
+    /// dropped, hand the payload over to the flow's component `at`, never wait.
+    fn process_data(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Packet,
+        mut f: Box<IdsFlow>,
+        at: usize,
+    ) -> Verdict {
         let (key, _) = FlowKey::of(&pkt.info.tuple);
         let dropped = self.core.dropped.load();
         if !dropped.is_empty() && dropped.contains(&key) {
@@ -505,9 +549,9 @@ impl Ids {
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
-        let recall =
-            (!self.shared.wants_core() && f.recall.is_none()).then(|| Arc::new(Handoff::default()));
-        if !self.hand_over(&mut f, pkt, None, recall) {
+        let recall = (self.shared.target(&key) != Some(at) && f.recall.is_none())
+            .then(|| Arc::new(Handoff::default()));
+        if !self.hand_over(&mut f, pkt, at, None, recall) {
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
             self.counters.offload_lost += 1;
             f.gaps |= bit;
@@ -524,6 +568,7 @@ impl Ids {
         &mut self,
         f: &mut IdsFlow,
         pkt: &Packet,
+        at: usize,
         moved: Option<Box<Moved>>,
         recall: Option<Arc<Handoff>>,
     ) -> bool {
@@ -545,8 +590,7 @@ impl Ids {
             moved,
             recall: recall.clone(),
         };
-        let remote = self.shared.remote.as_ref().expect("placement core");
-        if remote.submit(job).is_err() {
+        if self.shared.remotes[at].submit(job).is_err() {
             return false;
         }
         self.counters.offloaded += u64::from(!payload.is_empty());
@@ -568,28 +612,31 @@ impl Ids {
         pkt: &mut Packet,
         mut f: Box<IdsFlow>,
     ) -> Result<Verdict, Box<IdsFlow>> {
-        let want_core = self.shared.wants_core();
+        let (key, side) = FlowKey::of(&pkt.info.tuple);
+        let want = self.shared.target(&key);
         let d = usize::from(pkt.dir == Dir::Reply);
-        let sd = usize::from(FlowKey::of(&pkt.info.tuple).1 == Side::Hi);
-        if f.at_core {
-            if want_core {
+        let sd = usize::from(side == Side::Hi);
+        if let Some(at) = f.at {
+            let at = usize::from(at);
+            if want == Some(at) {
                 // a recall under way is given up: the states stay there
                 f.recall = None;
-            } else if let Some(m) = f.recall.as_ref().and_then(|r| r.take()) {
-                // every payload handed over is scanned: the states are back
-                f.st[d] = m.st[sd];
-                f.st[1 - d] = m.st[1 - sd];
-                let pr = [m.pr[sd].clone(), m.pr[1 - sd].clone()];
-                f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
-                f.at_core = false;
-                f.recall = None;
-                return Err(f);
+                return Ok(self.process_data(cx, pkt, f, at));
             }
-            return Ok(self.process_data(cx, pkt, f));
+            let Some(m) = f.recall.as_ref().and_then(|r| r.take()) else {
+                return Ok(self.process_data(cx, pkt, f, at));
+            };
+            // every payload handed over is scanned: the states are back
+            f.st[d] = m.st[sd];
+            f.st[1 - d] = m.st[1 - sd];
+            let pr = [m.pr[sd].clone(), m.pr[1 - sd].clone()];
+            f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
+            f.at = None;
+            f.recall = None;
         }
-        if !want_core {
+        let Some(to) = want else {
             return Err(f);
-        }
+        };
         // the states go with this packet's payload
         let pr = f.progress.take().map(|b| *b).unwrap_or_default();
         let mut moved = Moved::default();
@@ -597,8 +644,8 @@ impl Ids {
         moved.st[1 - sd] = f.st[1 - d];
         moved.pr[sd] = pr[d].clone();
         moved.pr[1 - sd] = pr[1 - d].clone();
-        if self.hand_over(&mut f, pkt, Some(Box::new(moved)), None) {
-            f.at_core = true;
+        if self.hand_over(&mut f, pkt, to, Some(Box::new(moved)), None) {
+            f.at = Some(to as u8);
             cx.insert(FlowState::Ids(f));
             cx.set_timeout(self.core.idle_ns);
             return Ok(Verdict::Forward);
@@ -628,7 +675,7 @@ impl Nf for Ids {
                 Box::new(IdsFlow {
                     st: [core.matcher.start(); 2],
                     generation: core.generation,
-                    at_core: self.shared.wants_core(),
+                    at: self.shared.target(&FlowKey::of(&t).0).map(|i| i as u8),
                     ..IdsFlow::default()
                 })
             }
@@ -643,7 +690,7 @@ impl Nf for Ids {
             cx.insert(FlowState::Ids(f));
             return Verdict::Drop(DropCause::IdsDrop);
         }
-        if self.shared.remote.is_some() {
+        if !self.shared.remotes.is_empty() {
             f = match self.place_flow(cx, pkt, f) {
                 Ok(v) => return v,
                 Err(f) => f,
@@ -694,7 +741,7 @@ impl Nf for Ids {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.counters.list();
-        if self.shared.remote.is_some() {
+        if !self.shared.remotes.is_empty() {
             // the component's own counters, added once per (merged) instance
             let c = &self.core.component;
             for (name, n) in &mut v {
