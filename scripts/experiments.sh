@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The experiments of docs/EXPERIMENTS.md, in the simulator (the papers use 8–16
 # cores; this machine has 2) and, for GranularNF's, the runtime.
-# Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|fig1|fig9|all]
+# Usage: scripts/experiments.sh [fig12|fig12w|uc2|uc1|tablev|fig1|fig9|fig11|all]
 # Traces and results go to out/exp/ (ignored by git). Needs a release build:
 #   cargo build --release -p flowshift-cli
 set -euo pipefail
@@ -244,4 +244,12 @@ PY
     "$fs" run --config "out/exp/fig9-$p.toml" --input out/exp/fig9.pcap --speed 1 --workers 1 \
       2>/dev/null | grep -E '^latency +all' | tee -a out/exp/fig9.txt
   done
+fi
+
+if [[ $what == fig11 || $what == all ]]; then
+  # GranularNF Fig. 11: the IDS's matching inline or on its core over the
+  # share of packets scanned × the payload's size, the director's pick in
+  # each cell, and a run moved live to it (docs/EXPERIMENTS.md §9)
+  "$fs" bench --placement --packets 100000 --rounds 5 --json out/exp/fig11.json \
+    | tee out/exp/fig11.txt
 fi
