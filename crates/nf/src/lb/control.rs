@@ -92,8 +92,11 @@ const CORE: u8 = 1;
 /// `placement = "auto"`: the director and what it last saw.
 struct Auto {
     director: Director,
-    /// Requests applied and their time, wherever, at the last period's end.
-    seen: (u64, u64),
+    /// Requests accepted, requests applied and their time (wherever they
+    /// ran) at the last period's end.
+    seen: (u64, u64, u64),
+    /// A request's time, as last measured (ns).
+    cost_ns: f64,
     /// When the last period ended (chain time).
     last_ns: u64,
 }
@@ -173,7 +176,8 @@ impl Control {
         let auto = (placement == Placement::Auto).then(|| {
             Mutex::new(Auto {
                 director: Director::new(DirectorConfig::default(), Placement::Inline),
-                seen: (0, 0),
+                seen: (0, 0, 0),
+                cost_ns: 0.0,
                 last_ns: 0,
             })
         });
@@ -367,11 +371,23 @@ impl Control {
         let s = &self.stats;
         // Relaxed: statistics, deltas over a period.
         let l = |x: &AtomicU64| x.load(Ordering::Relaxed);
-        let now = (l(&s.inline) + l(&s.core), l(&s.inline_ns) + l(&s.core_ns));
+        let now = (
+            l(&s.requests),
+            l(&s.inline) + l(&s.core),
+            l(&s.inline_ns) + l(&s.core_ns),
+        );
+        // the rate is of the requests that came (a component that falls
+        // behind applies fewer than came); their cost is what the applied
+        // ones took, or the last one measured
+        let applied = now.1 - a.seen.1;
+        if applied > 0 {
+            a.cost_ns = (now.2 - a.seen.2) as f64 / applied as f64;
+        }
+        let jobs = now.0 - a.seen.0;
         let period = Period {
             len_ns: now_ns.saturating_sub(a.last_ns),
-            jobs: now.0 - a.seen.0,
-            job_ns: now.1 - a.seen.1,
+            jobs,
+            job_ns: (jobs as f64 * a.cost_ns) as u64,
         };
         a.seen = now;
         a.last_ns = now_ns;
