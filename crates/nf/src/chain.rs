@@ -1375,6 +1375,15 @@ impl Chain {
         }
     }
 
+    /// Gives every NF the worker's running load at `now_ns`
+    /// ([`Nf::core_load`](crate::Nf::core_load)); a driver calls it every
+    /// timer period.
+    pub fn core_load(&mut self, now_ns: u64, load: crate::director::CoreLoad) {
+        for nf in &mut self.nfs {
+            nf.core_load(now_ns, load);
+        }
+    }
+
     /// True if an NF of the chain shares state across cores (a driver then
     /// merges every period: [`share`](Self::share), [`merge_shared`](Self::merge_shared)).
     pub fn shares_state(&self) -> bool {

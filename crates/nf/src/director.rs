@@ -59,6 +59,19 @@ impl Default for DirectorConfig {
     }
 }
 
+/// A worker's running totals, as the runtime gives them to the chain every
+/// timer period ([`crate::Nf::core_load`]): what a director weighs the
+/// workers' load by.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoreLoad {
+    /// Time spent on packets (ns).
+    pub busy_ns: u64,
+    /// Time waiting for them (ns).
+    pub idle_ns: u64,
+    /// Packets taken.
+    pub packets: u64,
+}
+
 /// What a component's jobs cost in one period.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Period {
@@ -83,14 +96,29 @@ pub struct Offload {
     pub core_ns: f64,
     /// The worker's time to hand a job over.
     pub handover_ns: f64,
+    /// Workers that hand jobs over (at least 1).
+    pub workers: f64,
 }
 
 impl Offload {
     /// Time per packet inline and with the component on its core.
     pub fn per_packet(&self) -> (f64, f64) {
-        let inline = self.rest_ns + self.share * self.inline_ns;
-        let core = (self.rest_ns + self.share * self.handover_ns).max(self.share * self.core_ns);
-        (inline, core)
+        (self.per_packet_on(0), self.per_packet_on(1))
+    }
+
+    /// Time per packet with the component on `k` cores (0: inline).
+    pub fn per_packet_on(&self, k: usize) -> f64 {
+        if k == 0 {
+            return self.rest_ns + self.share * self.inline_ns;
+        }
+        let comp = self.workers.max(1.0) * self.share * self.core_ns / k as f64;
+        (self.rest_ns + self.share * self.handover_ns).max(comp)
+    }
+
+    /// True if on `k` cores the component sets the pace.
+    fn component_bound(&self, k: usize) -> bool {
+        self.workers.max(1.0) * self.share * self.core_ns / k.max(1) as f64
+            > self.rest_ns + self.share * self.handover_ns
     }
 }
 
@@ -101,6 +129,8 @@ pub struct Decision {
     pub at_ns: u64,
     /// The new placement.
     pub to: Placement,
+    /// Component cores from now on (0: inline).
+    pub cores: usize,
     /// The measurements behind it, in words.
     pub reason: String,
 }
@@ -109,29 +139,56 @@ pub struct Decision {
 #[derive(Clone, Debug)]
 pub struct Director {
     cfg: DirectorConfig,
-    current: Placement,
+    /// Component cores now (0: inline).
+    cores: usize,
+    /// The placement wanted over the last periods, and for how many.
+    want: usize,
     streak: u32,
 }
 
 impl Director {
     /// A director of a component now at `current`.
     pub fn new(cfg: DirectorConfig, current: Placement) -> Director {
+        let cores = usize::from(current == Placement::Core);
         Director {
             cfg,
-            current,
+            cores,
+            want: cores,
             streak: 0,
         }
     }
 
     /// Where the component runs now.
     pub fn current(&self) -> Placement {
-        self.current
+        if self.cores == 0 {
+            Placement::Inline
+        } else {
+            Placement::Core
+        }
+    }
+
+    /// Component cores now (0: inline).
+    pub fn cores(&self) -> usize {
+        self.cores
     }
 
     /// The better placement for a period's measurements, and why.
     pub fn better(&self, p: &Period) -> (Placement, String) {
+        let (k, why) = self.better_on(p, 1);
+        let to = if k == 0 {
+            Placement::Inline
+        } else {
+            Placement::Core
+        };
+        (to, why)
+    }
+
+    /// [`better`](Self::better) for a component that can run on up to `max`
+    /// cores: the fewest that keep up (each under `max_core` busy), 0 for
+    /// inline.
+    pub fn better_on(&self, p: &Period, max: usize) -> (usize, String) {
         if p.jobs == 0 || p.len_ns == 0 {
-            return (Placement::Inline, "no jobs: no core is needed".into());
+            return (0, "no jobs: no core is needed".into());
         }
         let secs = p.len_ns as f64 / 1e9;
         let f = p.jobs as f64 / secs;
@@ -144,19 +201,27 @@ impl Director {
             100.0 * f * c / 1e9,
             100.0 * core
         );
-        if core > self.cfg.max_core {
-            (
-                Placement::Inline,
-                format!("{facts}: a core would fall behind"),
-            )
+        let k = (core / self.cfg.max_core).ceil().max(1.0) as usize;
+        if k > max.max(1) {
+            let on = if max > 1 {
+                format!("{max} cores")
+            } else {
+                "a core".into()
+            };
+            (0, format!("{facts}: {on} would fall behind"))
         } else if saved > self.cfg.min_share {
+            let on = if k > 1 {
+                format!("{k} cores save")
+            } else {
+                "a core saves".into()
+            };
             (
-                Placement::Core,
-                format!("{facts}: a core saves the workers {:.1} %", 100.0 * saved),
+                k,
+                format!("{facts}: {on} the workers {:.1} %", 100.0 * saved),
             )
         } else {
             (
-                Placement::Inline,
+                0,
                 format!(
                     "{facts}: a core would save under {:.1} %",
                     100.0 * self.cfg.min_share
@@ -167,45 +232,82 @@ impl Director {
 
     /// The faster placement for a worker that runs flat out, and why.
     pub fn saturated(&self, o: &Offload) -> (Placement, String) {
-        let (inline, core) = o.per_packet();
+        let (k, why) = self.saturated_on(o, 1);
+        let to = if k == 0 {
+            Placement::Inline
+        } else {
+            Placement::Core
+        };
+        (to, why)
+    }
+
+    /// [`saturated`](Self::saturated) for a component that can run on up to
+    /// `max` cores: the fewest within `min_gain` of the fastest (0: inline).
+    pub fn saturated_on(&self, o: &Offload, max: usize) -> (usize, String) {
+        let inline = o.per_packet_on(0);
+        let margin = 1.0 + self.cfg.min_gain;
+        // each core added must gain `min_gain` over one fewer
+        let mut k = 0;
+        for j in 1..=max.max(1) {
+            if o.per_packet_on(k) / o.per_packet_on(j).max(1e-9) > margin {
+                k = j;
+            } else if k > 0 {
+                break;
+            }
+        }
+        let shown = k.max(1);
+        let core = o.per_packet_on(shown);
         let gain = inline / core.max(1e-9);
+        let on = if shown > 1 {
+            format!("on {shown} cores")
+        } else {
+            "on a core".into()
+        };
         let facts = format!(
-            "{:.0} ns a packet inline, {:.0} on a core ({} bound): ×{gain:.3}",
-            inline,
-            core,
-            if o.share * o.core_ns > o.rest_ns + o.share * o.handover_ns {
+            "{inline:.0} ns a packet inline, {core:.0} {on} ({} bound): ×{gain:.3}",
+            if o.component_bound(shown) {
                 "the component"
             } else {
                 "the worker"
             }
         );
-        if gain > 1.0 + self.cfg.min_gain {
-            (Placement::Core, facts)
+        if k > 0 {
+            (k, facts)
         } else {
-            (
-                Placement::Inline,
-                format!("{facts}, under ×{:.2}", 1.0 + self.cfg.min_gain),
-            )
+            (0, format!("{facts}, under ×{margin:.2}"))
         }
     }
 
     /// Takes a period's measurements at `now_ns`; a change when the other
     /// placement has been better for `hold` periods in a row.
     pub fn observe(&mut self, now_ns: u64, p: &Period) -> Option<Decision> {
-        let (want, reason) = self.better(p);
-        if want == self.current {
+        let (want, reason) = self.better_on(p, 1);
+        self.decide(now_ns, want, reason)
+    }
+
+    /// Takes a placement wanted now (`want` component cores, 0: inline, from
+    /// [`better_on`](Self::better_on) or [`saturated_on`](Self::saturated_on))
+    /// at `now_ns`; a change when the same one has been wanted for `hold`
+    /// periods in a row.
+    pub fn decide(&mut self, now_ns: u64, want: usize, reason: String) -> Option<Decision> {
+        if want == self.cores {
             self.streak = 0;
             return None;
+        }
+        if want != self.want {
+            self.want = want;
+            self.streak = 0;
         }
         self.streak += 1;
         if self.streak < self.cfg.hold.max(1) {
             return None;
         }
         self.streak = 0;
-        self.current = want;
+        self.cores = want;
         Some(Decision {
             at_ns: now_ns,
-            to: want,
+            to: self.current(),
+            cores: want,
             reason,
         })
     }
@@ -250,6 +352,7 @@ mod tests {
             inline_ns: c,
             core_ns: c2,
             handover_ns: h,
+            workers: 1.0,
         };
         // rare expensive scans: the worker's own work runs beside them
         assert_eq!(
@@ -287,5 +390,62 @@ mod tests {
             assert_eq!(d.observe(t, &quiet), None);
         }
         assert_eq!(d.observe(8, &quiet).map(|c| c.to), Some(Placement::Inline));
+    }
+
+    #[test]
+    fn a_component_on_several_cores_takes_the_fewest_that_keep_up_or_pay() {
+        let d = Director::new(DirectorConfig::default(), Placement::Inline);
+        // 200 000 jobs a second of 5 µs: a whole core's work
+        let p = period(200_000, 5_000);
+        let (k, why) = d.better_on(&p, 4);
+        assert_eq!(k, 2, "{why}");
+        assert!(why.contains("2 cores save"), "{why}");
+        let (k, why) = d.better_on(&p, 1);
+        assert_eq!(k, 0);
+        assert!(why.contains("a core would fall behind"), "{why}");
+        assert_eq!(d.better_on(&period(100, 500_000), 4).0, 1);
+        // a saturated worker scanning every packet: each core added halves
+        // the component's pace until the worker's own work sets it
+        let o = |rest_ns: f64, c: f64, workers: f64| Offload {
+            rest_ns,
+            share: 1.0,
+            inline_ns: c,
+            core_ns: c * 1.05,
+            handover_ns: 300.0,
+            workers,
+        };
+        let heavy = o(300.0, 2_000.0, 1.0);
+        assert_eq!(heavy.per_packet_on(0), 2_300.0);
+        assert_eq!(heavy.per_packet_on(2), 1_050.0);
+        assert_eq!(heavy.per_packet_on(4), 600.0, "the worker's pace");
+        let (k, why) = d.saturated_on(&heavy, 8);
+        // 3 → 4 cores gains 700 / 600 = ×1.17, 4 → 5 nothing
+        assert_eq!(k, 4, "{why}");
+        assert!(why.contains("on 4 cores (the worker bound)"), "{why}");
+        assert_eq!(d.saturated_on(&heavy, 2).0, 2);
+        // two workers feed the cores twice the jobs
+        assert_eq!(d.saturated_on(&o(300.0, 2_000.0, 2.0), 8).0, 7);
+        // cheap scans stay inline however many cores there are
+        let (k, why) = d.saturated_on(&o(300.0, 100.0, 1.0), 8);
+        assert_eq!(k, 0);
+        assert!(why.contains("under ×1.03"), "{why}");
+    }
+
+    #[test]
+    fn a_change_of_core_count_waits_for_the_same_count_hold_times() {
+        let mut d = Director::new(DirectorConfig::default(), Placement::Inline);
+        let r = || String::from("r");
+        assert_eq!(d.decide(1, 2, r()), None);
+        assert_eq!(d.decide(2, 2, r()), None);
+        assert_eq!(d.decide(3, 1, r()), None, "another count starts again");
+        assert_eq!(d.decide(4, 1, r()), None);
+        let c = d.decide(5, 1, r()).expect("three in a row");
+        assert_eq!((c.to, c.cores), (Placement::Core, 1));
+        assert_eq!(d.decide(6, 1, r()), None, "already there");
+        for t in 7..9 {
+            assert_eq!(d.decide(t, 3, r()), None);
+        }
+        assert_eq!(d.decide(9, 3, r()).map(|c| c.cores), Some(3));
+        assert_eq!(d.cores(), 3);
     }
 }

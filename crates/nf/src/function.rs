@@ -112,6 +112,11 @@ pub trait Nf: Send + Any {
     /// asks after each burst and when idle, and sends them as forwarded —
     /// past the NFs after this one. Default: the NF holds none.
     fn take_released(&mut self, _out: &mut Vec<Packet>) {}
+    /// The worker's running load ([`CoreLoad`](crate::director::CoreLoad)),
+    /// given by the driver every timer period at `now_ns` (its clock): what a
+    /// director that places the NF's component weighs (the IDS's
+    /// `placement = "auto"`). Default: unused.
+    fn core_load(&mut self, _now_ns: u64, _load: crate::director::CoreLoad) {}
     /// Sends the NF's events (a NAT's mappings created and deleted) to
     /// `hub`, for a logger to drain. Default: the NF has none.
     fn log_events(&mut self, _hub: &std::sync::Arc<crate::nat::EventHub>) {}

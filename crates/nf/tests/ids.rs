@@ -324,6 +324,95 @@ fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
     }
 }
 
+/// `placement = "auto"` with up to two matching cores, driven as the
+/// runtime drives it (the worker's load every period): large payloads at a
+/// moderate rate go to one core; the same payloads with the worker flat out
+/// to two (one would set the pace, slower than inline); bare packets bring
+/// the matching back inline. The alerts are exactly an inline run's.
+#[test]
+fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds() {
+    use nf::director::CoreLoad;
+    const PERIOD: u64 = nf::ids::auto::PERIOD_NS;
+    let (mut inl, mut s1) = chain(&placed("inline", 16_384));
+    let (mut auto, mut s2) =
+        chain(&placed("auto", 16_384).replace("ring = ", "cores = 2\nring = "));
+    assert_eq!(ids_of(&auto).cores(), 0, "auto starts inline");
+    // 9 000-byte payloads (a scan of several µs), "attack" in every third
+    let big: Vec<Vec<u8>> = (0..3)
+        .map(|k| {
+            let mut p: Vec<u8> = (0..9_000)
+                .map(|i| b'a' + ((i * 7 + k) % 26) as u8)
+                .collect();
+            if k == 0 {
+                p[4_000..4_006].copy_from_slice(b"attack");
+            }
+            p
+        })
+        .collect();
+    let mut load = CoreLoad::default();
+    let mut now = 0;
+    let mut i = 0u64;
+    // one period: 300 packets over 50 flows; the worker busy for the time
+    // they took, and idle `idle_x` times that
+    let mut period = |inl: &mut Chain, auto: &mut Chain, payload: Option<&[u8]>, idle_x: u64| {
+        let mut busy = 0;
+        for _ in 0..300 {
+            i += 1;
+            let p = payload.unwrap_or(&big[(i % 3) as usize]);
+            let src = format!("10.2.0.{}", i % 50 + 1);
+            let port = 3000 + (i % 50) as u16;
+            let a = send(inl, &mut s1, &src, port, 80, p);
+            // the worker's time is the auto chain's alone
+            let t0 = Instant::now();
+            let b = send(auto, &mut s2, &src, port, 80, p);
+            busy += t0.elapsed().as_nanos() as u64;
+            assert_eq!((a, b), (Verdict::Forward, Verdict::Forward));
+        }
+        load.busy_ns += busy;
+        load.idle_ns += idle_x * busy;
+        load.packets += 300;
+        now += PERIOD;
+        auto.core_load(now, load);
+        ids_of(auto).cores()
+    };
+    let mut seen = vec![];
+    let mut step = |want: usize, payload: Option<&[u8]>, idle_x: u64| {
+        for _ in 0..12 {
+            let k = period(&mut inl, &mut auto, payload, idle_x);
+            if seen.last() != Some(&k) {
+                seen.push(k);
+            }
+            if k == want {
+                return;
+            }
+        }
+        panic!("never on {want} cores: {seen:?}");
+    };
+    // a rate the worker keeps up with, idle most of the time: one core
+    step(1, None, 9);
+    // flat out: one core would set the pace at a scan per packet; two
+    step(2, None, 0);
+    // bare packets: nothing to scan, back inline
+    step(0, Some(b""), 9);
+    assert_eq!(seen, vec![0, 1, 2, 0]);
+    let d = ids_of(&auto).decisions();
+    assert_eq!(d.iter().map(|d| d.cores).collect::<Vec<_>>(), vec![1, 2, 0]);
+    assert!(
+        d[0].reason.contains("a core saves the workers"),
+        "{}",
+        d[0].reason
+    );
+    assert!(d[1].reason.contains("on 2 cores"), "{}", d[1].reason);
+    assert!(d[2].reason.contains("no payloads"), "{}", d[2].reason);
+    assert!(ids_of(&auto).wait_idle(Duration::from_secs(10)));
+    let (a, b) = (counters(&inl), counters(&auto));
+    assert!(a["alerts"] > 50, "{a:?}");
+    assert_eq!(a["alerts"], b["alerts"], "{a:?} {b:?}");
+    assert_eq!(a["scanned"], b["scanned"]);
+    assert_eq!(b["offload_lost"], 0);
+    assert_eq!((b["placement_changes"], b["matching_cores"]), (3, 0));
+}
+
 /// With the component on its own core a `drop` rule takes effect asynchronously:
 /// the matching packet passes, the flow's packets after the component scanned it
 /// are dropped.
@@ -399,7 +488,7 @@ fn a_full_ring_is_counted_and_the_stream_restarts_after_the_gap() {
 fn placement_errors_name_the_field() {
     for (extra, want) in [
         ("placement = \"gpu\"", "nf[0].placement"),
-        ("placement = \"auto\"", "nf[0].placement"),
+        ("placement = \"auto\"\ncores = 0", "nf[0].cores"),
         ("ring = 0", "nf[0].ring"),
         ("placement = \"core\"\ncores = 0", "nf[0].cores"),
         ("placement = \"core\"\ncores = 65", "nf[0].cores"),

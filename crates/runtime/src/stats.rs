@@ -93,6 +93,15 @@ impl WorkerStats {
         self.hot.packets.store(packets, Relaxed);
     }
 
+    /// Worker: its own time and packet totals, as last published.
+    pub fn own_load(&self) -> nf::director::CoreLoad {
+        nf::director::CoreLoad {
+            busy_ns: self.hot.busy_ns.load(Relaxed),
+            idle_ns: self.hot.idle_ns.load(Relaxed),
+            packets: self.hot.packets.load(Relaxed),
+        }
+    }
+
     /// Controller: read every total.
     pub fn read(&self) -> Totals {
         Totals {

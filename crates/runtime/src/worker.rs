@@ -336,6 +336,8 @@ impl Worker {
             if let Some((m, i)) = &self.metrics {
                 m.publish_core(*i, || crate::sink::live(&self.chain, &self.sink));
             }
+            // a director weighs the worker's load (the IDS's `auto` matching)
+            self.chain.core_load(now, self.stats.own_load());
         }
         if due.window {
             self.publish_heavy();

@@ -174,6 +174,7 @@ pub fn sweep(n: usize, rounds: usize) -> anyhow::Result<Vec<Cell>> {
             let rest_ns = med(&base) / n as f64;
             let d = Director::new(DirectorConfig::default(), Placement::Inline);
             let (pick, reason) = d.saturated(&Offload {
+                workers: 1.0,
                 rest_ns,
                 share,
                 inline_ns: scan_ns,
@@ -264,6 +265,7 @@ fn print(cells: &[Cell], n: usize, rounds: usize) {
             inline_ns: c.scan_ns,
             core_ns: c.core_scan_ns,
             handover_ns: c.handover_ns,
+            workers: 1.0,
         }
         .per_packet();
         println!(

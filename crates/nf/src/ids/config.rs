@@ -26,15 +26,18 @@ pub struct IdsSection {
     /// Idle timeout of a flow's matcher state.
     #[serde(default = "idle", with = "duration")]
     pub idle: core::time::Duration,
-    /// Where the pattern matching runs: `inline` (default) or `core` (an
-    /// offloading component on its own core).
+    /// Where the pattern matching runs: `inline` (default), `core` (an
+    /// offloading component on its own core) or `auto` (the director moves
+    /// it between the two, and among up to `cores` components, while traffic
+    /// flows).
     #[serde(default)]
     pub placement: Placement,
     /// Payloads the ring to the `core` component holds.
     #[serde(default = "ring")]
     pub ring: usize,
     /// Matching components with placement `core`, each on a core of its own,
-    /// each flow on one by its key (default 1).
+    /// each flow on one by its key (default 1); with `auto`, the most the
+    /// director may use.
     pub cores: Option<usize>,
 }
 
@@ -53,8 +56,11 @@ impl BuildNf for IdsSection {
         if self.ring == 0 || self.ring > 1 << 20 {
             return Err(f.err("ring", "must be in 1..=1048576"));
         }
-        if self.cores.is_some() && self.placement != Placement::Core {
-            return Err(f.err("cores", "matching cores are for `placement = \"core\"`"));
+        if self.cores.is_some() && self.placement == Placement::Inline {
+            return Err(f.err(
+                "cores",
+                "matching cores are for `placement = \"core\"` or `\"auto\"`",
+            ));
         }
         let cores = self.cores.unwrap_or(1);
         if !(1..=64).contains(&cores) {

@@ -11,6 +11,7 @@
 //! idle = "300s"                  # forget a flow's matcher state after this
 //! ```
 
+pub mod auto;
 mod config;
 pub mod flow;
 pub mod handoff;

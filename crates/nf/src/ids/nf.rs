@@ -20,6 +20,11 @@
 //! marks dropped flows in a shared set and blacklists sources. Detection is then
 //! asynchronous: the packet that completes a match is forwarded, and the flow is
 //! dropped from the first packet after the component has scanned it.
+//!
+//! `auto` starts `cores` matching components and lets the director move the
+//! matching between inline and 1…`cores` of them while traffic flows
+//! ([`super::auto`]); flows follow by the hand-off protocol
+//! ([`super::handoff`]).
 
 use crate::NfMeta;
 use core::net::IpAddr;
@@ -27,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -36,11 +41,13 @@ use serde_json::json;
 use state::{Dir, FlowKey, Side};
 use wire::FiveTuple;
 
+use super::auto::{Auto, Meter, Sums};
 pub use super::flow::IdsFlow;
 use super::handoff::{Handoff, Moved, Recall, Returned};
 use super::matcher::{Matcher, Progress, Stream};
 use super::rules::{Action, Rule};
 use crate::component::{Placement, Remote};
+use crate::director::{CoreLoad, Decision};
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, StateKind, Verdict};
 
 counters! {
@@ -322,14 +329,37 @@ fn scan_job(
 }
 
 struct Shared {
-    /// The matching components, with placement `core` (one per core).
+    /// The placement configured.
+    configured: Placement,
+    /// The matching components, with placement `core` or `auto` (one per
+    /// core).
     remotes: Vec<Remote<ScanJob>>,
     /// Components in use now (0: inline); changed live by
     /// [`Ids::set_cores`].
     active: AtomicUsize,
+    /// With `auto`: the director (whoever takes the lock looks), the
+    /// workers' counts for it, when it looks next (the runtime's time) and
+    /// its decisions.
+    auto: Option<Mutex<Auto>>,
+    sums: Sums,
+    next_look: AtomicU64,
+    decisions: Mutex<Vec<Decision>>,
 }
 
 impl Shared {
+    fn new(configured: Placement, remotes: Vec<Remote<ScanJob>>, active: usize) -> Shared {
+        let auto = (configured == Placement::Auto).then(|| Mutex::new(Auto::new(remotes.len())));
+        Shared {
+            configured,
+            remotes,
+            active: AtomicUsize::new(active),
+            auto,
+            sums: Sums::default(),
+            next_look: AtomicU64::new(super::auto::PERIOD_NS),
+            decisions: Mutex::new(Vec::new()),
+        }
+    }
+
     /// The component a flow's matching goes to now (none: inline).
     fn target(&self, key: &FlowKey) -> Option<usize> {
         // Relaxed: a flow reads it per packet and moves its own states by
@@ -352,6 +382,8 @@ pub struct Ids {
     shared: Arc<Shared>,
     counters: IdsCounters,
     fired: Vec<u32>,
+    /// With `auto`: this worker's scans and hand-overs for the director.
+    meter: Meter,
 }
 
 /// Capacity of the alert channel.
@@ -406,12 +438,10 @@ impl Ids {
                 component: Arc::default(),
                 paused: Arc::default(),
             }),
-            shared: Arc::new(Shared {
-                remotes: Vec::new(),
-                active: AtomicUsize::new(0),
-            }),
+            shared: Arc::new(Shared::new(Placement::Inline, Vec::new(), 0)),
             counters: IdsCounters::default(),
             fired: Vec::new(),
+            meter: Meter::default(),
         })
     }
 
@@ -422,33 +452,81 @@ impl Ids {
     }
 
     /// [`place`](Self::place) with `cores` matching components for `Core`,
-    /// each flow on one of them by its key.
+    /// each flow on one of them by its key; for `Auto`, up to `cores` of
+    /// them as the director decides, starting inline.
     pub fn place_on(
         mut self,
         placement: Placement,
         ring: usize,
         cores: usize,
     ) -> Result<Ids, String> {
-        let remotes = match placement {
+        let remotes: Vec<_> = match placement {
             Placement::Inline => Vec::new(),
-            Placement::Core => (0..cores.max(1))
+            Placement::Core | Placement::Auto => (0..cores.max(1))
                 .map(|i| {
                     Remote::spawn(&format!("{}-match{i}", self.meta.name), ring, component())
                         .map_err(|e| format!("starting the matching component: {e}"))
                 })
                 .collect::<Result<_, _>>()?,
-            Placement::Auto => {
-                return Err(
-                    "`auto`: the IDS's matching is placed `inline` or `core` at start \
-                     (and moved by `Ids::set_cores`; the director places the load \
-                     balancer's control component)"
-                        .into(),
-                )
-            }
         };
-        let active = AtomicUsize::new(remotes.len());
-        self.shared = Arc::new(Shared { remotes, active });
+        let active = if placement == Placement::Core {
+            remotes.len()
+        } else {
+            0
+        };
+        self.shared = Arc::new(Shared::new(placement, remotes, active));
         Ok(self)
+    }
+
+    /// The director's decisions so far (`auto`), with their reasons.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.shared
+            .decisions
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default()
+    }
+
+    /// The director's look at the period ending at `now_ns` (whoever takes
+    /// the lock; nobody waits for it).
+    #[cold]
+    fn direct(&self, now_ns: u64) {
+        let Some(Ok(mut a)) = self.shared.auto.as_ref().map(|m| m.try_lock()) else {
+            return;
+        };
+        // Relaxed: a time to compare; the lock orders the rest.
+        self.shared.next_look.store(
+            now_ns.saturating_add(super::auto::PERIOD_NS),
+            Ordering::Relaxed,
+        );
+        let taken = self.shared.sums.take();
+        let c = &self.core.component;
+        // Relaxed: statistics.
+        let comp = (
+            c.jobs.load(Ordering::Relaxed),
+            c.busy_ns.load(Ordering::Relaxed),
+        );
+        let Some(d) = a.look(now_ns, &taken, comp) else {
+            return;
+        };
+        if self.set_cores(d.cores).is_ok() {
+            let to = match d.cores {
+                0 => "inline".to_string(),
+                1 => "1 core".to_string(),
+                k => format!("{k} cores"),
+            };
+            eprintln!(
+                "flowshift: director: {} matching → {to} at {:.3} s ({})",
+                self.meta.name,
+                now_ns as f64 / 1e9,
+                d.reason
+            );
+            if let Ok(mut v) = self.shared.decisions.lock() {
+                if v.len() < 1_000 {
+                    v.push(d);
+                }
+            }
+        }
     }
 
     /// Where the pattern matching runs (flows move as their packets come).
@@ -576,6 +654,11 @@ impl Ids {
         if payload.is_empty() && moved.is_none() && recall.is_none() {
             return true;
         }
+        let t0 = if self.shared.auto.is_some() && !payload.is_empty() {
+            self.meter.hand_start()
+        } else {
+            None
+        };
         let t = pkt.info.tuple;
         let (key, side) = FlowKey::of(&t);
         let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
@@ -590,7 +673,9 @@ impl Ids {
             moved,
             recall: recall.clone(),
         };
-        if self.shared.remotes[at].submit(job).is_err() {
+        let took = self.shared.remotes[at].submit(job).is_ok();
+        self.meter.hand_end(t0);
+        if !took {
             return false;
         }
         self.counters.offloaded += u64::from(!payload.is_empty());
@@ -701,6 +786,11 @@ impl Nf for Ids {
         self.counters.scanned += payload.len() as u64;
         self.fired.clear();
         let fired = &mut self.fired;
+        let t0 = if self.shared.auto.is_some() && !payload.is_empty() {
+            self.meter.scan_start()
+        } else {
+            None
+        };
         match f.progress.as_deref_mut() {
             Some(pr) => {
                 core.matcher
@@ -722,6 +812,7 @@ impl Nf for Ids {
                 }
             }
         }
+        self.meter.scan_end(t0);
         let mut verdict = Verdict::Forward;
         if !self.fired.is_empty() {
             let o = core.apply(&mut self.fired, &t, pkt.ts_ns);
@@ -758,12 +849,29 @@ impl Nf for Ids {
                 };
             }
         }
+        if self.shared.auto.is_some() {
+            let changes = self.shared.decisions.lock().map_or(0, |d| d.len());
+            v.push(("placement_changes", changes as u64));
+            v.push(("matching_cores", self.cores() as u64));
+        }
         v
+    }
+
+    fn core_load(&mut self, now_ns: u64, load: CoreLoad) {
+        if self.shared.auto.is_none() {
+            return;
+        }
+        self.meter.add_to(&self.shared.sums, load);
+        // Relaxed: a time to compare; `direct` takes the lock.
+        if now_ns >= self.shared.next_look.load(Ordering::Relaxed) {
+            self.direct(now_ns);
+        }
     }
 
     fn instance(&self) -> Box<dyn Nf> {
         let mut n = self.clone();
         n.counters = IdsCounters::default();
+        n.meter = Meter::default();
         Box::new(n)
     }
 
@@ -782,8 +890,10 @@ impl Nf for Ids {
     /// payload; the blacklist and the flows already dropped stay.
     fn reload(&mut self, new: &dyn Nf) -> Result<(), String> {
         let n = new.as_any().downcast_ref::<Ids>().ok_or("not an IDS")?;
-        if n.placement() != self.placement() {
-            return Err("`placement` cannot change live".into());
+        if (n.shared.configured, n.shared.remotes.len())
+            != (self.shared.configured, self.shared.remotes.len())
+        {
+            return Err("`placement` and `cores` cannot change live".into());
         }
         let (old, nc) = (&self.core, &n.core);
         // the same rules (a rules file read again, unchanged): streams go on
