@@ -43,6 +43,7 @@ pub mod pfcp;
 pub mod rate;
 pub mod rules;
 pub mod sdf;
+pub mod slots;
 
 pub use config::{Accounting, UpfSection};
 
@@ -123,7 +124,7 @@ pub struct Upf {
     shared: Arc<UpfShared>,
     accounting: Accounting,
     /// This core's volumes (`merged` accounting).
-    usage: Usage,
+    usage: slots::CoreUsage,
     buffers: Buffers,
     /// The table generation the buffers were last looked at against.
     seen: u64,
@@ -191,7 +192,7 @@ impl Upf {
             n3,
             shared,
             accounting,
-            usage: Usage::default(),
+            usage: slots::CoreUsage::default(),
             buffers: Buffers::new(buffer),
             seen: 0,
             counters: UpfCounters::default(),
@@ -211,9 +212,10 @@ impl Upf {
             .map(|(addr, settings)| (addr, pfcp::Endpoint::new(settings, self.shared.clone())))
     }
 
-    /// This core's volumes (merged accounting).
-    pub fn usage(&self) -> &Usage {
-        &self.usage
+    /// This core's volumes (merged accounting), of the sessions installed.
+    pub fn usage(&self) -> Usage {
+        let table = self.shared.table.load();
+        self.usage.by_urr(|seid| table.sessions.contains_key(&seid))
     }
 
     /// QERs and URRs of `pdr`, then its FAR's decision.
@@ -232,17 +234,12 @@ impl Upf {
             }
         }
         for &id in &pdr.urrs {
+            let Some(u) = s.urrs.iter().find(|u| u.id == id) else {
+                continue;
+            };
             match self.accounting {
-                Accounting::Merged => self
-                    .usage
-                    .entry((s.seid, id))
-                    .or_default()
-                    .count(uplink, bytes),
-                Accounting::Strict => {
-                    if let Some(u) = s.urrs.iter().find(|u| u.id == id) {
-                        u.strict.count(uplink, bytes)
-                    }
-                }
+                Accounting::Merged => self.usage.count(&u.slot, s.seid, id, uplink, bytes),
+                Accounting::Strict => u.strict.count(uplink, bytes),
             }
         }
         match s.far(pdr.far).map(|f| f.action) {
@@ -412,7 +409,7 @@ impl Nf for Upf {
             n3: self.n3,
             shared: self.shared.clone(),
             accounting: self.accounting,
-            usage: Usage::default(),
+            usage: slots::CoreUsage::default(),
             buffers: Buffers::new(self.buffers.bound()),
             seen: 0,
             counters: UpfCounters::default(),
@@ -423,15 +420,12 @@ impl Nf for Upf {
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Upf>() {
             self.counters.add(&o.counters);
-            for (k, v) in &o.usage {
-                self.usage.entry(*k).or_default().add(v);
-            }
+            self.usage.add(&o.usage);
         }
     }
 
     fn share(&self) -> Option<crate::Shared> {
-        (self.accounting == Accounting::Merged)
-            .then(|| Arc::new(self.usage.clone()) as crate::Shared)
+        (self.accounting == Accounting::Merged).then(|| Arc::new(self.usage()) as crate::Shared)
     }
 
     /// The sum of every core's volumes becomes the view PFCP reports from.
@@ -441,8 +435,7 @@ impl Nf for Upf {
         }
         let table = self.shared.table.load();
         // a deleted session's volumes go with it (reported at its deletion)
-        self.usage
-            .retain(|(seid, _), _| table.sessions.contains_key(seid));
+        self.usage.retain(|seid| table.sessions.contains_key(&seid));
         let mut sum = Usage::default();
         for u in all.iter().filter_map(|s| s.downcast_ref::<Usage>()) {
             for (k, v) in u {
@@ -499,6 +492,7 @@ pub fn simple_session(seid: u64, ue: Ipv4Addr, teid: u32, gnb: Ipv4Addr, gnb_tei
     s.urrs = vec![rules::Urr {
         id: 1,
         strict: Default::default(),
+        slot: Default::default(),
     }];
     s
 }

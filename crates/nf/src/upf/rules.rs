@@ -182,6 +182,8 @@ pub struct Urr {
     pub id: u32,
     /// Its counts under strict accounting.
     pub strict: Arc<StrictVolume>,
+    /// Its place in the cores' counts under merged accounting.
+    pub slot: Arc<super::slots::Slot>,
 }
 
 /// One PFCP session.

@@ -304,6 +304,7 @@ pub fn apply(
                     s.urrs.push(Urr {
                         id,
                         strict: Default::default(),
+                        slot: Default::default(),
                     });
                 }
             }
