@@ -44,6 +44,7 @@ pub mod rate;
 pub mod rules;
 pub mod sdf;
 pub mod slots;
+pub mod usage;
 
 pub use config::{Accounting, UpfSection};
 
@@ -124,7 +125,7 @@ pub struct Upf {
     shared: Arc<UpfShared>,
     accounting: Accounting,
     /// This core's volumes (`merged` accounting).
-    usage: slots::CoreUsage,
+    usage: usage::CoreUsage,
     buffers: Buffers,
     /// The table generation the buffers were last looked at against.
     seen: u64,
@@ -192,7 +193,7 @@ impl Upf {
             n3,
             shared,
             accounting,
-            usage: slots::CoreUsage::default(),
+            usage: usage::CoreUsage::default(),
             buffers: Buffers::new(buffer),
             seen: 0,
             counters: UpfCounters::default(),
@@ -409,7 +410,7 @@ impl Nf for Upf {
             n3: self.n3,
             shared: self.shared.clone(),
             accounting: self.accounting,
-            usage: slots::CoreUsage::default(),
+            usage: usage::CoreUsage::default(),
             buffers: Buffers::new(self.buffers.bound()),
             seen: 0,
             counters: UpfCounters::default(),
