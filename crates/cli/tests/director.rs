@@ -88,6 +88,13 @@ fn the_director_moves_the_control_component_while_traffic_flows() {
     assert!(lb.contains("control_requests 60"), "{lb}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // the report lists both changes with their reasons, in order
+    let placed = r["placements"].as_array().expect("placements in the report");
+    let to: Vec<_> = placed.iter().map(|p| p["to"].as_str().unwrap()).collect();
+    assert_eq!(to, ["core", "inline"], "{placed:?}");
+    assert!(placed[0]["reason"].as_str().unwrap().contains("saves the workers"));
+    assert!(placed[0]["at_s"].as_f64().unwrap() < placed[1]["at_s"].as_f64().unwrap());
+    assert!(out.contains("director    lb → core at"), "{out}");
     // every packet accounted for; none dropped by the balancer (a full NIC
     // ring on a loaded machine is the machine's, counted apart)
     let drops = r["drops"].as_object().unwrap();
@@ -159,6 +166,10 @@ fn the_director_moves_the_ids_matching_while_traffic_flows() {
             .find(|l| l.starts_with("nf ids"))
             .expect("the IDS's counters")
             .to_string();
+        if placement == "auto" {
+            // the report lists the change too
+            assert!(out.contains("director    ids → core at"), "{out}");
+        }
         (ids, err)
     };
     let count = |line: &str, name: &str| -> u64 {

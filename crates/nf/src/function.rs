@@ -117,6 +117,12 @@ pub trait Nf: Send + Any {
     /// director that places the NF's component weighs (the IDS's
     /// `placement = "auto"`). Default: unused.
     fn core_load(&mut self, _now_ns: u64, _load: crate::director::CoreLoad) {}
+    /// The director's changes of the NF's component placement so far
+    /// (`placement = "auto"`), in order, with their reasons: a run's report
+    /// lists them. Default: none.
+    fn placements(&self) -> Vec<crate::director::Decision> {
+        Vec::new()
+    }
     /// Sends the NF's events (a NAT's mappings created and deleted) to
     /// `hub`, for a logger to drain. Default: the NF has none.
     fn log_events(&mut self, _hub: &std::sync::Arc<crate::nat::EventHub>) {}

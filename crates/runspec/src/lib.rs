@@ -40,7 +40,7 @@ pub use config::{
 };
 pub use report::{
     cdf, period_imbalance_median, period_packet_imbalance_median, Drops, Latency, LoadSample,
-    PerCore, RunReport, IMBALANCE_WINDOW_NS,
+    PerCore, Placed, RunReport, IMBALANCE_WINDOW_NS,
 };
 pub use tally::{latency_histogram, Tally};
 pub use topology::Topology;

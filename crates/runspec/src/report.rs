@@ -116,6 +116,21 @@ pub struct PerCore {
     pub priority_packets: u64,
 }
 
+/// A component the director placed while the run went (GranularNF §4).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Placed {
+    /// The NF whose component it is.
+    pub nf: String,
+    /// When (seconds of the run).
+    pub at_s: f64,
+    /// Where to: `inline` or `core`.
+    pub to: &'static str,
+    /// Component cores from then on (0: inline).
+    pub cores: usize,
+    /// The measurements behind it, in words.
+    pub reason: String,
+}
+
 /// Everything a run (or a simulated run: `mode = "sim"`) reports.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunReport {
@@ -174,6 +189,10 @@ pub struct RunReport {
     /// `offload_lost`: the cost of its component's placement). Runs only.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// The director's changes of placement (`placement = "auto"`), in order,
+    /// with their reasons. Runs only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placed>,
     /// Memory of the process, bytes (runs of the CLI): `rss_start` when the run
     /// began (trace loaded), `max_rss` the peak, `tables_at_capacity` what the
     /// flow tables of every shard take when full.

@@ -91,6 +91,8 @@ pub struct Tally {
     pub windows: Vec<(u64, Vec<f64>, Vec<u64>)>,
     /// Each NF's own counters.
     pub nf: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// The director's changes of placement ([`RunReport::placements`]).
+    pub placements: Vec<crate::report::Placed>,
     /// A pool node's replication counters ([`RunReport::pool`]).
     pub pool: Vec<(&'static str, u64)>,
 }
@@ -130,6 +132,7 @@ impl Tally {
             load_over_time: Vec::new(),
             windows: Vec::new(),
             nf: BTreeMap::new(),
+            placements: Vec::new(),
             pool: Vec::new(),
         }
     }
@@ -202,6 +205,7 @@ impl Tally {
         let packets_median = period_packet_imbalance_median(over, cfg.workers);
         RunReport {
             nf: self.nf.clone(),
+            placements: self.placements.clone(),
             memory: BTreeMap::new(),
             pool: self.pool.iter().copied().collect(),
             schema: 1,

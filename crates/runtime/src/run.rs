@@ -868,6 +868,20 @@ fn count_chain(t: &mut Tally, total: &Chain, shards: &[Shard]) {
         .iter()
         .map(|n| (n.name().to_string(), n.counters().into_iter().collect()))
         .collect::<BTreeMap<_, BTreeMap<_, _>>>();
+    t.placements = total
+        .nfs()
+        .iter()
+        .flat_map(|n| {
+            n.placements().into_iter().map(|d| runspec::Placed {
+                nf: n.name().to_string(),
+                at_s: d.at_ns as f64 / 1e9,
+                to: d.to.name(),
+                cores: d.cores,
+                reason: d.reason,
+            })
+        })
+        .collect();
+    t.placements.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
     let c = total.counters();
     t.forwarded = c.forwarded;
     t.flows_undone = c.undone;

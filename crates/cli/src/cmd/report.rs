@@ -80,6 +80,17 @@ pub fn print_report(r: &RunReport) {
             println!("nf {name:<8} {}", nonzero.join(", "));
         }
     }
+    for p in &r.placements {
+        let to = match p.cores {
+            0 => "inline".to_string(),
+            1 => "core".to_string(),
+            k => format!("{k} cores"),
+        };
+        println!(
+            "director    {} → {to} at {:.3} s ({})",
+            p.nf, p.at_s, p.reason
+        );
+    }
     for c in &r.per_core {
         println!(
             "core {:<6} {:<10} load {:>5.1} %  {} packets",

@@ -857,6 +857,10 @@ impl Nf for Ids {
         v
     }
 
+    fn placements(&self) -> Vec<Decision> {
+        self.decisions()
+    }
+
     fn core_load(&mut self, now_ns: u64, load: CoreLoad) {
         if self.shared.auto.is_none() {
             return;

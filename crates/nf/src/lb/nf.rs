@@ -465,6 +465,10 @@ impl Nf for Lb {
         v
     }
 
+    fn placements(&self) -> Vec<crate::director::Decision> {
+        self.shared.control.decisions()
+    }
+
     fn instance(&self) -> Box<dyn Nf> {
         let mut n = self.clone();
         n.counters = LbCounters::default();
