@@ -285,6 +285,24 @@ impl Director {
         self.decide(now_ns, want, reason)
     }
 
+    /// A change to `want` component cores now, without waiting (the current
+    /// placement is failing: its component lost jobs); none when it is the
+    /// current one.
+    pub fn decide_now(&mut self, now_ns: u64, want: usize, reason: String) -> Option<Decision> {
+        self.streak = 0;
+        self.want = want;
+        if want == self.cores {
+            return None;
+        }
+        self.cores = want;
+        Some(Decision {
+            at_ns: now_ns,
+            to: self.current(),
+            cores: want,
+            reason,
+        })
+    }
+
     /// Takes a placement wanted now (`want` component cores, 0: inline, from
     /// [`better_on`](Self::better_on) or [`saturated_on`](Self::saturated_on))
     /// at `now_ns`; a change when the same one has been wanted for `hold`

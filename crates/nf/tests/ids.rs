@@ -413,6 +413,56 @@ fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds(
     assert_eq!((b["placement_changes"], b["matching_cores"]), (3, 0));
 }
 
+/// `auto` with one matching core whose component stalls (its core taken by
+/// other work): the ring fills and payloads are lost, so the director brings
+/// the matching back inline at once — not after three periods — and, one
+/// core having fallen behind at that rate, does not move it out again.
+#[test]
+fn auto_brings_the_matching_back_inline_at_once_when_its_core_falls_behind() {
+    use nf::director::CoreLoad;
+    const PERIOD: u64 = nf::ids::auto::PERIOD_NS;
+    let (mut c, mut s) = chain(&placed("auto", 64));
+    let payload: Vec<u8> = (0..9_000).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut load = CoreLoad::default();
+    let mut now = 0;
+    let mut period = |c: &mut Chain, n: u32| {
+        let t0 = Instant::now();
+        for i in 0..n {
+            let src = format!("10.3.0.{}", i % 50 + 1);
+            let v = send(c, &mut s, &src, 4000 + (i % 50) as u16, 80, &payload);
+            assert_eq!(v, Verdict::Forward);
+        }
+        let busy = t0.elapsed().as_nanos() as u64;
+        load.busy_ns += busy;
+        load.idle_ns += 9 * busy;
+        load.packets += u64::from(n);
+        now += PERIOD;
+        c.core_load(now, load);
+        ids_of(c).cores()
+    };
+    assert!((0..6).any(|_| period(&mut c, 40) == 1), "to the core");
+    ids_of(&c).set_component_paused(true);
+    // the ring holds 64: a period of 300 loses most of them
+    assert_eq!(period(&mut c, 300), 0, "back inline at the first look");
+    assert!(counters(&c)["offload_lost"] > 100);
+    ids_of(&c).set_component_paused(false);
+    assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
+    // each flow's states come back by the hand-off: a recall with its next
+    // payload, adopted at the one after once the component has scanned it
+    for _ in 0..2 {
+        assert_eq!(period(&mut c, 50), 0);
+        assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
+    }
+    let lost = counters(&c)["offload_lost"];
+    for _ in 0..6 {
+        assert_eq!(period(&mut c, 300), 0, "one core fell behind at this rate");
+    }
+    assert_eq!(counters(&c)["offload_lost"], lost, "inline loses nothing");
+    let d = ids_of(&c).decisions();
+    assert_eq!(d.len(), 2);
+    assert!(d[1].reason.contains("fell behind"), "{}", d[1].reason);
+}
+
 /// With the component on its own core a `drop` rule takes effect asynchronously:
 /// the matching packet passes, the flow's packets after the component scanned it
 /// are dropped.

@@ -15,6 +15,14 @@
 //! - Costs not measured in the period (a scan inline while the matching is
 //!   on a core, a hand-over while it is inline) are the last measured, or
 //!   estimated from the other side's until then.
+//! - The workers never wait for a component, so components that fall behind
+//!   lose payloads (`offload_lost`; a component-bound placement of
+//!   [`Director::saturated_on`] does when the traffic comes faster than the
+//!   components scan, and any placement does when their cores are shared
+//!   with other work). When more than one payload in 1 000 of a period is
+//!   lost the director brings the matching back inline at once, and from
+//!   then on asks for enough cores that each takes under 80 % of the rate
+//!   per core at which they fell behind (inline when more than `cores`).
 //!
 //! [`Auto::look`] is pure: the period's sums, the components' totals and the
 //! time in, a decision out.
@@ -44,6 +52,8 @@ pub struct Meter {
     hands: u64,
     hand_samples: u64,
     hand_sample_ns: u64,
+    /// Payloads the components' rings had no room for.
+    lost: u64,
     /// The worker's load when it last added.
     last: Option<CoreLoad>,
 }
@@ -81,6 +91,12 @@ impl Meter {
         }
     }
 
+    /// A payload the component's ring had no room for.
+    #[inline]
+    pub fn lost(&mut self) {
+        self.lost += 1;
+    }
+
     /// Adds what was counted since the last call, and the worker's load
     /// since then, to `sums`; starts counting again.
     pub fn add_to(&mut self, sums: &Sums, load: CoreLoad) {
@@ -102,6 +118,7 @@ impl Meter {
             self.hands,
             self.hand_samples,
             self.hand_sample_ns,
+            self.lost,
         ];
         for (a, d) in sums.0.iter().zip(deltas) {
             // Relaxed: statistics; the director takes them under its lock
@@ -117,9 +134,9 @@ impl Meter {
 
 /// Every worker's counts since the director last looked: busy, idle,
 /// packets, scans, scan samples and their ns, hand-overs, their samples and
-/// ns.
+/// ns, payloads lost.
 #[derive(Debug, Default)]
-pub struct Sums([AtomicU64; 9]);
+pub struct Sums([AtomicU64; 10]);
 
 /// What [`Sums`] held when the director took them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -138,6 +155,8 @@ pub struct Taken {
     pub hands: u64,
     /// Of those timed, how many and their time (ns).
     pub hand_samples: (u64, u64),
+    /// Payloads the components' rings had no room for.
+    pub lost: u64,
 }
 
 impl Sums {
@@ -153,6 +172,7 @@ impl Sums {
             scan_samples: (t(4), t(5)),
             hands: t(6),
             hand_samples: (t(7), t(8)),
+            lost: t(9),
         }
     }
 }
@@ -170,6 +190,8 @@ pub struct Auto {
     inline_ns: Option<f64>,
     core_ns: Option<f64>,
     handover_ns: Option<f64>,
+    /// Payloads a second per component at which components lost payloads.
+    fell_behind: Option<f64>,
 }
 
 impl Auto {
@@ -184,6 +206,7 @@ impl Auto {
             inline_ns: None,
             core_ns: None,
             handover_ns: None,
+            fell_behind: None,
         }
     }
 
@@ -237,8 +260,22 @@ impl Auto {
         let h = self
             .handover_ns
             .unwrap_or(DirectorConfig::default().handover_ns);
+        let secs = len_ns as f64 / 1e9;
+        let on = self.director.cores();
+        if on > 0 && t.lost * 1_000 > payloads {
+            // the components fell behind: the rate per component they had
+            // is too much for them here, whatever the model says
+            let rate = t.hands as f64 / secs / on as f64;
+            self.fell_behind = Some(self.fell_behind.map_or(rate, |r| r.min(rate)));
+            let why = format!(
+                "the matching cores fell behind: {} of {payloads} payloads lost at {rate:.0} a second per core",
+                t.lost
+            );
+            return self.director.decide_now(now_ns, 0, why);
+        }
         let time = t.busy_ns + t.idle_ns;
         let load = t.busy_ns as f64 / time.max(1) as f64;
+        let workers = (time as f64 / len_ns as f64).round().max(1.0);
         let (k, why) = if load >= SATURATED {
             // the worker's own work: its busy time without the scans and
             // hand-overs, per packet
@@ -249,7 +286,7 @@ impl Auto {
                 inline_ns: c,
                 core_ns: c2,
                 handover_ns: h,
-                workers: (time as f64 / len_ns as f64).round().max(1.0),
+                workers,
             };
             self.director.saturated_on(&o, self.max)
         } else {
@@ -259,6 +296,22 @@ impl Auto {
                 job_ns: (payloads as f64 * c) as u64,
             };
             self.director.better_on(&p, self.max)
+        };
+        // no more per component than the rate at which they fell behind
+        let k = match self.fell_behind {
+            Some(r) if k > 0 => k.max((payloads as f64 / secs / (0.8 * r)).ceil() as usize),
+            _ => k,
+        };
+        let (k, why) = if k > self.max {
+            (
+                0,
+                format!(
+                    "{why}; but {k} matching cores would be needed to keep up, {} started",
+                    self.max
+                ),
+            )
+        } else {
+            (k, why)
         };
         let why = format!("workers {:.0} % busy; {why}", 100.0 * load);
         self.director.decide(now_ns, k, why)
@@ -283,6 +336,7 @@ mod tests {
             scan_samples: if inline { samples } else { (0, 0) },
             hands,
             hand_samples: if inline { (0, 0) } else { samples },
+            lost: 0,
         }
     }
 
@@ -301,11 +355,13 @@ mod tests {
         assert_eq!((d.to, d.cores), (Placement::Core, 2), "{}", d.reason);
         assert!(d.reason.starts_with("workers 100 % busy;"), "{}", d.reason);
         assert!(d.reason.contains("on 2 cores"), "{}", d.reason);
-        // on the cores: hand-overs of 300 ns, the components' scans at 2.1 µs
-        let on = taken(1.0, 100_000, 100_000, false, 300);
+        // on the cores: hand-overs of 300 ns, 1 µs of the worker's own work,
+        // the components' scans at 2.1 µs: one core would set the pace, two
+        // keep up
+        let on = taken(1.0, 76_900, 76_900, false, 300);
         let mut comp = (0, 0);
         for i in 4..=9 {
-            comp = (comp.0 + 100_000, comp.1 + 100_000 * 2_100);
+            comp = (comp.0 + 76_900, comp.1 + 76_900 * 2_100);
             assert_eq!(a.look(i * PERIOD_NS, &on, comp), None, "it stays");
         }
         // the traffic turns to bare ACKs with a few tiny payloads, the
@@ -319,6 +375,40 @@ mod tests {
         let back = back.expect("back inline");
         assert_eq!((back.to, back.cores), (Placement::Inline, 0));
         assert!(back.reason.contains("would save under"), "{}", back.reason);
+    }
+
+    #[test]
+    fn components_that_fall_behind_bring_the_matching_back_at_once() {
+        let mut a = Auto::new(2);
+        a.look(0, &Taken::default(), (0, 0));
+        // 20 000 payloads of 9 µs a second, the worker 20 % busy: a core
+        let busy = taken(0.2, 2_000, 2_000, true, 9_000);
+        let d = (1..=3).find_map(|i| a.look(i * PERIOD_NS, &busy, (0, 0)));
+        assert_eq!(d.map(|d| d.cores), Some(1));
+        // the core is shared with other work here: its ring overflows
+        let mut lossy = taken(0.05, 2_000, 2_000, false, 400);
+        lossy.lost = 300;
+        let d = a
+            .look(4 * PERIOD_NS, &lossy, (1_700, 1_700 * 9_500))
+            .expect("at once");
+        assert_eq!(d.cores, 0);
+        assert!(
+            d.reason.contains("fell behind: 300 of 2000 payloads lost"),
+            "{}",
+            d.reason
+        );
+        // the same rate again, inline: one core would not keep up at it, two
+        // might
+        let comp = (1_700, 1_700 * 9_500);
+        let d = (5..=7).find_map(|i| a.look(i * PERIOD_NS, &busy, comp));
+        assert_eq!(d.map(|d| d.cores), Some(2));
+        // with a single component started it stays inline, and says why
+        let mut one = Auto::new(1);
+        one.fell_behind = Some(17_000.0);
+        one.look(0, &Taken::default(), (0, 0));
+        for i in 1..=5 {
+            assert_eq!(one.look(i * PERIOD_NS, &busy, (0, 0)), None);
+        }
     }
 
     #[test]

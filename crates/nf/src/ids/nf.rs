@@ -632,6 +632,7 @@ impl Ids {
         if !self.hand_over(&mut f, pkt, at, None, recall) {
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
             self.counters.offload_lost += 1;
+            self.meter.lost();
             f.gaps |= bit;
         }
         cx.insert(FlowState::Ids(f));
