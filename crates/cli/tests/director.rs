@@ -89,10 +89,15 @@ fn the_director_moves_the_control_component_while_traffic_flows() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     // the report lists both changes with their reasons, in order
-    let placed = r["placements"].as_array().expect("placements in the report");
+    let placed = r["placements"]
+        .as_array()
+        .expect("placements in the report");
     let to: Vec<_> = placed.iter().map(|p| p["to"].as_str().unwrap()).collect();
     assert_eq!(to, ["core", "inline"], "{placed:?}");
-    assert!(placed[0]["reason"].as_str().unwrap().contains("saves the workers"));
+    assert!(placed[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("saves the workers"));
     assert!(placed[0]["at_s"].as_f64().unwrap() < placed[1]["at_s"].as_f64().unwrap());
     assert!(out.contains("director    lb → core at"), "{out}");
     // every packet accounted for; none dropped by the balancer (a full NIC

@@ -483,17 +483,11 @@ fn progress_line() -> runtime::Progress {
     }))
 }
 
-/// Ctrl-C / SIGTERM end the run (it drains and reports); a second one exits at
-/// once.
+/// Ctrl-C / SIGTERM end the run (it drains and reports); a second one, half a
+/// second or more later, exits at once (`netio::stop`).
 pub fn stop_on_signals() -> anyhow::Result<runtime::Stop> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = runtime::Stop::default();
-    for sig in [SIGINT, SIGTERM] {
-        // registered first: runs first, while the flag still tells the first
-        // signal from the second
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.0.clone())?;
-        signal_hook::flag::register(sig, stop.0.clone())?;
-    }
+    netio::stop::on_stop_signals(stop.0.clone())?;
     Ok(stop)
 }
 

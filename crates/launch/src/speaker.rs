@@ -64,15 +64,11 @@ pub fn announce(ctl: &Path, on: bool) -> std::io::Result<()> {
     }
 }
 
-/// Ctrl-C and SIGTERM set the returned flag (the node drains); a second one
-/// exits at once.
+/// Ctrl-C and SIGTERM set the returned flag (the node drains); a second one,
+/// half a second or more later, exits at once (`netio::stop`).
 pub fn drain_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
     let drain = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, drain.clone())?;
-        signal_hook::flag::register(sig, drain.clone())?;
-    }
+    netio::stop::on_stop_signals(drain.clone())?;
     Ok(drain)
 }
 

@@ -35,6 +35,7 @@ pub mod signal;
 mod socket;
 mod sockopt;
 pub mod steering;
+pub mod stop;
 pub mod testbed;
 mod txring;
 pub mod udp;
