@@ -415,8 +415,9 @@ fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds(
 
 /// `auto` with one matching core whose component stalls (its core taken by
 /// other work): the ring fills and payloads are lost, so the director brings
-/// the matching back inline at once — not after three periods — and, one
-/// core having fallen behind at that rate, does not move it out again.
+/// the matching back inline at once — not after three periods —, the flows
+/// leave the stalled component without waiting for it, and, one core having
+/// fallen behind at that rate, the director does not move it out again.
 #[test]
 fn auto_brings_the_matching_back_inline_at_once_when_its_core_falls_behind() {
     use nf::director::CoreLoad;
@@ -444,8 +445,19 @@ fn auto_brings_the_matching_back_inline_at_once_when_its_core_falls_behind() {
     ids_of(&c).set_component_paused(true);
     // the ring holds 64: a period of 300 loses most of them
     assert_eq!(period(&mut c, 300), 0, "back inline at the first look");
-    assert!(counters(&c)["offload_lost"] > 100);
+    let lost = counters(&c)["offload_lost"];
+    assert!(lost > 100, "{lost}");
+    // the component still stalled, its ring full: each flow leaving it gives
+    // up its states there and scans here from its next payload on
+    let scanned = counters(&c)["scanned"];
+    let placed = period(&mut c, 300);
+    let k = counters(&c);
+    // (let the component go before asserting: a stalled one is never joined)
     ids_of(&c).set_component_paused(false);
+    assert_eq!(placed, 0);
+    assert_eq!(k["offload_lost"], lost, "none lost once the matching left");
+    assert_eq!(k["streams_restarted"], 50, "each flow once");
+    assert!(k["scanned"] >= scanned + 300 * 9_000, "{k:?}");
     assert!(ids_of(&c).wait_idle(Duration::from_secs(10)));
     // each flow's states come back by the hand-off: a recall with its next
     // payload, adopted at the one after once the component has scanned it

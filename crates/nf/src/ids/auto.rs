@@ -20,9 +20,11 @@
 //!   [`Director::saturated_on`] does when the traffic comes faster than the
 //!   components scan, and any placement does when their cores are shared
 //!   with other work). When more than one payload in 1 000 of a period is
-//!   lost the director brings the matching back inline at once, and from
-//!   then on asks for enough cores that each takes under 80 % of the rate
-//!   per core at which they fell behind (inline when more than `cores`).
+//!   lost the director brings the matching back inline at once, keeps it
+//!   there 1 s, 2 s, 4 s … (at most [`MAX_BACKOFF_NS`]) after each such
+//!   retreat, and from then on asks for enough cores that each takes under
+//!   80 % of the rate per core at which they fell behind (inline when more
+//!   than `cores`).
 //!
 //! [`Auto::look`] is pure: the period's sums, the components' totals and the
 //! time in, a decision out.
@@ -192,7 +194,17 @@ pub struct Auto {
     handover_ns: Option<f64>,
     /// Payloads a second per component at which components lost payloads.
     fell_behind: Option<f64>,
+    /// Times the components fell behind, and until when (the runtime's time)
+    /// the matching stays inline after the last: 1 s, doubling each time, at
+    /// most [`MAX_BACKOFF_NS`]. Elastic traffic (TCP) speeds up to whatever
+    /// is slowest, and a component drops scans where a worker would slow the
+    /// traffic down, so each try on a core loses some.
+    retreats: u32,
+    inline_until_ns: u64,
 }
+
+/// The longest the matching stays inline after its cores fell behind.
+pub const MAX_BACKOFF_NS: u64 = 64_000_000_000;
 
 impl Auto {
     /// A director of matching that starts inline, with up to `max`
@@ -207,6 +219,8 @@ impl Auto {
             core_ns: None,
             handover_ns: None,
             fell_behind: None,
+            retreats: 0,
+            inline_until_ns: 0,
         }
     }
 
@@ -267,11 +281,18 @@ impl Auto {
             // is too much for them here, whatever the model says
             let rate = t.hands as f64 / secs / on as f64;
             self.fell_behind = Some(self.fell_behind.map_or(rate, |r| r.min(rate)));
+            let backoff = (1_000_000_000u64 << self.retreats.min(6)).min(MAX_BACKOFF_NS);
+            self.retreats += 1;
+            self.inline_until_ns = now_ns.saturating_add(backoff);
             let why = format!(
-                "the matching cores fell behind: {} of {payloads} payloads lost at {rate:.0} a second per core",
-                t.lost
+                "the matching cores fell behind: {} of {payloads} payloads lost at {rate:.0} a second per core; inline for {} s at least",
+                t.lost,
+                backoff / 1_000_000_000
             );
             return self.director.decide_now(now_ns, 0, why);
+        }
+        if now_ns < self.inline_until_ns {
+            return None;
         }
         let time = t.busy_ns + t.idle_ns;
         let load = t.busy_ns as f64 / time.max(1) as f64;
@@ -399,9 +420,16 @@ mod tests {
         );
         // the same rate again, inline: one core would not keep up at it, two
         // might
+        assert!(d.reason.contains("inline for 1 s at least"), "{}", d.reason);
         let comp = (1_700, 1_700 * 9_500);
-        let d = (5..=7).find_map(|i| a.look(i * PERIOD_NS, &busy, comp));
+        for i in 5..=14 {
+            assert_eq!(a.look(i * PERIOD_NS, &busy, comp), None, "backing off");
+        }
+        let d = (15..=17).find_map(|i| a.look(i * PERIOD_NS, &busy, comp));
         assert_eq!(d.map(|d| d.cores), Some(2));
+        // falling behind again doubles the time inline
+        let d = a.look(18 * PERIOD_NS, &lossy, comp).expect("at once");
+        assert!(d.reason.contains("inline for 2 s at least"), "{}", d.reason);
         // with a single component started it stays inline, and says why
         let mut one = Auto::new(1);
         one.fell_behind = Some(17_000.0);

@@ -67,6 +67,9 @@ counters! {
         offloaded,
         /// Payloads not scanned because the component's ring was full.
         offload_lost,
+        /// Flows leaving a component whose ring was full: their states there
+        /// given up, their streams started again where they went.
+        streams_restarted,
         /// Payloads the matching component took (placement `core`).
         component_jobs,
         /// The matching component's time on them (ns).
@@ -613,23 +616,38 @@ impl Ids {
 
     /// The data component of placement `core`: drop what is already known to be
     /// dropped, hand the payload over to the flow's component `at`, never wait.
+    /// `Err` with the flow, its streams started again, when it is leaving `at`
+    /// and `at`'s ring is full: a component that falls behind would
+    /// otherwise never finish the flow's recall (its payloads go on to it
+    /// until the recall completes), and every one of them lost would leave a
+    /// gap anyway; so the flow gives up its states there and this payload
+    /// starts its streams where the flow goes.
     fn process_data(
         &mut self,
         cx: &mut Ctx<'_>,
         pkt: &mut Packet,
         mut f: Box<IdsFlow>,
         at: usize,
-    ) -> Verdict {
+    ) -> Result<Verdict, Box<IdsFlow>> {
         let (key, _) = FlowKey::of(&pkt.info.tuple);
         let dropped = self.core.dropped.load();
         if !dropped.is_empty() && dropped.contains(&key) {
             f.dropped = true;
             cx.insert(FlowState::Ids(f));
-            return Verdict::Drop(DropCause::IdsDrop);
+            return Ok(Verdict::Drop(DropCause::IdsDrop));
         }
-        let recall = (self.shared.target(&key) != Some(at) && f.recall.is_none())
-            .then(|| Arc::new(Handoff::default()));
+        let leaving = self.shared.target(&key) != Some(at);
+        let recall = (leaving && f.recall.is_none()).then(|| Arc::new(Handoff::default()));
         if !self.hand_over(&mut f, pkt, at, None, recall) {
+            if leaving {
+                self.counters.streams_restarted += 1;
+                f.at = None;
+                f.recall = None;
+                f.gaps = 0;
+                f.st = [self.core.matcher.start(); 2];
+                f.progress = None;
+                return Err(f);
+            }
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
             self.counters.offload_lost += 1;
             self.meter.lost();
@@ -637,7 +655,7 @@ impl Ids {
         }
         cx.insert(FlowState::Ids(f));
         cx.set_timeout(self.core.idle_ns);
-        Verdict::Forward
+        Ok(Verdict::Forward)
     }
 
     /// Hands the packet's payload to the component, with the flow's states
@@ -707,18 +725,24 @@ impl Ids {
             if want == Some(at) {
                 // a recall under way is given up: the states stay there
                 f.recall = None;
-                return Ok(self.process_data(cx, pkt, f, at));
+                return self.process_data(cx, pkt, f, at);
             }
-            let Some(m) = f.recall.as_ref().and_then(|r| r.take()) else {
-                return Ok(self.process_data(cx, pkt, f, at));
-            };
-            // every payload handed over is scanned: the states are back
-            f.st[d] = m.st[sd];
-            f.st[1 - d] = m.st[1 - sd];
-            let pr = [m.pr[sd].clone(), m.pr[1 - sd].clone()];
-            f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
-            f.at = None;
-            f.recall = None;
+            match f.recall.as_ref().and_then(|r| r.take()) {
+                Some(m) => {
+                    // every payload handed over is scanned: the states are back
+                    f.st[d] = m.st[sd];
+                    f.st[1 - d] = m.st[1 - sd];
+                    let pr = [m.pr[sd].clone(), m.pr[1 - sd].clone()];
+                    f.progress = (!pr.iter().all(|p| p.is_empty())).then(|| Box::new(pr));
+                    f.at = None;
+                    f.recall = None;
+                }
+                None => match self.process_data(cx, pkt, f, at) {
+                    Ok(v) => return Ok(v),
+                    // its states there given up: fresh streams, placed below
+                    Err(g) => f = g,
+                },
+            }
         }
         let Some(to) = want else {
             return Err(f);
