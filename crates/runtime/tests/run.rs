@@ -381,14 +381,15 @@ fn a_scripted_move_holds_then_drains() {
     };
     // whether the new owner receives packets before the hand-over depends on the
     // scheduling of 4 threads on this machine: every attempt must keep every
-    // invariant, and one of a few attempts must show packets held
+    // invariant, and one of up to 20 attempts must show packets held (in the
+    // whole suite on 2 CPUs an attempt holds none about 3 times in 4)
     let mut attempts = 0;
     let o = loop {
         attempts += 1;
         let o = run(&chain, &t, &cfg).unwrap();
         check(&o, chain.shard_count());
         assert_eq!(o.report.migrations["shard_moves"], 1);
-        if o.report.migrations["packets_held"] > 0 || attempts == 5 {
+        if o.report.migrations["packets_held"] > 0 || attempts == 20 {
             break o;
         }
     };
