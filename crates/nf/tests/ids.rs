@@ -327,8 +327,9 @@ fn matching_moved_while_flows_go_on_finds_what_inline_finds() {
 /// `placement = "auto"` with up to two matching cores, driven as the
 /// runtime drives it (the worker's load every period): large payloads at a
 /// moderate rate go to one core; the same payloads with the worker flat out
-/// to two (one would set the pace, slower than inline); bare packets bring
-/// the matching back inline. The alerts are exactly an inline run's.
+/// and other work beside the scans to two (one would set the pace; two keep
+/// up); bare packets bring the matching back inline. The alerts are exactly
+/// an inline run's.
 #[test]
 fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds() {
     use nf::director::CoreLoad;
@@ -353,8 +354,14 @@ fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds(
     let mut now = 0;
     let mut i = 0u64;
     // one period: 300 packets over 50 flows; the worker busy for the time
-    // they took, and idle `idle_x` times that
-    let mut period = |inl: &mut Chain, auto: &mut Chain, payload: Option<&[u8]>, idle_x: u64| {
+    // they took and `extra` ns a packet of other work (the chain's other
+    // NFs), idle `idle_x` times that; the first period's time a packet
+    let mut first = None;
+    let mut period = |inl: &mut Chain,
+                      auto: &mut Chain,
+                      payload: Option<&[u8]>,
+                      idle_x: u64,
+                      extra: &dyn Fn(u64) -> u64| {
         let mut busy = 0;
         for _ in 0..300 {
             i += 1;
@@ -368,6 +375,8 @@ fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds(
             busy += t0.elapsed().as_nanos() as u64;
             assert_eq!((a, b), (Verdict::Forward, Verdict::Forward));
         }
+        let per = *first.get_or_insert(busy / 300);
+        busy += 300 * extra(per);
         load.busy_ns += busy;
         load.idle_ns += idle_x * busy;
         load.packets += 300;
@@ -376,24 +385,27 @@ fn auto_places_the_matching_on_as_many_cores_as_pay_and_finds_what_inline_finds(
         ids_of(auto).cores()
     };
     let mut seen = vec![];
-    let mut step = |want: usize, payload: Option<&[u8]>, idle_x: u64| {
-        for _ in 0..12 {
-            let k = period(&mut inl, &mut auto, payload, idle_x);
-            if seen.last() != Some(&k) {
-                seen.push(k);
+    let mut step =
+        |want: usize, payload: Option<&[u8]>, idle_x: u64, extra: &dyn Fn(u64) -> u64| {
+            for _ in 0..12 {
+                let k = period(&mut inl, &mut auto, payload, idle_x, extra);
+                if seen.last() != Some(&k) {
+                    seen.push(k);
+                }
+                if k == want {
+                    return;
+                }
             }
-            if k == want {
-                return;
-            }
-        }
-        panic!("never on {want} cores: {seen:?}");
-    };
+            panic!("never on {want} cores: {seen:?}");
+        };
     // a rate the worker keeps up with, idle most of the time: one core
-    step(1, None, 9);
-    // flat out: one core would set the pace at a scan per packet; two
-    step(2, None, 0);
+    step(1, None, 9, &|_| 0);
+    // flat out, with other work of 0.7 of a scan a packet: one core would
+    // set the pace (a scan a packet); two keep up with the worker and are
+    // faster
+    step(2, None, 0, &|scan| scan * 7 / 10);
     // bare packets: nothing to scan, back inline
-    step(0, Some(b""), 9);
+    step(0, Some(b""), 9, &|_| 0);
     assert_eq!(seen, vec![0, 1, 2, 0]);
     let d = ids_of(&auto).decisions();
     assert_eq!(d.iter().map(|d| d.cores).collect::<Vec<_>>(), vec![1, 2, 0]);

@@ -16,10 +16,11 @@
 //!   on a core, a hand-over while it is inline) are the last measured, or
 //!   estimated from the other side's until then.
 //! - The workers never wait for a component, so components that fall behind
-//!   lose payloads (`offload_lost`; a component-bound placement of
-//!   [`Director::saturated_on`] does when the traffic comes faster than the
-//!   components scan, and any placement does when their cores are shared
-//!   with other work). When more than one payload in 1 000 of a period is
+//!   lose payloads (`offload_lost`). With the workers flat out the director
+//!   takes only as many cores as keep up with the workers' pace on a core
+//!   (each under `max_core` busy), else inline; and any placement falls
+//!   behind when the components' cores are shared with other work. When
+//!   more than one payload in 1 000 of a period is
 //!   lost the director brings the matching back inline at once, keeps it
 //!   there 1 s, 2 s, 4 s … (at most [`MAX_BACKOFF_NS`]) after each such
 //!   retreat, and from then on asks for enough cores that each takes under
@@ -224,6 +225,13 @@ impl Auto {
         }
     }
 
+    /// The workers' own work per packet: their busy time without the scans
+    /// (`c` ns each) and hand-overs (`h`).
+    fn rest(&self, t: &Taken, c: f64, h: f64) -> f64 {
+        let jobs_ns = t.scans as f64 * c + t.hands as f64 * h;
+        ((t.busy_ns as f64 - jobs_ns) / t.packets.max(1) as f64).max(0.0)
+    }
+
     /// The period ending at `now_ns`: the workers' sums `t` and the
     /// components' running job count and time; a change of the number of
     /// matching components (0: inline) with its reason, when the director
@@ -298,18 +306,20 @@ impl Auto {
         let load = t.busy_ns as f64 / time.max(1) as f64;
         let workers = (time as f64 / len_ns as f64).round().max(1.0);
         let (k, why) = if load >= SATURATED {
-            // the worker's own work: its busy time without the scans and
-            // hand-overs, per packet
-            let jobs_ns = t.scans as f64 * c + t.hands as f64 * h;
             let o = Offload {
-                rest_ns: ((t.busy_ns as f64 - jobs_ns) / t.packets as f64).max(0.0),
+                rest_ns: self.rest(t, c, h),
                 share: payloads as f64 / t.packets as f64,
                 inline_ns: c,
                 core_ns: c2,
                 handover_ns: h,
                 workers,
             };
-            self.director.saturated_on(&o, self.max)
+            let (k, why) = self.director.saturated_on(&o, self.max);
+            // on a core the workers go at their own pace and never wait:
+            // the components must keep up with it, or they lose payloads
+            let max_core = DirectorConfig::default().max_core;
+            let need = workers * o.share * c2 / (max_core * (o.rest_ns + o.share * h).max(1.0));
+            (k.max(usize::from(k > 0) * need.ceil() as usize), why)
         } else {
             let p = Period {
                 len_ns,
