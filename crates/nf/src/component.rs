@@ -50,6 +50,25 @@ impl Placement {
         }
     }
 
+    /// `Inline` for 0 component cores, else `Core`.
+    pub fn of_cores(k: usize) -> Placement {
+        if k == 0 {
+            Placement::Inline
+        } else {
+            Placement::Core
+        }
+    }
+
+    /// A number of component cores in words, for messages and reports:
+    /// `inline`, `core`, `3 cores`.
+    pub fn cores_name(k: usize) -> String {
+        match k {
+            0 => "inline".into(),
+            1 => "core".into(),
+            k => format!("{k} cores"),
+        }
+    }
+
     /// The name in configs and reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -160,11 +160,7 @@ impl Director {
 
     /// Where the component runs now.
     pub fn current(&self) -> Placement {
-        if self.cores == 0 {
-            Placement::Inline
-        } else {
-            Placement::Core
-        }
+        Placement::of_cores(self.cores)
     }
 
     /// Component cores now (0: inline).
@@ -175,12 +171,7 @@ impl Director {
     /// The better placement for a period's measurements, and why.
     pub fn better(&self, p: &Period) -> (Placement, String) {
         let (k, why) = self.better_on(p, 1);
-        let to = if k == 0 {
-            Placement::Inline
-        } else {
-            Placement::Core
-        };
-        (to, why)
+        (Placement::of_cores(k), why)
     }
 
     /// [`better`](Self::better) for a component that can run on up to `max`
@@ -233,12 +224,7 @@ impl Director {
     /// The faster placement for a worker that runs flat out, and why.
     pub fn saturated(&self, o: &Offload) -> (Placement, String) {
         let (k, why) = self.saturated_on(o, 1);
-        let to = if k == 0 {
-            Placement::Inline
-        } else {
-            Placement::Core
-        };
-        (to, why)
+        (Placement::of_cores(k), why)
     }
 
     /// [`saturated`](Self::saturated) for a component that can run on up to
@@ -291,16 +277,19 @@ impl Director {
     pub fn decide_now(&mut self, now_ns: u64, want: usize, reason: String) -> Option<Decision> {
         self.streak = 0;
         self.want = want;
-        if want == self.cores {
-            return None;
-        }
+        (want != self.cores).then(|| self.change(now_ns, want, reason))
+    }
+
+    /// Moves to `want` cores now.
+    fn change(&mut self, now_ns: u64, want: usize, reason: String) -> Decision {
+        self.streak = 0;
         self.cores = want;
-        Some(Decision {
+        Decision {
             at_ns: now_ns,
             to: self.current(),
             cores: want,
             reason,
-        })
+        }
     }
 
     /// Takes a placement wanted now (`want` component cores, 0: inline, from
@@ -320,14 +309,7 @@ impl Director {
         if self.streak < self.cfg.hold.max(1) {
             return None;
         }
-        self.streak = 0;
-        self.cores = want;
-        Some(Decision {
-            at_ns: now_ns,
-            to: self.current(),
-            cores: want,
-            reason,
-        })
+        Some(self.change(now_ns, want, reason))
     }
 }
 

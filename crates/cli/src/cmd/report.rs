@@ -81,14 +81,12 @@ pub fn print_report(r: &RunReport) {
         }
     }
     for p in &r.placements {
-        let to = match p.cores {
-            0 => "inline".to_string(),
-            1 => "core".to_string(),
-            k => format!("{k} cores"),
-        };
         println!(
-            "director    {} → {to} at {:.3} s ({})",
-            p.nf, p.at_s, p.reason
+            "director    {} → {} at {:.3} s ({})",
+            p.nf,
+            nf::component::Placement::cores_name(p.cores),
+            p.at_s,
+            p.reason
         );
     }
     for c in &r.per_core {

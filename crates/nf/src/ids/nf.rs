@@ -513,14 +513,10 @@ impl Ids {
             return;
         };
         if self.set_cores(d.cores).is_ok() {
-            let to = match d.cores {
-                0 => "inline".to_string(),
-                1 => "1 core".to_string(),
-                k => format!("{k} cores"),
-            };
             eprintln!(
-                "flowshift: director: {} matching → {to} at {:.3} s ({})",
+                "flowshift: director: {} matching → {} at {:.3} s ({})",
                 self.meta.name,
+                Placement::cores_name(d.cores),
                 now_ns as f64 / 1e9,
                 d.reason
             );
