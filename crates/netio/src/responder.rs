@@ -88,7 +88,13 @@ mod tests {
         assert_eq!(&b[..n], b"cba");
         let at = r.local_addr();
         drop(r);
-        // the port is free again
-        UdpSocket::bind(at).unwrap();
+        // the socket is closed: nothing answers any more (rebinding the port
+        // would race with other tests handed the same ephemeral port)
+        c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        c.send_to(b"abc", at).unwrap();
+        // an error is a refusal or a timeout: both mean nobody answered
+        if let Ok(n) = c.recv(&mut b) {
+            assert_ne!(&b[..n], b"cba", "a dropped responder answered");
+        }
     }
 }
