@@ -1434,8 +1434,9 @@ impl Chain {
                 StateKind::PerFlow => "per-flow state in the owning shard",
                 StateKind::Mergeable => "mergeable per-core state, merged periodically",
             };
+            let placed = n.placement().map(|p| format!("; {p}")).unwrap_or_default();
             s.push_str(&format!(
-                "{i}: {:<10} NFLOW key {:<22} {kind}\n",
+                "{i}: {:<10} NFLOW key {:<22} {kind}{placed}\n",
                 n.name(),
                 n.nflow().name()
             ));

@@ -123,6 +123,11 @@ pub trait Nf: Send + Any {
     fn placements(&self) -> Vec<crate::director::Decision> {
         Vec::new()
     }
+    /// Where the NF's component runs, as configured, in words (`flowshift
+    /// chain check` prints it). Default: the NF has no component.
+    fn placement(&self) -> Option<String> {
+        None
+    }
     /// Sends the NF's events (a NAT's mappings created and deleted) to
     /// `hub`, for a logger to drain. Default: the NF has none.
     fn log_events(&mut self, _hub: &std::sync::Arc<crate::nat::EventHub>) {}

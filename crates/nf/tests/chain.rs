@@ -995,3 +995,49 @@ fn the_per_nf_layout_changes_nothing_but_how_entries_are_found() {
     );
     assert!(forwarded > 15_000 && forwarded < 30_000, "{forwarded}");
 }
+
+/// `describe` (what `flowshift chain check` prints) names where each NF's
+/// component runs as configured.
+#[test]
+fn describe_names_each_components_placement() {
+    let toml = |ids: &str, lb: &str| {
+        format!(
+            "[[nf]]\nkind = \"ids\"\n{ids}\nrules = 'alert tcp any any -> any any (msg:\"x\"; content:\"abc\"; sid:1;)'\n\
+             [[nf]]\nkind = \"lb\"\nsnat = [\"192.0.2.10\"]\n{lb}\n\
+             [[nf.service]]\nvip = \"10.0.0.100:80\"\nbackends = [\"10.1.0.1:8080\"]\n"
+        )
+    };
+    for (ids, lb, want) in [
+        ("", "", ["; matching inline", "; control inline"]),
+        (
+            "placement = \"core\"\ncores = 3",
+            "placement = \"core\"",
+            ["; matching on 3 cores", "; control on a core"],
+        ),
+        (
+            "placement = \"auto\"",
+            "placement = \"auto\"",
+            [
+                "; matching placed by the director: inline or up to a core",
+                "; control placed by the director: inline or a core",
+            ],
+        ),
+    ] {
+        let d = ChainConfig::from_toml(&toml(ids, lb))
+            .unwrap()
+            .build(Path::new("."))
+            .unwrap()
+            .describe();
+        let lines: Vec<&str> = d.lines().collect();
+        assert!(
+            lines[0].starts_with("0: ids") && lines[1].starts_with("1: lb"),
+            "{d}"
+        );
+        for (line, tail) in lines.iter().zip(want) {
+            assert!(
+                line.ends_with(tail),
+                "`{tail}` not at the end of: {line}\n{d}"
+            );
+        }
+    }
+}

@@ -882,6 +882,18 @@ impl Nf for Ids {
         self.decisions()
     }
 
+    fn placement(&self) -> Option<String> {
+        let cores = match self.shared.remotes.len() {
+            1 => "a core".to_string(),
+            n => format!("{n} cores"),
+        };
+        Some(match self.shared.configured {
+            Placement::Inline => "matching inline".into(),
+            Placement::Core => format!("matching on {cores}"),
+            Placement::Auto => format!("matching placed by the director: inline or up to {cores}"),
+        })
+    }
+
     fn core_load(&mut self, now_ns: u64, load: CoreLoad) {
         if self.shared.auto.is_none() {
             return;

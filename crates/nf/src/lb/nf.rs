@@ -469,6 +469,14 @@ impl Nf for Lb {
         self.shared.control.decisions()
     }
 
+    fn placement(&self) -> Option<String> {
+        Some(match self.shared.control.component.configured() {
+            Placement::Inline => "control inline".into(),
+            Placement::Core => "control on a core".into(),
+            Placement::Auto => "control placed by the director: inline or a core".into(),
+        })
+    }
+
     fn instance(&self) -> Box<dyn Nf> {
         let mut n = self.clone();
         n.counters = LbCounters::default();
