@@ -90,7 +90,8 @@ mod tests {
         drop(r);
         // the socket is closed: nothing answers any more (rebinding the port
         // would race with other tests handed the same ephemeral port)
-        c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         c.send_to(b"abc", at).unwrap();
         // an error is a refusal or a timeout: both mean nobody answered
         if let Ok(n) = c.recv(&mut b) {
