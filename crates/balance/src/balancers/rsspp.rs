@@ -33,7 +33,7 @@
 //! load it carried in the last period, which pays only if the shard still
 //! carries it while the move stands. Each round measures how much of a
 //! shard's deviation from the mean persists — ρ, the correlation of the
-//! shards' packet rates `persistence_lag` (3) periods apart, clamped to
+//! shards' packet rates `persistence_lag` (2) periods apart, clamped to
 //! [0, 1] — and plans on each shard's best linear prediction, mean +
 //! ρ·(last − mean). On traffic whose shards keep their load (long flows, the
 //! case RSS++ was built for) ρ ≈ 1 and the round is RSS++'s own; when
@@ -99,7 +99,7 @@ pub struct RssppConfig {
     /// non-empty shard, as published).
     pub keep_share: f64,
     /// Periods between the two rate vectors whose correlation is ρ: the
-    /// horizon over which a move must pay (3; 1: the next period only).
+    /// horizon over which a move must pay (2; 1: the next period only).
     pub persistence_lag: usize,
     /// Below `target_load`, the imbalance threshold and the solver's 1 %
     /// stop scale with mean load ÷ target load, so that a lightly loaded
@@ -122,7 +122,7 @@ impl Default for RssppConfig {
             max_period_ns: 1_000_000_000,
             predict: true,
             keep_share: 0.875,
-            persistence_lag: 3,
+            persistence_lag: 2,
             scale_thresholds: true,
         }
     }
