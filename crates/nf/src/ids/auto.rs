@@ -9,9 +9,10 @@
 //!   deltas to [`Sums`], which every instance shares.
 //! - Every [`PERIOD_NS`] one worker (whoever takes the lock; none waits)
 //!   takes the sums and [`Auto::look`]s: with the workers busy at least
-//!   [`SATURATED`] of their time it weighs time per packet
-//!   ([`Director::saturated_on`]); otherwise the work a core would take off
-//!   them ([`Director::better_on`]).
+//!   [`SATURATED`] of their time on average, or one of them that busy for
+//!   most of the period (RSS gave it more than its share), it weighs time
+//!   per packet ([`Director::saturated_on`]); otherwise the work a core
+//!   would take off them ([`Director::better_on`]).
 //! - Costs not measured in the period (a scan inline while the matching is
 //!   on a core, a hand-over while it is inline) are the last measured, or
 //!   estimated from the other side's until then.
@@ -111,9 +112,17 @@ impl Meter {
             };
             return;
         };
+        let busy = load.busy_ns.saturating_sub(last.busy_ns);
+        let idle = load.idle_ns.saturating_sub(last.idle_ns);
+        // this worker's own load since it last added: flat out or not
+        let flat = if busy as f64 >= SATURATED * (busy + idle) as f64 && busy > 0 {
+            busy + idle
+        } else {
+            0
+        };
         let deltas = [
-            load.busy_ns.saturating_sub(last.busy_ns),
-            load.idle_ns.saturating_sub(last.idle_ns),
+            busy,
+            idle,
             load.packets.saturating_sub(last.packets),
             self.scans,
             self.scan_samples,
@@ -122,6 +131,7 @@ impl Meter {
             self.hand_samples,
             self.hand_sample_ns,
             self.lost,
+            flat,
         ];
         for (a, d) in sums.0.iter().zip(deltas) {
             // Relaxed: statistics; the director takes them under its lock
@@ -137,9 +147,9 @@ impl Meter {
 
 /// Every worker's counts since the director last looked: busy, idle,
 /// packets, scans, scan samples and their ns, hand-overs, their samples and
-/// ns, payloads lost.
+/// ns, payloads lost, time flat out.
 #[derive(Debug, Default)]
-pub struct Sums([AtomicU64; 10]);
+pub struct Sums([AtomicU64; 11]);
 
 /// What [`Sums`] held when the director took them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -160,6 +170,10 @@ pub struct Taken {
     pub hand_samples: (u64, u64),
     /// Payloads the components' rings had no room for.
     pub lost: u64,
+    /// The workers' time (busy and idle) in the timer periods each ran at
+    /// least [`SATURATED`] busy (ns): ÷ the period's length, how many
+    /// workers ran flat out.
+    pub flat_ns: u64,
 }
 
 impl Sums {
@@ -176,6 +190,7 @@ impl Sums {
             hands: t(6),
             hand_samples: (t(7), t(8)),
             lost: t(9),
+            flat_ns: t(10),
         }
     }
 }
@@ -305,7 +320,18 @@ impl Auto {
         let time = t.busy_ns + t.idle_ns;
         let load = t.busy_ns as f64 / time.max(1) as f64;
         let workers = (time as f64 / len_ns as f64).round().max(1.0);
-        let (k, why) = if load >= SATURATED {
+        // workers flat out: one whose RSS share is too much for it loses
+        // packets at its queue, whatever the others' load
+        let flat = t.flat_ns as f64 / len_ns as f64;
+        // the workers a component serves at their pace: all of them when
+        // they all run flat out; else the flat-out ones, and the others'
+        // jobs at the share of a worker they keep busy
+        let workers = if load >= SATURATED {
+            workers
+        } else {
+            (flat + t.busy_ns.saturating_sub(t.flat_ns) as f64 / len_ns as f64).max(1.0)
+        };
+        let (k, why) = if load >= SATURATED || flat >= 0.5 {
             let o = Offload {
                 rest_ns: self.rest(t, c, h),
                 share: payloads as f64 / t.packets as f64,
@@ -344,7 +370,15 @@ impl Auto {
         } else {
             (k, why)
         };
-        let why = format!("workers {:.0} % busy; {why}", 100.0 * load);
+        let why = if load < SATURATED && flat >= 0.5 {
+            format!(
+                "workers {:.0} % busy, {flat:.1} of {:.0} flat out; {why}",
+                100.0 * load,
+                time as f64 / len_ns as f64
+            )
+        } else {
+            format!("workers {:.0} % busy; {why}", 100.0 * load)
+        };
         self.director.decide(now_ns, k, why)
     }
 }
@@ -368,7 +402,41 @@ mod tests {
             hands,
             hand_samples: if inline { (0, 0) } else { samples },
             lost: 0,
+            flat_ns: if load >= SATURATED { PERIOD_NS } else { 0 },
         }
+    }
+
+    #[test]
+    fn one_worker_flat_out_beside_an_idle_one_is_weighed_by_time_per_packet() {
+        // two workers: one RSS gave an elephant (flat out, every packet a
+        // 2 µs payload), the other nearly idle — 55 % busy on average
+        let mut two = taken(1.0, 43_000, 43_000, true, 2_000);
+        two.busy_ns += PERIOD_NS / 10;
+        two.idle_ns += PERIOD_NS - PERIOD_NS / 10;
+        let mut a = Auto::new(2);
+        a.look(0, &Taken::default(), (0, 0));
+        let d = (1..=3)
+            .find_map(|i| a.look(i * PERIOD_NS, &two, (0, 0)))
+            .expect("a change");
+        assert!(d.cores > 0, "{}", d.reason);
+        assert!(
+            d.reason
+                .starts_with("workers 55 % busy, 1.0 of 2 flat out;"),
+            "{}",
+            d.reason
+        );
+        assert!(d.reason.contains("ns a packet inline"), "{}", d.reason);
+        // the same average load with neither worker flat out is weighed by
+        // the work a core would take off them
+        let mut even = two;
+        even.flat_ns = 0;
+        let mut b = Auto::new(2);
+        b.look(0, &Taken::default(), (0, 0));
+        let d = (1..=3)
+            .find_map(|i| b.look(i * PERIOD_NS, &even, (0, 0)))
+            .expect("a change");
+        assert!(d.reason.starts_with("workers 55 % busy;"), "{}", d.reason);
+        assert!(!d.reason.contains("ns a packet inline"), "{}", d.reason);
     }
 
     #[test]
@@ -483,6 +551,10 @@ mod tests {
         let t = sums.take();
         assert_eq!((t.busy_ns, t.idle_ns, t.packets), (1_000, 300, 100));
         assert_eq!((t.scans, t.scan_samples.0, t.hands), (40, 2, 0));
+        assert_eq!(t.flat_ns, 0, "77 % busy is not flat out");
         assert_eq!(sums.take(), Taken::default(), "taken once");
+        // 950 of 1 000 ns busy: flat out for those 1 000 ns
+        m.add_to(&sums, load(2_450, 850, 120));
+        assert_eq!(sums.take().flat_ns, 1_000);
     }
 }
