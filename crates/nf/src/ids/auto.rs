@@ -176,6 +176,27 @@ pub struct Taken {
     pub flat_ns: u64,
 }
 
+impl Taken {
+    /// Over a period of `len_ns`: the workers' average load, how many ran
+    /// flat out (one whose RSS share is too much for it loses packets at its
+    /// queue, whatever the others' load), and how many a component serves
+    /// at their pace — all of them when they all run flat out; else the
+    /// flat-out ones, and the others' jobs at the share of a worker they
+    /// keep busy (at least one).
+    pub fn workers(&self, len_ns: u64) -> (f64, f64, f64) {
+        let time = self.busy_ns + self.idle_ns;
+        let load = self.busy_ns as f64 / time.max(1) as f64;
+        let len = len_ns.max(1) as f64;
+        let flat = self.flat_ns as f64 / len;
+        let served = if load >= SATURATED {
+            (time as f64 / len).round().max(1.0)
+        } else {
+            (flat + self.busy_ns.saturating_sub(self.flat_ns) as f64 / len).max(1.0)
+        };
+        (load, flat, served)
+    }
+}
+
 impl Sums {
     /// Takes the counts, leaving zeros.
     pub fn take(&self) -> Taken {
@@ -245,6 +266,17 @@ impl Auto {
     fn rest(&self, t: &Taken, c: f64, h: f64) -> f64 {
         let jobs_ns = t.scans as f64 * c + t.hands as f64 * h;
         ((t.busy_ns as f64 - jobs_ns) / t.packets.max(1) as f64).max(0.0)
+    }
+
+    /// With workers flat out: the cores that pay by time per packet, and at
+    /// least as many as keep up with the workers' pace on a core (the
+    /// workers never wait: components that do not keep up lose payloads).
+    fn flat_out(&self, o: &Offload) -> (usize, String) {
+        let (k, why) = self.director.saturated_on(o, self.max);
+        let max_core = DirectorConfig::default().max_core;
+        let need = o.workers * o.share * o.core_ns
+            / (max_core * (o.rest_ns + o.share * o.handover_ns).max(1.0));
+        (k.max(usize::from(k > 0) * need.ceil() as usize), why)
     }
 
     /// The period ending at `now_ns`: the workers' sums `t` and the
@@ -317,20 +349,7 @@ impl Auto {
         if now_ns < self.inline_until_ns {
             return None;
         }
-        let time = t.busy_ns + t.idle_ns;
-        let load = t.busy_ns as f64 / time.max(1) as f64;
-        let workers = (time as f64 / len_ns as f64).round().max(1.0);
-        // workers flat out: one whose RSS share is too much for it loses
-        // packets at its queue, whatever the others' load
-        let flat = t.flat_ns as f64 / len_ns as f64;
-        // the workers a component serves at their pace: all of them when
-        // they all run flat out; else the flat-out ones, and the others'
-        // jobs at the share of a worker they keep busy
-        let workers = if load >= SATURATED {
-            workers
-        } else {
-            (flat + t.busy_ns.saturating_sub(t.flat_ns) as f64 / len_ns as f64).max(1.0)
-        };
+        let (load, flat, workers) = t.workers(len_ns);
         let (k, why) = if load >= SATURATED || flat >= 0.5 {
             let o = Offload {
                 rest_ns: self.rest(t, c, h),
@@ -340,12 +359,7 @@ impl Auto {
                 handover_ns: h,
                 workers,
             };
-            let (k, why) = self.director.saturated_on(&o, self.max);
-            // on a core the workers go at their own pace and never wait:
-            // the components must keep up with it, or they lose payloads
-            let max_core = DirectorConfig::default().max_core;
-            let need = workers * o.share * c2 / (max_core * (o.rest_ns + o.share * h).max(1.0));
-            (k.max(usize::from(k > 0) * need.ceil() as usize), why)
+            self.flat_out(&o)
         } else {
             let p = Period {
                 len_ns,
@@ -374,7 +388,7 @@ impl Auto {
             format!(
                 "workers {:.0} % busy, {flat:.1} of {:.0} flat out; {why}",
                 100.0 * load,
-                time as f64 / len_ns as f64
+                (t.busy_ns + t.idle_ns) as f64 / len_ns as f64
             )
         } else {
             format!("workers {:.0} % busy; {why}", 100.0 * load)
