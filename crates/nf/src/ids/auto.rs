@@ -115,7 +115,7 @@ impl Meter {
         let busy = load.busy_ns.saturating_sub(last.busy_ns);
         let idle = load.idle_ns.saturating_sub(last.idle_ns);
         // this worker's own load since it last added: flat out or not
-        let flat = if busy as f64 >= SATURATED * (busy + idle) as f64 && busy > 0 {
+        let flat = if busy as f64 >= SATURATED * (busy + idle) as f64 {
             busy + idle
         } else {
             0

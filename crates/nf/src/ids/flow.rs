@@ -27,3 +27,12 @@ pub struct IdsFlow {
     /// Its states are coming back from the component ([`super::handoff`]).
     pub recall: Option<Recall>,
 }
+
+impl IdsFlow {
+    /// Both directions' streams start again from `start` (the matcher's
+    /// start state), no rule part-way.
+    pub fn restart_streams(&mut self, start: Stream) {
+        self.st = [start; 2];
+        self.progress = None;
+    }
+}

@@ -640,8 +640,7 @@ impl Ids {
                 f.at = None;
                 f.recall = None;
                 f.gaps = 0;
-                f.st = [self.core.matcher.start(); 2];
-                f.progress = None;
+                f.restart_streams(self.core.matcher.start());
                 return Err(f);
             }
             let bit = 1u8 << u8::from(pkt.dir == Dir::Reply);
@@ -788,8 +787,7 @@ impl Nf for Ids {
         };
         if f.generation != core.generation {
             // rules reloaded: the flow's streams start again under the new ones
-            f.st = [core.matcher.start(); 2];
-            f.progress = None;
+            f.restart_streams(core.matcher.start());
             f.generation = core.generation;
         }
         if f.dropped {
