@@ -373,12 +373,12 @@ fn bench_compares_shared_state_with_the_delayed_merge() {
         "--json",
         json.to_str().unwrap(),
     ]));
-    assert!(out.contains("strict/merged"), "{out}");
+    assert!(out.contains("÷ merged"), "{out}");
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 16, "{rows:?}");
+    assert_eq!(rows.len(), 18, "{rows:?}");
     for r in rows {
         let mpps = r["mpps"].as_array().unwrap();
         assert_eq!(mpps.len(), 2, "{r}");

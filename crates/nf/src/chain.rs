@@ -1358,8 +1358,8 @@ impl Chain {
 
     /// Delayed merge, live: each NF's snapshot of its shared state on this
     /// core (`None` for NFs that share nothing); empty when no NF shares.
-    pub fn share(&self) -> Vec<Option<crate::Shared>> {
-        let all: Vec<Option<crate::Shared>> = self.nfs.iter().map(|n| n.share()).collect();
+    pub fn share(&mut self) -> Vec<Option<crate::Shared>> {
+        let all: Vec<Option<crate::Shared>> = self.nfs.iter_mut().map(|n| n.share()).collect();
         if all.iter().all(Option::is_none) {
             return Vec::new();
         }
@@ -1387,7 +1387,7 @@ impl Chain {
     /// True if an NF of the chain shares state across cores (a driver then
     /// merges every period: [`share`](Self::share), [`merge_shared`](Self::merge_shared)).
     pub fn shares_state(&self) -> bool {
-        self.nfs.iter().any(|n| n.share().is_some())
+        self.nfs.iter().any(|n| n.shares())
     }
 
     /// Gives each NF every core's snapshot of it (`cores[c]` is core c's

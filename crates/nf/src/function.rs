@@ -149,12 +149,18 @@ pub trait Nf: Send + Any {
     /// Merges another core's instance of the same NF into this one (mergeable
     /// state and counters).
     fn merge_from(&mut self, _other: &dyn Nf) {}
-    /// Delayed merge (GranularNF §4), live: a snapshot of this core's part of
-    /// the NF's shared state (none for an NF that shares nothing), which a
-    /// driver hands, with every other core's, to [`merge_shared`](Self::merge_shared)
-    /// on each core every merge period.
-    fn share(&self) -> Option<Shared> {
+    /// Delayed merge (GranularNF §4), live: this core's part of the NF's
+    /// shared state, or what changed in it since its last share (none for an
+    /// NF that shares nothing), which a driver hands, with every other
+    /// core's latest, to [`merge_shared`](Self::merge_shared) on each core
+    /// every merge period.
+    fn share(&mut self) -> Option<Shared> {
         None
+    }
+    /// True if [`share`](Self::share) shares anything (a driver then sets
+    /// up the merge).
+    fn shares(&self) -> bool {
+        false
     }
     /// Takes every core's snapshot (its own among them) as its merged view:
     /// decisions (thresholds) are made on it until the next merge.

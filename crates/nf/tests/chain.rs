@@ -168,6 +168,37 @@ fn monitor_of(c: &nf::Chain) -> &Monitor {
     c.nfs()[0].as_any().downcast_ref::<Monitor>().unwrap()
 }
 
+/// Only a threshold reads the merged view: a mergeable monitor without one
+/// puts nothing on the board (its counters merge once, for the report), one
+/// with a threshold shares its counters, first all it counted so far.
+#[test]
+fn a_mergeable_monitor_shares_its_counters_only_for_a_threshold() {
+    let spec = TraceSpec {
+        flows: 50,
+        packets: 500,
+        ..Default::default()
+    };
+    let pkts: Vec<_> = Generator::new(&spec).unwrap().collect();
+    for (threshold, shares) in [(0, false), (1_000, true)] {
+        let toml = format!("[[nf]]\nkind = \"monitor\"\nthreshold_packets = {threshold}\n");
+        let (mut c, mut shards) = chain(&toml);
+        assert_eq!(c.shares_state(), shares, "threshold {threshold}");
+        for p in &pkts {
+            run(&mut c, &mut shards, p.frame.clone(), p.ts_ns);
+        }
+        let shared = c.share();
+        assert_eq!(shared.is_empty(), !shares, "threshold {threshold}");
+        if let Some(Some(s)) = shared.first() {
+            let s = s
+                .downcast_ref::<nf::monitor::merged::Share>()
+                .expect("a monitor's share");
+            assert!(s.is_full(), "the first share holds every source");
+            let counted: u64 = s.totals().iter().map(|t| t.1).sum();
+            assert_eq!(counted, pkts.len() as u64);
+        }
+    }
+}
+
 #[test]
 fn merged_per_core_monitors_equal_one_core() {
     let toml = "[steering]\nshards = 4\n[[nf]]\nkind = \"monitor\"\n[[nf]]\nkind = \"seqcheck\"\n";
@@ -219,7 +250,7 @@ fn merged_per_core_monitors_equal_one_core() {
 }
 
 #[test]
-fn monitor_threshold_uses_the_other_cores_counts_after_a_sync() {
+fn monitor_threshold_uses_the_other_cores_counts_after_a_merge() {
     let toml = "[[nf]]\nkind = \"monitor\"\nthreshold_packets = 100\naction = \"drop\"\n";
     let (proto, _) = chain(toml);
     let (mut a, mut b) = (proto.instance(), proto.instance());
@@ -241,25 +272,23 @@ fn monitor_threshold_uses_the_other_cores_counts_after_a_sync() {
         assert_eq!(run(&mut b, &mut sb, f(i), 0).0, Verdict::Forward);
     }
     // 160 in total, but each core alone has seen 80: no drop before the merge
-    let mut global = monitor_of(&a).report().sources;
-    state::merge::Mergeable::merge(&mut global, &monitor_of(&b).report().sources);
-    let sync = |c: &mut nf::Chain| {
-        let m = c.nfs()[0]
-            .as_any()
-            .downcast_ref::<Monitor>()
-            .unwrap()
-            .clone();
-        let mut m = m;
-        m.sync(&global);
-        m
-    };
-    let ma = sync(&mut a);
-    assert_eq!(ma.report().sources[&src].packets, 80);
-    // after the sync the threshold sees 160 + 1
-    let mut synced = nf::Chain::new(vec![Box::new(ma)], Default::default()).unwrap();
-    let mut ss = synced.new_shards();
+    let board = [a.share(), b.share()];
+    a.merge_shared(&board);
+    assert_eq!(monitor_of(&a).report().sources[&src].packets, 80);
+    // after the merge the threshold sees 160 + 1 on core a; core b has not merged
     assert_eq!(
-        run(&mut synced, &mut ss, f(1), 0).0,
+        run(&mut a, &mut sa, f(1), 0).0,
+        Verdict::Drop(DropCause::MonitorThreshold)
+    );
+    assert_eq!(run(&mut b, &mut sb, f(1), 0).0, Verdict::Forward);
+    // b's next share holds only what changed (one source); a merges it on top
+    for i in 0..20 {
+        run(&mut b, &mut sb, f(i), 0);
+    }
+    let board = [a.share(), b.share()];
+    b.merge_shared(&board);
+    assert_eq!(
+        run(&mut b, &mut sb, f(1), 0).0,
         Verdict::Drop(DropCause::MonitorThreshold)
     );
 }

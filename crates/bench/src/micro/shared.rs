@@ -4,8 +4,9 @@
 //! and the UPF's usage counts (URRs) on GTP-U traffic of many UEs or one.
 //! `strict` instances count every packet in counters they all share (an
 //! atomic add each); `mergeable` (`merged`) ones count in their own and merge
-//! every core's every [`MERGE_NS`] of wall time, as the runtime does. Rounds
-//! alternate the modes; rates are medians.
+//! every core's every [`MERGE_NS`] of wall time, as the runtime does; a
+//! mergeable monitor with no threshold (the default) has nothing to merge,
+//! its row the merge's cost. Rounds alternate the modes; rates are medians.
 
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -37,6 +38,8 @@ fn chain(nf: &str, mode: &str, ues: u32) -> anyhow::Result<Chain> {
             "[[nf]]\nkind = \"upf\"\nn3 = \"{}\"\naccounting = \"{mode}\"\n[nf.ues]\ncount = {ues}\n",
             wire::gtpu::UeRange::N3
         ),
+        // no threshold: nothing reads the merged view, so nothing is merged
+        _ if mode == "no threshold" => "[[nf]]\nkind = \"monitor\"\n".to_string(),
         _ => format!(
             "[[nf]]\nkind = \"monitor\"\nstate = \"{mode}\"\nthreshold_packets = 1000000000000\n"
         ),
@@ -148,6 +151,7 @@ pub fn compare(
     let monitor = [
         chain("monitor", "mergeable", 0)?,
         chain("monitor", "strict", 0)?,
+        chain("monitor", "no threshold", 0)?,
     ];
     let upf = [
         chain("upf", "merged", ues)?,
@@ -167,6 +171,13 @@ pub fn compare(
     let cases: Vec<(&str, &str, &str, &Chain, &[Packet])> = vec![
         ("monitor", "many sources", "mergeable", &monitor[0], &many),
         ("monitor", "many sources", "strict", &monitor[1], &many),
+        (
+            "monitor",
+            "many sources",
+            "no threshold",
+            &monitor[2],
+            &many,
+        ),
         (
             "monitor",
             "one source",
@@ -214,16 +225,16 @@ fn print_rows(rows: &[SharedRow], packets: usize, flows: u32, laps: u32, rounds:
         rounds.max(1)
     );
     println!(
-        "{:<8} {:<13} {:<10} {:>7} {:>9} {:>14}",
-        "nf", "traffic", "mode", "threads", "Mpps", "strict/merged"
+        "{:<8} {:<13} {:<12} {:>7} {:>9} {:>14}",
+        "nf", "traffic", "mode", "threads", "Mpps", "÷ merged"
     );
     let med = |r: &SharedRow| super::median(&mut r.mpps.clone());
     for r in rows {
-        let ratio = if r.mode == "strict" {
+        let ratio = if r.mode == "strict" || r.mode == "no threshold" {
             rows.iter()
                 .find(|o| {
                     o.nf == r.nf
-                        && o.mode != "strict"
+                        && (o.mode == "mergeable" || o.mode == "merged")
                         && o.threads == r.threads
                         && o.traffic == r.traffic
                 })
@@ -232,7 +243,7 @@ fn print_rows(rows: &[SharedRow], packets: usize, flows: u32, laps: u32, rounds:
             String::new()
         };
         println!(
-            "{:<8} {:<13} {:<10} {:>7} {:>9.2} {:>14}",
+            "{:<8} {:<13} {:<12} {:>7} {:>9.2} {:>14}",
             r.nf,
             r.traffic,
             r.mode,

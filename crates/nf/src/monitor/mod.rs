@@ -14,15 +14,17 @@
 //!   the sum at once — the per-packet shared updates that GranularNF's delayed
 //!   merge is measured against. Any steering works.
 
+pub mod merged;
 pub mod per_source;
 pub mod strict;
 
 use crate::NfMeta;
 use core::net::IpAddr;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
-use state::merge::{CountMin, Hll, Mergeable};
+use state::merge::{CountMin, Counters, Hll, Mergeable};
 
 use crate::{Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardLocal, StateKind, Verdict};
 
@@ -139,10 +141,12 @@ pub struct MonitorReport {
 pub struct Monitor {
     meta: NfMeta,
     cfg: MonitorConfig,
-    own: PerSource,
-    /// Per source, the other cores' packets as of the last merge (the merged
-    /// count less this core's own then); only sources they sent.
-    others: HashMap<IpAddr, u64>,
+    /// This core's counters, each with the share epoch it was last counted in.
+    own: FxHashMap<IpAddr, (Counters, u64)>,
+    /// Mergeable mode with a threshold: what this core shares each period.
+    writer: merged::Writer,
+    /// The other cores' packets per source as of the last merge.
+    others: merged::Reader,
     heavy: CountMin<IpAddr>,
     destinations: Hll<IpAddr>,
     alerted: HashSet<IpAddr>,
@@ -167,8 +171,9 @@ impl Monitor {
             heavy: CountMin::new(cfg.cms_width, cfg.cms_depth),
             destinations: Hll::new(cfg.hll_bits),
             cfg,
-            own: PerSource::new(),
-            others: HashMap::new(),
+            own: FxHashMap::default(),
+            writer: merged::Writer::default(),
+            others: merged::Reader::default(),
             alerted: HashSet::new(),
             alerts: 0,
             dropped: 0,
@@ -179,7 +184,7 @@ impl Monitor {
     /// This core's view (merge several with [`Nf::merge_from`] for the global one).
     pub fn report(&self) -> MonitorReport {
         MonitorReport {
-            sources: self.own.clone(),
+            sources: self.own.iter().map(|(k, v)| (*k, v.0)).collect(),
             heavy: self.heavy.clone(),
             destinations: self.destinations.clone(),
             alerts: self.alerts,
@@ -187,23 +192,10 @@ impl Monitor {
         }
     }
 
-    /// Delayed synchronisation: gives this core the merged per-source counts of all
-    /// cores, so its threshold check sees the others' traffic as of now.
-    pub fn sync(&mut self, global: &PerSource) {
-        let own = &self.own;
-        self.others.clear();
-        self.others.extend(global.iter().filter_map(|(src, g)| {
-            let o = own.get(src).map_or(0, |c| c.packets);
-            let elsewhere = g.packets.saturating_sub(o);
-            (elsewhere > 0).then_some((*src, elsewhere))
-        }));
-    }
-
-    fn count(&self, src: &IpAddr, own: u64) -> u64 {
-        if self.others.is_empty() {
-            return own;
-        }
-        own + self.others.get(src).copied().unwrap_or(0)
+    /// Whether the cores share their counters: only a threshold reads the
+    /// merged view (the report merges the cores' counters at the end).
+    fn merges(&self) -> bool {
+        self.cfg.state == MonitorMode::Mergeable && self.cfg.threshold_packets > 0
     }
 }
 
@@ -251,13 +243,21 @@ impl Nf for Monitor {
                 c.packets
             }
             _ => {
-                let c = self.own.entry(src).or_default();
+                let epoch = self.writer.epoch();
+                let (c, mark) = self
+                    .own
+                    .entry(src)
+                    .or_insert((Counters::default(), u64::MAX));
                 c.packets += 1;
                 c.bytes += bytes;
                 let own = c.packets;
+                if *mark != epoch {
+                    *mark = epoch;
+                    self.writer.changed();
+                }
                 match &self.strict {
                     Some(shared) => shared.add(&src),
-                    None => self.count(&src, own),
+                    None => own + self.others.others(&src),
                 }
             }
         };
@@ -290,30 +290,41 @@ impl Nf for Monitor {
         Box::new(m)
     }
 
-    /// Mergeable mode: this core's per-source counters.
-    fn share(&self) -> Option<crate::Shared> {
-        (self.cfg.state == MonitorMode::Mergeable)
-            .then(|| std::sync::Arc::new(self.own.clone()) as crate::Shared)
+    fn shares(&self) -> bool {
+        self.merges()
     }
 
-    /// Mergeable mode: the sum of every core's counters becomes the view the
-    /// threshold is checked against ([`Monitor::sync`]).
+    /// Mergeable mode with a threshold: the packet totals of the sources
+    /// this core counted since its last share ([`merged`]). Without a
+    /// threshold nothing reads the merged view, so nothing is shared.
+    fn share(&mut self) -> Option<crate::Shared> {
+        if !self.merges() {
+            return None;
+        }
+        let own = self.own.iter().map(|(k, v)| (k, v.0.packets, v.1));
+        let share = self.writer.share(own);
+        Some(share as crate::Shared)
+    }
+
+    /// Mergeable mode: the other cores' shares become the view the
+    /// threshold is checked against (their counts plus this core's own).
     fn merge_shared(&mut self, all: &[crate::Shared]) {
-        if self.cfg.state != MonitorMode::Mergeable {
+        if !self.merges() {
             return;
         }
-        let mut global = PerSource::new();
-        for s in all {
-            if let Some(p) = s.downcast_ref::<PerSource>() {
-                global.merge(p);
-            }
-        }
-        self.sync(&global);
+        let shares = all.iter().filter_map(|s| s.downcast_ref::<merged::Share>());
+        self.others.merge(self.writer.id(), shares);
     }
 
     fn merge_from(&mut self, other: &dyn Nf) {
         if let Some(o) = other.as_any().downcast_ref::<Monitor>() {
-            self.own.merge(&o.own);
+            for (src, (c, _)) in &o.own {
+                self.own
+                    .entry(*src)
+                    .or_insert((Counters::default(), u64::MAX))
+                    .0
+                    .merge(c);
+            }
             self.heavy.merge(&o.heavy);
             self.destinations.merge(&o.destinations);
             self.alerts += o.alerts;

@@ -425,8 +425,13 @@ impl Nf for Upf {
         }
     }
 
-    fn share(&self) -> Option<crate::Shared> {
-        (self.accounting == Accounting::Merged).then(|| Arc::new(self.usage()) as crate::Shared)
+    fn shares(&self) -> bool {
+        self.accounting == Accounting::Merged
+    }
+
+    fn share(&mut self) -> Option<crate::Shared> {
+        self.shares()
+            .then(|| Arc::new(self.usage()) as crate::Shared)
     }
 
     /// The sum of every core's volumes becomes the view PFCP reports from.
