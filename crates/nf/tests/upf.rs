@@ -533,3 +533,69 @@ fn a_connection_is_one_flow_for_steering_in_and_out_of_the_tunnel() {
     }
     assert!(buckets.len() > 8, "one gNB's uplink spreads: {buckets:?}");
 }
+
+/// Merged accounting over two cores: each counts its own packets of one
+/// URR; after a merge the view PFCP reports from holds their sum, by the
+/// URR's slot; a session not in the table reports nothing.
+#[test]
+fn merged_usage_sums_every_cores_counts_of_a_urr() {
+    let r = gtpu::UeRange::new(2);
+    let (ue, teid, _) = r.ue(1);
+    let toml = format!(
+        "[[nf]]\nkind = \"upf\"\nn3 = \"{}\"\naccounting = \"merged\"\n[nf.ues]\ncount = 2\n",
+        gtpu::UeRange::N3
+    );
+    let (proto, _) = chain(&toml);
+    let (mut a, mut b) = (proto.instance(), proto.instance());
+    let (mut sa, mut sb) = (a.new_shards(), b.new_shards());
+    let pkt = |len: usize| {
+        let inner = frame(
+            "udp",
+            ip(ue),
+            40_000,
+            ip(SERVER),
+            53,
+            TcpFlags::default(),
+            &vec![0; len],
+        );
+        let mut f = inner.clone();
+        let end = f.len();
+        let outer = gtpu::Outer {
+            src: r.gnb,
+            dst: gtpu::UeRange::N3,
+            teid,
+            qfi: None,
+        };
+        gtpu::encap(&mut f, 14, end, &outer);
+        (f, inner.len() as u64 - 14)
+    };
+    let mut bytes = 0;
+    for i in 0..10 {
+        let (f, n) = pkt(100 + i);
+        let (v, _) = if i % 3 == 0 {
+            send(&mut b, &mut sb, f, 0)
+        } else {
+            send(&mut a, &mut sa, f, 0)
+        };
+        assert_eq!(v, Verdict::Forward);
+        bytes += n;
+    }
+    let shared = upf(&a).shared().clone();
+    let seid = 2; // UE 1's session
+    let merged = nf::upf::Accounting::Merged;
+    assert_eq!(
+        shared.volume(merged, seid, 1).ul_packets,
+        0,
+        "before a merge"
+    );
+    let board = [a.share(), b.share()];
+    a.merge_shared(&board);
+    let v = shared.volume(merged, seid, 1);
+    assert_eq!((v.ul_packets, v.ul_bytes, v.dl_packets), (10, bytes, 0));
+    assert_eq!(
+        shared.volume(merged, 1, 1).ul_packets,
+        0,
+        "UE 0 sent nothing"
+    );
+    assert_eq!(shared.volume(merged, 9, 1).ul_packets, 0, "no such session");
+}

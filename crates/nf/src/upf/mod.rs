@@ -90,29 +90,32 @@ pub type Usage = FxHashMap<(u64, u32), Volume>;
 pub struct UpfShared {
     /// The sessions (swapped whole by PFCP).
     pub table: ArcSwap<Table>,
-    /// Every core's URR volumes as of the last merge (`merged` accounting).
-    pub merged: ArcSwap<Usage>,
+    /// Every core's URR volumes as of the last merge (`merged` accounting):
+    /// each core's counts, summed when PFCP reads a URR's.
+    pub merged: ArcSwap<Vec<Arc<usage::CoreUsage>>>,
 }
 
 impl UpfShared {
     /// The volumes of `seid`'s URR `urr`: the strict counts, or the merged
     /// view's.
     pub fn volume(&self, accounting: Accounting, seid: u64, urr: u32) -> Volume {
+        let table = self.table.load();
+        let Some(u) = table
+            .sessions
+            .get(&seid)
+            .and_then(|s| s.urrs.iter().find(|u| u.id == urr))
+        else {
+            return Volume::default();
+        };
         match accounting {
-            Accounting::Strict => self
-                .table
-                .load()
-                .sessions
-                .get(&seid)
-                .and_then(|s| s.urrs.iter().find(|u| u.id == urr))
-                .map(|u| u.strict.read())
-                .unwrap_or_default(),
-            Accounting::Merged => self
-                .merged
-                .load()
-                .get(&(seid, urr))
-                .copied()
-                .unwrap_or_default(),
+            Accounting::Strict => u.strict.read(),
+            Accounting::Merged => {
+                let mut v = Volume::default();
+                for core in self.merged.load().iter() {
+                    v.add(&core.volume_at(&u.slot));
+                }
+                v
+            }
         }
     }
 }
@@ -429,28 +432,26 @@ impl Nf for Upf {
         self.accounting == Accounting::Merged
     }
 
+    /// Merged accounting: a copy of this core's counts (an array by URR
+    /// slot: a copy of memory, no hashing).
     fn share(&mut self) -> Option<crate::Shared> {
         self.shares()
-            .then(|| Arc::new(self.usage()) as crate::Shared)
+            .then(|| Arc::new(self.usage.clone()) as crate::Shared)
     }
 
-    /// The sum of every core's volumes becomes the view PFCP reports from.
+    /// Every core's counts become the view PFCP reports from, summed for a
+    /// URR when PFCP reads it ([`UpfShared::volume`]); a deleted session's
+    /// URR gives its slot to a later one, whose counts start again from
+    /// zero ([`usage`]).
     fn merge_shared(&mut self, all: &[crate::Shared]) {
         if self.accounting != Accounting::Merged {
             return;
         }
-        let table = self.shared.table.load();
-        // a deleted session's volumes go with it (reported at its deletion)
-        self.usage.retain(|seid| table.sessions.contains_key(&seid));
-        let mut sum = Usage::default();
-        for u in all.iter().filter_map(|s| s.downcast_ref::<Usage>()) {
-            for (k, v) in u {
-                if table.sessions.contains_key(&k.0) {
-                    sum.entry(*k).or_default().add(v);
-                }
-            }
-        }
-        self.shared.merged.store(Arc::new(sum));
+        let cores: Vec<Arc<usage::CoreUsage>> = all
+            .iter()
+            .filter_map(|s| s.clone().downcast::<usage::CoreUsage>().ok())
+            .collect();
+        self.shared.merged.store(Arc::new(cores));
     }
 }
 

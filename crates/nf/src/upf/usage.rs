@@ -45,6 +45,15 @@ impl CoreUsage {
         c.volume.count(uplink, bytes);
     }
 
+    /// The volumes this core counted for the URR in `slot` (none when its
+    /// cell holds another URR's, gone or newer).
+    pub fn volume_at(&self, slot: &Slot) -> Volume {
+        match self.cells.get(slot.index as usize) {
+            Some(c) if c.number == slot.number => c.volume,
+            _ => Volume::default(),
+        }
+    }
+
     /// The counts by (session, URR), for the sessions `live` says are.
     pub fn by_urr(&self, live: impl Fn(u64) -> bool) -> Usage {
         let mut u = Usage::default();
