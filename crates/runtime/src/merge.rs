@@ -1,9 +1,10 @@
 //! Delayed merge, live (GranularNF §4): NFs whose state is kept per core and
 //! merged (the `mergeable` monitor) see every core's counts as of the last
 //! merge, not their own core's alone. Every [`PERIOD_NS`] each core puts its
-//! snapshot on the board (`nf::Chain::share`: cheap `Arc`s) and takes every
-//! core's as its merged view (`nf::Chain::merge_shared`). Off the packet
-//! path: between bursts, a lock held to swap a few `Arc`s.
+//! share on the board (`nf::Chain::share`: what the NF says changed, or a
+//! copy, behind an `Arc`) and applies every core's latest
+//! (`nf::Chain::merge_shared`). Off the packet path: between bursts, a lock
+//! held to swap a few `Arc`s.
 
 use std::sync::{Arc, Mutex};
 
