@@ -130,7 +130,8 @@ pub struct MonitorReport {
     pub heavy: CountMin<IpAddr>,
     /// Distinct destinations.
     pub destinations: Hll<IpAddr>,
-    /// Sources over the threshold (alerts raised).
+    /// Sources over the threshold (an alert each, however many cores saw
+    /// it pass).
     pub alerts: u64,
     /// Packets dropped by the threshold action.
     pub dropped: u64,
@@ -327,9 +328,10 @@ impl Nf for Monitor {
             }
             self.heavy.merge(&o.heavy);
             self.destinations.merge(&o.destinations);
-            self.alerts += o.alerts;
             self.dropped += o.dropped;
+            // a source two cores each saw pass the threshold is one alert
             self.alerted.extend(o.alerted.iter().copied());
+            self.alerts = self.alerted.len() as u64;
         }
     }
 }
