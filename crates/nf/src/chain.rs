@@ -1356,8 +1356,9 @@ impl Chain {
         self.counters.add(&other.counters);
     }
 
-    /// Delayed merge, live: each NF's snapshot of its shared state on this
-    /// core (`None` for NFs that share nothing); empty when no NF shares.
+    /// Delayed merge, live: each NF's share of its state on this core — a
+    /// copy, or what changed since its last share (`None` for NFs that
+    /// share nothing); empty when no NF shares.
     pub fn share(&mut self) -> Vec<Option<crate::Shared>> {
         let all: Vec<Option<crate::Shared>> = self.nfs.iter_mut().map(|n| n.share()).collect();
         if all.iter().all(Option::is_none) {

@@ -63,15 +63,6 @@ impl CoreUsage {
         u
     }
 
-    /// Forgets the counts of sessions `live` says are gone.
-    pub fn retain(&mut self, live: impl Fn(u64) -> bool) {
-        for c in self.cells.iter_mut().filter(|c| c.number != 0) {
-            if !live(c.seid) {
-                *c = Cell::default();
-            }
-        }
-    }
-
     /// Adds another core's counts (a report's merged instance): a cell of
     /// a URR gone since gives way to its index's newer one.
     pub fn add(&mut self, o: &CoreUsage) {
@@ -131,7 +122,5 @@ mod tests {
         assert_eq!(sum.by_urr(|_| true).len(), 1);
         assert_eq!(sum.by_urr(|_| true)[&(9, 2)].ul_bytes, 10);
         assert!(sum.by_urr(|s| s != 9).is_empty());
-        sum.retain(|s| s != 9);
-        assert!(sum.by_urr(|_| true).is_empty());
     }
 }
