@@ -46,6 +46,8 @@ pub struct RunSection {
     pub rsspp: Option<balance::balancers::RssppConfig>,
     /// Dyssect parameters (`[run.dyssect]`).
     pub dyssect: Option<dyssect::DyssectConfig>,
+    /// Live Roger parameters (`[run.roger]`).
+    pub roger: Option<balance::balancers::RogerConfig>,
     /// The `[io]` table (a table of its own in the file).
     #[serde(skip)]
     pub io: IoSection,

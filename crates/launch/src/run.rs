@@ -65,7 +65,8 @@ pub struct RunArgs {
     /// up to a flow boundary) [default: hash].
     #[arg(long)]
     pub offload_select: Option<String>,
-    /// Balancer: static, rsspp, dyssect, sprayer (stateless chains only), or random
+    /// Balancer: static, rsspp, dyssect, roger (rules re-planned live; needs
+    /// `steering.rule_key`), sprayer (stateless chains only), or random
     /// (testing) [default: static].
     #[arg(long)]
     pub balancer: Option<String>,
@@ -245,6 +246,12 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     }
     // shards the file left unset scale with the working cores
     let (chain_cfg, chain) = crate::reload::fitted(chain_cfg, &sec, cfg.workers, &base)?;
+    if cfg.balancer.name() == "roger" && !chain.steers_by_cells() {
+        bail!(
+            "`balancer` = `roger` re-plans rules over a key: set `steering.rule_key` in the \
+             chain (e.g. rule_key = \"src-ip:26-31\")"
+        );
+    }
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
     cfg.rps = io_modes(a, &sec.io)?;
@@ -350,6 +357,11 @@ fn run_config(a: &RunArgs, sec: &RunSection) -> anyhow::Result<RunConfig> {
     };
     if let Some(w) = a.workers.or(sec.workers) {
         cfg.workers = w;
+    }
+    if name == "roger" {
+        let r = sec.roger.clone().unwrap_or_default();
+        r.check(cfg.workers)
+            .map_err(|e| anyhow::anyhow!("[run.roger] {e}"))?;
     }
     if let Some(o) = a.offloaders.or(sec.offloaders) {
         cfg.offloaders = o;
@@ -736,8 +748,18 @@ pub fn balancer_kind(name: &str, sec: &RunSection) -> anyhow::Result<BalancerKin
                 })),
             )
         }
+        "roger" => {
+            let cfg = sec.roger.clone().unwrap_or_default();
+            BalancerKind::Custom(
+                "roger",
+                runtime::MakeBalancer(std::sync::Arc::new(move |_| {
+                    Box::new(balance::balancers::Roger::new(cfg.clone()))
+                })),
+            )
+        }
         other => bail!(
-            "`balancer` = `{other}`: expected `static`, `rsspp`, `dyssect`, `sprayer` or `random`"
+            "`balancer` = `{other}`: expected `static`, `rsspp`, `dyssect`, `roger`, `sprayer` \
+             or `random`"
         ),
     })
 }

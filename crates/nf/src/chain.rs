@@ -352,7 +352,11 @@ fn with_nat_steering(
         return Err(err(other, "its own endpoints", what));
     }
     if rules {
-        return Err(err(by, "its endpoints", "ternary rules (steering.rules)"));
+        return Err(err(
+            by,
+            "its endpoints",
+            "ternary rules (steering.rules or steering.rule_key)",
+        ));
     }
     for (name, key, kind, ports) in decl {
         if *name == by {
@@ -404,7 +408,11 @@ impl Chain {
                             nf: name.to_string(),
                             key: key.name(),
                             steering: format!("ternary rules on {}", r.bits()),
-                            required_by: "steering.rules".into(),
+                            required_by: if r.is_cells() {
+                                "steering.rule_key".into()
+                            } else {
+                                "steering.rules".into()
+                            },
                         });
                     }
                 }
@@ -532,12 +540,21 @@ impl Chain {
     }
 
     /// The core each rule names, rule by rule (= shard by shard), when the chain
-    /// steers by rules; empty otherwise.
+    /// steers by a fixed plan's rules; empty otherwise (live rules' cells start
+    /// where [`steers_by_cells`](Self::steers_by_cells) says).
     pub fn rule_owners(&self) -> Vec<u16> {
         self.hasher
             .rules()
+            .filter(|r| !r.is_cells())
             .map(|r| r.table().rules.iter().map(|x| x.core).collect())
             .unwrap_or_default()
+    }
+
+    /// Whether the chain steers by rules re-planned live (`steering.rule_key`):
+    /// shard s is the key's value s, and the run starts the cells in contiguous
+    /// blocks, one per core (as few rules as a split of the key space can be).
+    pub fn steers_by_cells(&self) -> bool {
+        self.hasher.rules().is_some_and(|r| r.is_cells())
     }
 
     /// Number of indirection-table buckets.
@@ -1453,6 +1470,14 @@ impl Chain {
             None => s.push_str(&format!(
                 "steering: {} ({} buckets, {} shards)\n",
                 self.steering, self.buckets, self.shards
+            )),
+            Some(r) if r.is_cells() => s.push_str(&format!(
+                "steering: rules re-planned live on {}: {} cells, cell c = bucket and shard c \
+                 ({} buckets, {} shards)\n",
+                r.bits(),
+                r.table().rules.len(),
+                self.buckets,
+                self.shards
             )),
             Some(r) => s.push_str(&format!(
                 "steering: {} ternary rules on {}{}, rule r = bucket and shard r \

@@ -8,6 +8,8 @@
 //! shards = 16             # power of two ≤ buckets; default: 16 per working
 //!                         # core (16 when the cores are not known)
 //! rules = "plan.json"     # steer by ternary rules (`flowshift steer plan --json`)
+//! rule_key = "src-ip:26-31"  # or: rules re-planned live over these bits (`--balancer roger`);
+//!                         # each of the key's values is a shard
 //!
 //! [table]                 # per shard
 //! capacity = 65536
@@ -66,6 +68,10 @@ pub struct SteeringConfig {
     /// ternary rules (rule `r` is bucket and shard `r`, starting on the rule's
     /// core) instead of the hash's bucket bits.
     pub rules: Option<PathBuf>,
+    /// The key bits of rules re-planned while traffic flows (`--balancer
+    /// roger`): each of the key's 2^width values is a cell, its own bucket
+    /// and shard, and the balancer's rules give cells their cores.
+    pub rule_key: Option<String>,
 }
 
 /// Shards per working core when `steering.shards` is not set: enough that a
@@ -79,15 +85,28 @@ impl SteeringConfig {
     /// Buckets when neither the file nor the shards set them.
     pub const DEFAULT_BUCKETS: usize = 128;
 
-    /// The number of shards.
+    /// The number of shards: as set, else one per cell of `rule_key`, else
+    /// [`Self::DEFAULT_SHARDS`].
     pub fn shards(&self) -> usize {
-        self.shards.unwrap_or(Self::DEFAULT_SHARDS)
+        self.shards
+            .or_else(|| self.cells())
+            .unwrap_or(Self::DEFAULT_SHARDS)
     }
 
-    /// The indirection table's size: as set, else 128 or the shards if more.
+    /// The indirection table's size: as set, else 128 or the shards if more
+    /// (twice the cells under `rule_key`: the buckets after the cells take
+    /// frames without the key's fields).
     pub fn buckets(&self) -> usize {
-        self.buckets
-            .unwrap_or_else(|| Self::DEFAULT_BUCKETS.max(self.shards()))
+        self.buckets.unwrap_or_else(|| match self.cells() {
+            Some(c) => Self::DEFAULT_BUCKETS.max(2 * c),
+            None => Self::DEFAULT_BUCKETS.max(self.shards()),
+        })
+    }
+
+    /// The cells of `rule_key` (2^width), when it parses.
+    fn cells(&self) -> Option<usize> {
+        let bits = steer::roger::KeyBits::parse(self.rule_key.as_deref()?).ok()?;
+        1usize.checked_shl(bits.width())
     }
 
     /// Most shards [`ChainConfig::fit_cores`] gives.
@@ -188,6 +207,27 @@ fn rule_steering(
         default_rule: plan.default_rule,
     };
     RuleSteering::new(bits, table, buckets).map_err(|e| field(F, e))
+}
+
+/// The live rules' cells over the key `k`; errors name `steering.rule_key`.
+fn cell_steering(
+    k: &str,
+    buckets: usize,
+    shards: usize,
+) -> Result<steer::roger::RuleSteering, ConfigError> {
+    const F: &str = "steering.rule_key";
+    let bits = steer::roger::KeyBits::parse(k).map_err(|e| field(F, e.to_string()))?;
+    let cells = 1usize << bits.width().min(steer::roger::MAX_CELL_BITS + 1);
+    if bits.width() <= steer::roger::MAX_CELL_BITS && shards != cells {
+        return Err(field(
+            "steering.shards",
+            format!(
+                "{shards}: under `rule_key = \"{k}\"` each of the key's {cells} values is a \
+                 shard (leave steering.shards out)"
+            ),
+        ));
+    }
+    steer::roger::RuleSteering::cells(bits, buckets).map_err(|e| field(F, e))
 }
 
 /// What a full flow table does with a new flow (`[table] policy`).
@@ -351,7 +391,7 @@ impl ChainConfig {
     /// with them, flows per shard so that the tables hold as many flows in
     /// all as the default 16 shards do (at least 1 024 per shard).
     pub fn fit_cores(&mut self, workers: usize) {
-        if self.steering.shards.is_some() {
+        if self.steering.shards.is_some() || self.steering.rule_key.is_some() {
             return;
         }
         let shards = SteeringConfig::for_cores(workers);
@@ -445,14 +485,26 @@ impl ChainConfig {
         }
         npt_alone(&nfs)?;
         let capacity = self.capacity_within_memcap(&nfs, policy)?;
-        let rules = match &s.rules {
-            None => None,
-            Some(p) => Some(std::sync::Arc::new(rule_steering(
+        let rules = match (&s.rules, &s.rule_key) {
+            (None, None) => None,
+            (Some(p), None) => Some(std::sync::Arc::new(rule_steering(
                 p,
                 base,
                 s.buckets(),
                 s.shards(),
             )?)),
+            (None, Some(k)) => Some(std::sync::Arc::new(cell_steering(
+                k,
+                s.buckets(),
+                s.shards(),
+            )?)),
+            (Some(_), Some(_)) => {
+                return Err(field(
+                    "steering.rule_key",
+                    "rules re-planned live and a fixed plan (`steering.rules`) \
+                     exclude each other: keep one",
+                ))
+            }
         };
         let opts = ChainOptions {
             rules,
@@ -480,6 +532,20 @@ impl ChainConfig {
     /// `[steering]` checked: buckets and shards, and the RSS key.
     fn steering_key(&self) -> Result<Option<RssKey>, ConfigError> {
         let s = &self.steering;
+        if let Some(k) = &s.rule_key {
+            let bits = steer::roger::KeyBits::parse(k)
+                .map_err(|e| field("steering.rule_key", e.to_string()))?;
+            let max = steer::roger::MAX_CELL_BITS;
+            if bits.width() > max {
+                return Err(field(
+                    "steering.rule_key",
+                    format!(
+                        "`{k}` has {} bits: live rules take at most {max} (2^{max} cells, each a shard)",
+                        bits.width()
+                    ),
+                ));
+            }
+        }
         let (buckets, shards) = (s.buckets(), s.shards());
         if !buckets.is_power_of_two() || !(64..=4096).contains(&buckets) {
             return Err(field(

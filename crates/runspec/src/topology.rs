@@ -51,6 +51,17 @@ impl Topology {
         Ok(())
     }
 
+    /// Starts the shards in contiguous blocks, shard s on core ⌊s·W / S⌋:
+    /// under live rules a block of cells is one ternary rule when the cores
+    /// are a power of two (a few more otherwise), within any rule budget the
+    /// balancer is given.
+    pub fn place_blocks(&mut self, workers: usize) {
+        let n = self.owner.len();
+        for (s, o) in self.owner.iter_mut().enumerate() {
+            *o = (s * workers.max(1) / n.max(1)) as CoreId;
+        }
+    }
+
     /// The shards working core `core` owns at the start.
     pub fn owned(&self, core: usize) -> Vec<ShardId> {
         (0..self.owner.len())

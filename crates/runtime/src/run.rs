@@ -82,6 +82,9 @@ pub fn run_on(chain: &Chain, input: Input<'_>, cfg: &RunConfig) -> Result<RunOut
     let mut top = Topology::new(cfg, shards_n);
     top.place(&chain.rule_owners(), cfg.workers)
         .map_err(RunError::Config)?;
+    if chain.steers_by_cells() {
+        top.place_blocks(cfg.workers);
+    }
     let mut ports = match input {
         Input::Ifaces(names, steering) => {
             Some(open_ports(chain, names, steering, cfg, &top.owner)?)

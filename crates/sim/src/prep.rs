@@ -70,6 +70,8 @@ pub struct Prepared {
     pub emergencies: u64,
     /// Under rule steering, the core each rule (= shard) starts on.
     pub rule_owners: Vec<u16>,
+    /// Whether the chain steers by live rules' cells (they start in blocks).
+    pub cells: bool,
 }
 
 impl Prepared {
@@ -119,6 +121,7 @@ impl Prepared {
             undone: chain.counters().undone,
             emergencies: chain.counters().emergencies,
             rule_owners: chain.rule_owners(),
+            cells: chain.steers_by_cells(),
             evicted: shards
                 .iter()
                 .flatten()

@@ -2,10 +2,12 @@
 //! threads, no clock (the time is in the snapshot), randomness only from a seed.
 
 mod random;
+mod roger;
 mod rsspp;
 mod scripted;
 
 pub use random::RandomMoves;
+pub use roger::{split_rules, Roger, RogerConfig};
 pub use rsspp::{RoundInfo, Rsspp, RssppConfig};
 pub use scripted::{Scripted, ScriptedMove};
 

@@ -245,6 +245,9 @@ impl<'a> Engine<'a> {
         let table = IndirectionTable::new(prep.buckets, 1).map_err(|e| e.to_string())?;
         let mut top = Topology::new(cfg, shards);
         top.place(&prep.rule_owners, w)?;
+        if prep.cells {
+            top.place_blocks(w);
+        }
         for b in 0..table.len() {
             table.set(b, top.owner[b % shards]);
         }

@@ -44,7 +44,7 @@ pub use cube::{low_bits, Cube};
 pub use header::HeaderMatch;
 pub use merge::{merge_to, Weighted};
 pub use partition::{balance, enumerated_optimum, sum_squares, EXACT_LIMIT};
-pub use steering::RuleSteering;
+pub use steering::{RuleSteering, MAX_CELL_BITS};
 pub use table::{Route, Rule, RuleTable};
 pub use tree::tree_cut;
 

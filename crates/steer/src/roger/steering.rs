@@ -2,11 +2,18 @@
 //! packet is the index of the rule it matches, so a rule is a bucket, each rule
 //! its own shard, and moving a shard rewrites a rule's queue — the RSS machinery
 //! (shard moves, per-bucket counters, balancers) works on rules unchanged.
+//!
+//! Under live re-planning ([`RuleSteering::cells`]) every value of the rule key
+//! is a rule of its own, a cell: cell `c` is bucket and shard `c`, and a plan of
+//! a few ternary rules over the key is what the cells' cores spell out. A new
+//! plan changes cells' cores, never a cell's keys, so re-planning is shard moves
+//! and a flow's state moves with its cell.
 
 use wire::FiveTuple;
 
 use super::bits::KeyBits;
-use super::table::{Route, RuleTable};
+use super::cube::{low_bits, Cube};
+use super::table::{Route, Rule, RuleTable};
 
 /// Rules over a rule key, placed in an indirection table of `buckets` entries:
 /// rule `r` is bucket `r`; packets no rule holds (or without the key's fields,
@@ -17,7 +24,13 @@ pub struct RuleSteering {
     bits: KeyBits,
     table: RuleTable,
     buckets: u32,
+    /// Rule `r` is the single key `r` (live re-planning): a key is its rule.
+    cells: bool,
 }
+
+/// Widest rule key [`RuleSteering::cells`] takes: 2^9 cells, as many rules
+/// as the XDP program matches.
+pub const MAX_CELL_BITS: u32 = 9;
 
 impl RuleSteering {
     /// Checks that the table is over `bits`, its rules disjoint, and that the
@@ -44,7 +57,43 @@ impl RuleSteering {
             bits,
             table,
             buckets: buckets as u32,
+            cells: false,
         })
+    }
+
+    /// Steering by every value of the `bits` key as a rule of its own (a
+    /// cell), for rules re-planned while traffic flows: 2^width cells, cell
+    /// `c` bucket `c`, and `buckets` above them for frames without the key's
+    /// fields. The cells' cores here are 0; the run starts them where its
+    /// balancer's plan puts them.
+    pub fn cells(bits: KeyBits, buckets: usize) -> Result<RuleSteering, String> {
+        let w = bits.width();
+        if w > MAX_CELL_BITS {
+            return Err(format!(
+                "`{bits}` has {w} bits: live rules take at most {MAX_CELL_BITS} \
+                 (2^{MAX_CELL_BITS} cells, each a shard)"
+            ));
+        }
+        let n = 1u64 << w;
+        let table = RuleTable {
+            bits: w,
+            cores: 1,
+            rules: (0..n)
+                .map(|c| Rule {
+                    cube: Cube::new(c, low_bits(w)),
+                    core: 0,
+                })
+                .collect(),
+            default_rule: false,
+        };
+        let mut s = RuleSteering::new(bits, table, buckets)?;
+        s.cells = true;
+        Ok(s)
+    }
+
+    /// Whether every key is a rule of its own ([`cells`](Self::cells)).
+    pub fn is_cells(&self) -> bool {
+        self.cells
     }
 
     /// The rule key.
@@ -61,9 +110,13 @@ impl RuleSteering {
     #[inline]
     pub fn steer(&self, t: &FiveTuple, rss: u32) -> u32 {
         let k = self.table.rules.len() as u32;
-        let bucket = match self.bits.key(t).map(|key| self.table.route(key)) {
-            Some(Route::Rule { rule, .. }) => rule as u32,
-            _ => k + rss % (self.buckets - k),
+        let bucket = match self.bits.key(t) {
+            Some(key) if self.cells => key as u32,
+            Some(key) => match self.table.route(key) {
+                Route::Rule { rule, .. } => rule as u32,
+                Route::Default => k + rss % (self.buckets - k),
+            },
+            None => k + rss % (self.buckets - k),
         };
         (rss & !(self.buckets - 1)) | bucket
     }
@@ -72,7 +125,6 @@ impl RuleSteering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::roger::{Cube, Rule};
     use core::net::IpAddr;
 
     fn tuple(src: [u8; 4]) -> FiveTuple {
@@ -118,6 +170,33 @@ mod tests {
             ..tuple([0; 4])
         };
         assert_eq!(s.steer(&v6, 100) & 63, 2 + 100 % 62);
+    }
+
+    #[test]
+    fn a_cell_is_its_key_and_steers_as_its_rule_would() {
+        let bits = KeyBits::parse("src-ip:29-31").unwrap();
+        let cells = RuleSteering::cells(bits.clone(), 16).unwrap();
+        assert!(cells.is_cells());
+        assert_eq!(cells.table().rules.len(), 8);
+        // the fast path agrees with matching the singleton rules one by one
+        let mut general = cells.clone();
+        general.cells = false;
+        for last in 0..=255u8 {
+            let t = tuple([10, 0, 0, last]);
+            let rss = u32::from(last).wrapping_mul(0x9e37_79b9);
+            assert_eq!(cells.steer(&t, rss), general.steer(&t, rss));
+            assert_eq!(cells.steer(&t, rss) & 15, u32::from(last & 7));
+        }
+        // no key: the buckets after the cells
+        let v6 = FiveTuple {
+            src: "fd00::1".parse().unwrap(),
+            ..tuple([0; 4])
+        };
+        assert_eq!(cells.steer(&v6, 13) & 15, 8 + 13 % 8);
+        let e = RuleSteering::cells(KeyBits::parse("src-ip:0-9").unwrap(), 4096).unwrap_err();
+        assert!(e.contains("at most 9"), "{e}");
+        let e = RuleSteering::cells(bits, 8).unwrap_err();
+        assert!(e.contains("8 rules need more"), "{e}");
     }
 
     #[test]
