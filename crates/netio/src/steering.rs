@@ -43,6 +43,63 @@ pub struct KernelRss {
     /// Ternary steering rules the XDP program matches before hashing
     /// ([`set_rules`](Self::set_rules)): rule `r` is bucket `r`.
     rules: Vec<HeaderMatch>,
+    /// Under live rules ([`RuleSteering::is_cells`]), where each bit of the
+    /// rule key is on the stack: the bucket is the key itself.
+    cells: Vec<CellBit>,
+}
+
+/// One bit of the rule key as the XDP program reads it: bit `bit` of the
+/// stack word at `word` goes to bit `to` of the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CellBit {
+    word: i16,
+    bit: i32,
+    to: i32,
+}
+
+/// What the XDP program steers by before (or instead of) the hash.
+#[derive(Clone, Copy)]
+enum RuleCode<'a> {
+    /// The hash alone.
+    Hash,
+    /// The first matching rule's bucket, else the hash's after the rules.
+    Rules(&'a [HeaderMatch]),
+    /// The rule key itself (each key value a bucket); no hash.
+    Cells(&'a [CellBit]),
+}
+
+impl RuleCode<'_> {
+    /// Whether the rules' fields (protocol, ports of any frame) are read.
+    fn reads_fields(&self) -> bool {
+        !matches!(self, RuleCode::Hash)
+    }
+}
+
+/// Where each bit of `bits` is in the stack words the program fills (the
+/// frame's bytes of a field in order, byte k at bits 8k; the protocol as a
+/// number), key bit by key bit, the first chosen bit most significant.
+fn cell_bits(bits: &steer::roger::KeyBits) -> Vec<CellBit> {
+    use steer::roger::Field;
+    let n = bits.width() as i32;
+    let mut out = Vec::new();
+    let mut at = 0i32;
+    for s in bits.slices() {
+        for b in s.first..=s.last {
+            let b = b as i32;
+            let to = n - 1 - (at + b - s.first as i32);
+            let in_bytes = |byte0: i32| 8 * (byte0 + b / 8) + 7 - b % 8;
+            let (word, bit) = match s.field {
+                Field::SrcIp => (-4, in_bytes(0)),
+                Field::DstIp => (-8, in_bytes(0)),
+                Field::SrcPort => (-12, in_bytes(0)),
+                Field::DstPort => (-12, in_bytes(2)),
+                Field::Proto => (PROTO, 7 - b),
+            };
+            out.push(CellBit { word, bit, to });
+        }
+        at += (s.last - s.first + 1) as i32;
+    }
+    out
 }
 
 impl KernelRss {
@@ -111,6 +168,7 @@ impl KernelRss {
             buckets,
             fields,
             rules: Vec::new(),
+            cells: Vec::new(),
         })
     }
 
@@ -132,6 +190,13 @@ impl KernelRss {
                 "{n} rules: the XDP program matches at most {MAX_XDP_RULES}"
             ));
         }
+        if rules.is_cells() {
+            // every key value its own rule: the key is the bucket
+            self.cells = cell_bits(rules.bits());
+            self.rules.clear();
+            return Ok(());
+        }
+        self.cells.clear();
         self.rules = rules
             .table()
             .rules
@@ -161,7 +226,13 @@ impl KernelRss {
             self.buckets,
             workers,
             self.fields,
-            &self.rules,
+            if !self.cells.is_empty() {
+                RuleCode::Cells(&self.cells)
+            } else if !self.rules.is_empty() {
+                RuleCode::Rules(&self.rules)
+            } else {
+                RuleCode::Hash
+            },
             returns_entry,
         )
     }
@@ -263,7 +334,7 @@ fn program(
         &mut p,
         &mut out_jumps,
         (contrib, counts, table),
-        (buckets, &[]),
+        (buckets, RuleCode::Hash),
         (-4, 24, -8),
     );
     out_jumps.push(p.len());
@@ -304,7 +375,7 @@ fn xdp_program(
     buckets: u32,
     workers: u32,
     fields: HashFields,
-    rules: &[HeaderMatch],
+    rules: RuleCode<'_>,
     returns_entry: bool,
 ) -> Vec<Insn> {
     let mut p: Vec<Insn> = Vec::new();
@@ -343,7 +414,7 @@ fn xdp_program(
     p.push(Insn::ldx(Size::B, R7, R2, 14));
     p.push(Insn::alu_imm(Alu::And, R7, 0x0f));
     p.push(Insn::alu_imm(Alu::Lsh, R7, 2));
-    if !rules.is_empty() {
+    if rules.reads_fields() {
         // ports 0 unless the frame has some
         p.push(Insn::st(Size::W, R10, -12, 0));
     }
@@ -373,10 +444,10 @@ fn xdp_program(
         let past = p.len();
         p[not_l4] = p[not_l4].with_off((past - not_l4 - 1) as i16);
     }
-    if !rules.is_empty() {
+    if rules.reads_fields() {
         rule_fields(&mut p, fields);
     }
-    icmp_error_fields(&mut p, fields, !rules.is_empty());
+    icmp_error_fields(&mut p, fields, rules.reads_fields());
     hash_bucket_lookup(
         &mut p,
         &mut out_jumps,
@@ -580,6 +651,22 @@ fn match_rules(p: &mut Vec<Insn>, rules: &[HeaderMatch], buckets: u32) {
     }
 }
 
+/// `r9` = the rule key, bit by bit from the fields on the stack.
+fn cell_key(p: &mut Vec<Insn>, bits: &[CellBit]) {
+    p.push(Insn::alu_imm(Alu::Mov, R9, 0));
+    for c in bits {
+        p.push(Insn::ldx(Size::W, R1, R10, c.word));
+        if c.bit > 0 {
+            p.push(Insn::alu_imm(Alu::Rsh, R1, c.bit));
+        }
+        p.push(Insn::alu_imm(Alu::And, R1, 1));
+        if c.to > 0 {
+            p.push(Insn::alu_imm(Alu::Lsh, R1, c.to));
+        }
+        p.push(Insn::alu_reg(Alu::Or, R9, R1));
+    }
+}
+
 /// Two ports' bytes as the frame holds them.
 fn concat(a: u16, b: u16) -> [u8; 4] {
     let (a, b) = (a.to_be_bytes(), b.to_be_bytes());
@@ -598,11 +685,16 @@ fn hash_bucket_lookup(
     p: &mut Vec<Insn>,
     out_jumps: &mut Vec<usize>,
     (contrib, counts, table): (&Map, &Map, &Map),
-    (buckets, rules): (u32, &[HeaderMatch]),
+    (buckets, rules): (u32, RuleCode<'_>),
     (first_word, first_shift, step): (i16, i32, i32),
 ) {
     let mut skips = Vec::new();
-    for i in 0..INPUT as usize {
+    let hashed = if matches!(rules, RuleCode::Cells(_)) {
+        0
+    } else {
+        INPUT as usize
+    };
+    for i in 0..hashed {
         if i == 4 {
             // one address only
             skips.push(p.len());
@@ -638,8 +730,10 @@ fn hash_bucket_lookup(
     for j in skips {
         p[j] = p[j].with_off((bucket - j - 1) as i16);
     }
-    if !rules.is_empty() {
-        match_rules(p, rules, buckets);
+    match rules {
+        RuleCode::Hash => {}
+        RuleCode::Rules(r) => match_rules(p, r, buckets),
+        RuleCode::Cells(c) => cell_key(p, c),
     }
     p.push(Insn::alu_imm(Alu::And, R9, (buckets - 1) as i32));
     p.push(Insn::stx(Size::W, R10, -16, R9));

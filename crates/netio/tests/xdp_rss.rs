@@ -268,3 +268,66 @@ fn an_icmp_error_is_steered_with_the_flow_it_quotes() {
         }
     }
 }
+
+/// Under live rules every value of the rule key is a cell: the XDP program
+/// reads the key's bits from the fields (addresses, ports — an ICMP echo's
+/// identifier as both, an ICMP error's quoted flow reversed — and protocol)
+/// and the cell is the bucket, without a hash, as `RuleSteering::cells` does
+/// in the NIC model.
+#[test]
+fn the_xdp_program_finds_cells_like_the_nic_model() {
+    use steer::roger::{KeyBits, RuleSteering};
+    use wire::repr::{L4Repr, PacketRepr};
+    for key in [
+        "src-ip:30-31,dst-port:0,src-port:0,proto:3",
+        "src-ip:21-26,dst-port:7-9",
+        "dst-ip:28-31,src-port:12-15,proto:7",
+    ] {
+        let bits = KeyBits::parse(key).unwrap();
+        let buckets = 2u32 << bits.width();
+        let cells = RuleSteering::cells(bits, buckets as usize).unwrap();
+        for fields in [HashFields::IpPorts, HashFields::Ip] {
+            // the table is the identity (bucket b → entry b): the program
+            // returns the bucket
+            let Some((_k, prog)) =
+                program(RssKey::SYMMETRIC, fields, (buckets, buckets), Some(&cells))
+            else {
+                return;
+            };
+            let hasher = RssHasher::new(RssKey::SYMMETRIC, fields)
+                .with_rules(std::sync::Arc::new(cells.clone()));
+            let spec = TraceSpec {
+                flows: 400,
+                packets: 3000,
+                ipv6_share: 0.0,
+                tcp_share: 0.5,
+                ..TraceSpec::default()
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            for (i, p) in Generator::new(&spec).unwrap().enumerate() {
+                let mut frame = p.frame.clone();
+                if i % 5 == 0 {
+                    let mut r = PacketRepr::parse(&frame).unwrap().unwrap();
+                    r.l4 = L4Repr::IcmpEcho {
+                        request: i % 2 == 0,
+                        id: (i as u16).wrapping_mul(40503),
+                        seq: 1,
+                    };
+                    frame = r.to_bytes();
+                } else if i % 7 == 0 {
+                    frame = with_options(&frame);
+                } else if i % 11 == 0 {
+                    frame = icmp_error_about(&frame);
+                }
+                let info = wire::parse(&frame).unwrap();
+                let bucket = hasher.hash(&info.tuple) & (buckets - 1);
+                let got = prog.test_run_xdp(&frame, 0, 0).unwrap();
+                assert_eq!(got, bucket, "{key} {fields:?}: {:?}", info.tuple);
+                seen.insert(bucket);
+            }
+            // the frames spread over many cells, all below the key's span
+            assert!(seen.len() >= 8, "{key}: {seen:?}");
+            assert!(seen.iter().all(|&b| b < buckets / 2), "{key}: {seen:?}");
+        }
+    }
+}
