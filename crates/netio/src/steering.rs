@@ -11,7 +11,8 @@
 //! 12 × 256 values and computed with [`steer::Toeplitz`]. The program handles
 //! IPv4 (addresses, plus TCP/UDP ports with [`HashFields::IpPorts`]; the XDP
 //! program also either address alone, an ICMP error by the flow it quotes,
-//! and Roger's rules before the hash) exactly as [`steer::RssHasher`] does;
+//! and Roger's rules before the hash, or the rule key itself as the bucket
+//! under live rules) exactly as [`steer::RssHasher`] does;
 //! other frames (IPv6, ARP, IPv4 fragments) go to queue 0.
 
 use std::io;

@@ -79,6 +79,9 @@ impl RogerConfig {
     }
 }
 
+/// Periods apart the persistence of the cells' traffic is measured over.
+const LAG: usize = 2;
+
 /// The live Roger balancer.
 #[derive(Clone, Debug)]
 pub struct Roger {
@@ -87,6 +90,10 @@ pub struct Roger {
     last: Option<(Vec<CoreId>, usize)>,
     /// The cells' decayed packet counts.
     weight: Vec<f64>,
+    /// The cells' packets of the last [`LAG`] periods, oldest first.
+    history: std::collections::VecDeque<Vec<f64>>,
+    /// The persistence the last round measured (1 before it is measured).
+    rho: f64,
     replans: u64,
     moves: u64,
     rules: usize,
@@ -100,6 +107,8 @@ impl Roger {
             cfg,
             last: None,
             weight: Vec::new(),
+            history: std::collections::VecDeque::new(),
+            rho: 1.0,
             replans: 0,
             moves: 0,
             rules: 0,
@@ -204,10 +213,27 @@ impl Balancer for Roger {
         for (w, &n) in self.weight.iter_mut().zip(&now) {
             *w = *w * self.cfg.decay + n as f64;
         }
-        let packets: Vec<u64> = self.weight.iter().map(|w| w.round() as u64).collect();
+        // how much of a cell's deviation from the mean lasts LAG periods
+        // (RSS++'s persistence ρ): plan on mean + ρ·(weight − mean)
+        let rates: Vec<f64> = now.iter().map(|&n| n as f64).collect();
+        self.history.retain(|h| h.len() == rates.len());
+        let measured = self.history.len() == LAG;
+        if let Some(prev) = self.history.front().filter(|_| measured) {
+            self.rho = super::rsspp::persistence(prev, &rates);
+        }
+        self.history.push_back(rates);
+        while self.history.len() > LAG {
+            self.history.pop_front();
+        }
+        let mean = self.weight.iter().sum::<f64>() / shards as f64;
+        let packets: Vec<u64> = self
+            .weight
+            .iter()
+            .map(|&w| (mean + self.rho * (w - mean)).max(0.0).round() as u64)
+            .collect();
         let before = imbalance(&packets, owner, workers);
         let over_budget = now_rules > self.cfg.budget;
-        if !over_budget && before <= self.cfg.threshold {
+        if !over_budget && (!measured || before <= self.cfg.threshold) {
             return Plan::default();
         }
         let bits = shards.trailing_zeros().max(1);
@@ -265,6 +291,7 @@ impl Balancer for Roger {
             ("cell_moves", self.moves as f64),
             ("nic_rules", self.rules as f64),
             ("max_nic_rules", self.max_rules as f64),
+            ("persistence", self.rho),
         ]
     }
 }
@@ -309,8 +336,14 @@ mod tests {
             budget: 4,
             ..RogerConfig::default()
         });
+        // nothing moves before the traffic's persistence is measured (two
+        // periods apart), then the load that lasted is split
+        for _ in 0..LAG {
+            assert_eq!(r.plan(&snap(owner.clone(), &load, 2)), Plan::default());
+        }
         let p = r.plan(&snap(owner.clone(), &load, 2));
         assert!(!p.moves.is_empty());
+        assert_eq!(r.rho, 1.0);
         apply(&mut owner, &p);
         let before = imbalance(
             &load,
@@ -344,6 +377,25 @@ mod tests {
         apply(&mut next, &p);
         assert!(split_rules(&next) <= 4, "{next:?}");
         assert!(imbalance(&load, &next, 2) <= 1.0 + 1e-9);
+    }
+
+    #[test]
+    fn load_that_does_not_last_is_not_chased() {
+        // each period's traffic sits in other cells: ρ ≈ 0, every cell
+        // looks like the mean one and nothing moves
+        let owner: Vec<CoreId> = (0..16).map(|s| (s / 8) as CoreId).collect();
+        let mut r = Roger::new(RogerConfig::default());
+        for period in 0..12usize {
+            let mut load = vec![10u64; 16];
+            load[(period * 5) % 16] = 5000;
+            load[(period * 3 + 1) % 16] = 3000;
+            assert_eq!(
+                r.plan(&snap(owner.clone(), &load, 2)),
+                Plan::default(),
+                "{period}"
+            );
+        }
+        assert!(r.rho < 0.3, "{}", r.rho);
     }
 
     #[test]

@@ -460,7 +460,7 @@ fn shard_rates(snap: &Snapshot) -> Vec<f64> {
 
 /// ρ: the correlation of the shards' rates over two consecutive periods,
 /// clamped to [0, 1] (0 when either period's rates do not vary).
-fn persistence(prev: &[f64], cur: &[f64]) -> f64 {
+pub(crate) fn persistence(prev: &[f64], cur: &[f64]) -> f64 {
     let n = prev.len().max(1) as f64;
     let (mp, mc) = (prev.iter().sum::<f64>() / n, cur.iter().sum::<f64>() / n);
     let (mut cov, mut vp, mut vc) = (0.0, 0.0, 0.0);
