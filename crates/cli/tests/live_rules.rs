@@ -233,7 +233,10 @@ fn live_rules_steer_frames_from_real_interfaces() {
     );
     for io in [&[][..], &["--io", "xdp", "--steer", "kernel"][..]] {
         let json = d.join("iface.json");
+        let sock = d.join("iface.sock");
         let mut args = vec![
+            "--control",
+            sock.to_str().unwrap(),
             "--json",
             json.to_str().unwrap(),
             "--balancer",
@@ -265,6 +268,16 @@ fn live_rules_steer_frames_from_real_interfaces() {
             ping.status.success() && said.contains(" 40 received"),
             "{io:?}: {said}"
         );
+        // an operator sees the rules the cells' cores need now
+        let stats = flowshift(&["ctl", "--socket", sock.to_str().unwrap(), "stats"]);
+        let stats = ok(&stats);
+        let rules: f64 = stats
+            .lines()
+            .find_map(|l| l.strip_prefix("flowshift_balancer{counter=\"nic_rules\"} "))
+            .unwrap_or_else(|| panic!("{io:?}: no rule count in {stats}"))
+            .parse()
+            .unwrap();
+        assert!((2.0..=8.0).contains(&rules), "{io:?}: {rules}");
         let out = run.interrupt();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{io:?}: {stderr}");

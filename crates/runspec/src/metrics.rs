@@ -27,6 +27,7 @@ struct State {
     load: Vec<(&'static str, f64)>,
     cores: BTreeMap<usize, CoreCounters>,
     migrations: Vec<(&'static str, u64)>,
+    balancer: Vec<(&'static str, f64)>,
     nic: Vec<(&'static str, u64)>,
     rounds: u64,
 }
@@ -37,15 +38,17 @@ pub struct Metrics(Mutex<State>);
 
 impl Metrics {
     /// Controller: each core's role and load over the last round, the migration
-    /// counters.
+    /// counters, the balancer's own counters.
     pub fn publish_round(
         &self,
         load: Vec<(&'static str, f64)>,
         migrations: Vec<(&'static str, u64)>,
+        balancer: Vec<(&'static str, f64)>,
     ) {
         if let Ok(mut s) = self.0.try_lock() {
             s.load = load;
             s.migrations = migrations;
+            s.balancer = balancer;
             s.rounds += 1;
         }
     }
@@ -158,6 +161,15 @@ impl Metrics {
         }
         head(
             &mut o,
+            "balancer",
+            "gauge",
+            "The balancer's own counters, as the report's controller section has them.",
+        );
+        for (k, v) in &s.balancer {
+            let _ = writeln!(o, "flowshift_balancer{{counter=\"{k}\"}} {v}");
+        }
+        head(
+            &mut o,
             "latency_seconds",
             "histogram",
             "Latency from arrival to chain done.",
@@ -191,6 +203,7 @@ mod tests {
         m.publish_round(
             vec![("working", 0.5), ("offloading", 0.25)],
             vec![("shard_moves", 3)],
+            vec![("nic_rules", 6.0)],
         );
         let mut lat = crate::latency_histogram();
         lat.record(2_000).unwrap();
@@ -226,6 +239,10 @@ mod tests {
         );
         assert!(
             t.contains("flowshift_migrations_total{what=\"shard_moves\"} 3"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_balancer{counter=\"nic_rules\"} 6"),
             "{t}"
         );
         assert!(

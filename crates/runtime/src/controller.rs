@@ -193,6 +193,7 @@ impl Controller {
                             ("entries_moved", a.entries_moved),
                             ("packets_held", a.packets_held),
                         ],
+                        self.balancer.counters(),
                     );
                 }
                 if let Some(p) = &self.progress {
