@@ -83,6 +83,11 @@ pub struct BenchKernelArgs {
     /// sent the frame (the sender's, or the endpoints').
     #[arg(long)]
     pub napi_on_nf_cpu: bool,
+    /// Only measure what the XDP steering program costs per frame under
+    /// each way it steers (the hash, a plan's rules, live rules' cells), by
+    /// `BPF_PROG_TEST_RUN` on generated frames; no traffic.
+    #[arg(long)]
+    pub program_cost: bool,
 }
 
 /// How the bench's client sends.
@@ -386,6 +391,9 @@ pub fn run(a: BenchKernelArgs) -> anyhow::Result<()> {
     }
     if a.rounds == 0 || a.flows == 0 {
         bail!("--rounds and --flows must be at least 1");
+    }
+    if a.program_cost {
+        return crate::xdp_cost::run();
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bed = Bed::up("fsbk")

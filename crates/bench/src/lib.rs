@@ -21,3 +21,4 @@ pub mod plots;
 pub mod pool;
 pub mod shards;
 pub mod validate;
+pub mod xdp_cost;

@@ -162,3 +162,45 @@ fn bench_kernel_tcp_carries_iperf3_through_every_variant() {
         .unwrap();
     assert!(ps.stdout.is_empty(), "an iperf3 left running");
 }
+
+/// `--program-cost`: every way the XDP program steers is timed by the kernel
+/// on the same frames, the hash first (the ratios' base), no bed built.
+#[test]
+fn bench_kernel_times_the_steering_program() {
+    if netio::testbed::privileged("eBPF maps", netio::bpf::Map::array(1, 4)).is_none() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["bench-kernel", "--program-cost"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<(String, f64, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.rsplitn(3, ' ').filter(|s| !s.is_empty());
+            let ratio = w.next()?.parse().ok()?;
+            let rest = w.next()?.trim_end();
+            let (name, ns) = rest.rsplit_once(' ')?;
+            Some((name.trim().to_string(), ns.parse().ok()?, ratio))
+        })
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "hash (Toeplitz, 12 table lookups)",
+            "8 ternary rules, then the hash",
+            "64 cells as 64 exact rules",
+            "64 cells read from the fields"
+        ],
+        "{text}"
+    );
+    assert_eq!(rows[0].2, 1.0, "{text}");
+    assert!(rows.iter().all(|r| r.1 > 0.0), "{text}");
+}

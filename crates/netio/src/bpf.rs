@@ -22,6 +22,9 @@ const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_CREATE: libc::c_long = 28;
 /// Bytes of an object's name, NUL included (`BPF_OBJ_NAME_LEN`).
 const NAME_LEN: usize = 16;
+/// Bytes of the verifier's log asked for when a program is refused (a longer
+/// log is cut there).
+const LOG_BYTES: usize = 1 << 24;
 
 const MAP_TYPE_ARRAY: u32 = 2;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
@@ -368,35 +371,49 @@ impl Program {
         Program::load(PROG_TYPE_XDP, ATTACH_XDP, name, insns)
     }
 
+    /// Loads without the verifier's log (a log longer than its buffer fails
+    /// the load, ENOSPC, however sound the program), and on a refusal loads
+    /// again with a log of [`LOG_BYTES`] to say why.
     fn load(kind: u32, attach: u32, name: &str, insns: &[Insn]) -> Result<Program, String> {
         let license = b"GPL\0";
-        let mut log = vec![0u8; 1 << 16];
-        let mut a = Attr::new();
-        // (expected_attach_type at 68)
-        a.u32(68, attach);
-        a.u32(0, kind)
-            .u32(4, insns.len() as u32)
-            .u64(8, insns.as_ptr() as u64)
-            .u64(16, license.as_ptr() as u64)
-            .u32(24, 1)
-            .u32(28, log.len() as u32)
-            .u64(32, log.as_mut_ptr() as u64);
-        for (i, b) in name.bytes().take(NAME_LEN - 1).enumerate() {
-            a.0[48 + i] = b;
-        }
-        match bpf(BPF_PROG_LOAD, &mut a) {
-            Ok(fd) => Ok(Program {
-                // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
-                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
-            }),
-            Err(e) => {
-                let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
-                Err(format!(
-                    "loading the eBPF program: {e}\n{}",
-                    String::from_utf8_lossy(&log[..end])
-                ))
+        let attempt = |log: Option<&mut Vec<u8>>| {
+            let mut a = Attr::new();
+            // (expected_attach_type at 68)
+            a.u32(68, attach);
+            a.u32(0, kind)
+                .u32(4, insns.len() as u32)
+                .u64(8, insns.as_ptr() as u64)
+                .u64(16, license.as_ptr() as u64);
+            if let Some(log) = log {
+                a.u32(24, 1)
+                    .u32(28, log.len() as u32)
+                    .u64(32, log.as_mut_ptr() as u64);
             }
-        }
+            for (i, b) in name.bytes().take(NAME_LEN - 1).enumerate() {
+                a.0[48 + i] = b;
+            }
+            bpf(BPF_PROG_LOAD, &mut a)
+        };
+        let fd = match attempt(None) {
+            Ok(fd) => fd,
+            Err(_) => {
+                let mut log = vec![0u8; LOG_BYTES];
+                match attempt(Some(&mut log)) {
+                    Ok(fd) => fd,
+                    Err(e) => {
+                        let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+                        return Err(format!(
+                            "loading the eBPF program: {e}\n{}",
+                            String::from_utf8_lossy(&log[..end])
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Program {
+            // SAFETY: a descriptor just returned by bpf(2), owned by nobody else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+        })
     }
 
     /// The program's descriptor.
@@ -420,6 +437,23 @@ impl Program {
             .u64(48, md.as_ptr() as u64);
         bpf(BPF_PROG_TEST_RUN, &mut a)?;
         Ok(a.get_u32(4))
+    }
+
+    /// Runs the XDP program `repeat` times on `frame` in the kernel
+    /// (`BPF_PROG_TEST_RUN`), as [`test_run_xdp`](Self::test_run_xdp) runs it
+    /// once: its result and the kernel's mean time per run, ns.
+    pub fn test_run_xdp_timed(&self, frame: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
+        let md: [u32; 6] = [0, frame.len() as u32, 0, 0, 0, 0];
+        let mut a = Attr::new();
+        a.u32(0, self.fd() as u32)
+            .u32(8, frame.len() as u32)
+            .u64(16, frame.as_ptr() as u64)
+            .u32(32, repeat.max(1))
+            .u32(40, std::mem::size_of_val(&md) as u32)
+            .u64(48, md.as_ptr() as u64);
+        bpf(BPF_PROG_TEST_RUN, &mut a)?;
+        // (retval at 4, duration at 36)
+        Ok((a.get_u32(4), a.get_u32(36)))
     }
 
     /// Runs the program once on `frame` (an Ethernet frame; the program sees it

@@ -331,3 +331,53 @@ fn the_xdp_program_finds_cells_like_the_nic_model() {
         }
     }
 }
+
+/// Plans of many rules load and steer — up to as many as the XDP program
+/// matches: the verifier's log of so long a program overflows a small
+/// buffer, which must not fail the load.
+#[test]
+fn plans_of_many_rules_load() {
+    use steer::roger::{Cube, KeyBits, Rule, RuleSteering, RuleTable};
+    let most = netio::steering::MAX_XDP_RULES as u64;
+    for (key, width, n, buckets, workers) in [
+        ("src-ip:26-31", 6, 64, 128u32, 2u32),
+        ("src-ip:23-31", 9, most, 1024, 1024),
+    ] {
+        let bits = KeyBits::parse(key).unwrap();
+        let table = RuleTable {
+            bits: width,
+            cores: 1,
+            rules: (0..n)
+                .map(|v| Rule {
+                    cube: Cube::new(v, (1 << width) - 1),
+                    core: 0,
+                })
+                .collect(),
+            default_rule: false,
+        };
+        let rules = RuleSteering::new(bits, table, buckets as usize).unwrap();
+        let Some((k, prog)) = program(
+            RssKey::SYMMETRIC,
+            HashFields::IpPorts,
+            (buckets, workers),
+            Some(&rules),
+        ) else {
+            return;
+        };
+        let hasher = RssHasher::new(RssKey::SYMMETRIC, HashFields::IpPorts)
+            .with_rules(std::sync::Arc::new(rules));
+        let spec = TraceSpec {
+            flows: 100,
+            packets: 1000,
+            ipv6_share: 0.0,
+            ..TraceSpec::default()
+        };
+        for p in Generator::new(&spec).unwrap().step_by(10) {
+            let info = wire::parse(&p.frame).unwrap();
+            let bucket = hasher.hash(&info.tuple) & (buckets - 1);
+            assert!(bucket < n as u32, "{key}");
+            let core = k.get(bucket).unwrap();
+            assert_eq!(prog.test_run_xdp(&p.frame, 0, 0).unwrap(), core, "{key}");
+        }
+    }
+}
