@@ -175,22 +175,27 @@ impl Metrics {
             "Latency from arrival to chain done.",
         );
         if let Some(h) = lat {
-            let mut below = 0u64;
-            for le in [1e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1, 1.0] {
-                below = h.count_between(0, (le * 1e9) as u64).max(below);
-                let _ = writeln!(o, "flowshift_latency_seconds_bucket{{le=\"{le}\"}} {below}");
-            }
-            let _ = writeln!(
-                o,
-                "flowshift_latency_seconds_bucket{{le=\"+Inf\"}} {}",
-                h.len()
-            );
-            let sum = h.mean() * h.len() as f64 / 1e9;
-            let _ = writeln!(o, "flowshift_latency_seconds_sum {sum}");
-            let _ = writeln!(o, "flowshift_latency_seconds_count {}", h.len());
+            latency(&mut o, &h);
         }
         o
     }
+}
+
+/// The latency histogram's buckets, sum and count.
+fn latency(o: &mut String, h: &Histogram<u64>) {
+    let mut below = 0u64;
+    for le in [1e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1, 1.0] {
+        below = h.count_between(0, (le * 1e9) as u64).max(below);
+        let _ = writeln!(o, "flowshift_latency_seconds_bucket{{le=\"{le}\"}} {below}");
+    }
+    let _ = writeln!(
+        o,
+        "flowshift_latency_seconds_bucket{{le=\"+Inf\"}} {}",
+        h.len()
+    );
+    let sum = h.mean() * h.len() as f64 / 1e9;
+    let _ = writeln!(o, "flowshift_latency_seconds_sum {sum}");
+    let _ = writeln!(o, "flowshift_latency_seconds_count {}", h.len());
 }
 
 #[cfg(test)]
