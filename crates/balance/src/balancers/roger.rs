@@ -4,19 +4,21 @@
 //!
 //! The chain steers by cells (`steering.rule_key`): every value of the rule
 //! key is a shard, shard `s` the key `s`. Each period Roger plans at most
-//! `budget` ternary rules over the key from the cells' measured packets
-//! ([`steer::roger::plan`], the tree cut: the rules tile the key space) and
-//! gives the rules to cores with the least variance. A rule covers whole
-//! cells, so a new plan moves cells between cores and never splits one: the
-//! plan is carried out as shard moves, whose protocol keeps every flow's
-//! packets in order and its state with it.
+//! `budget` ternary rules over the key ([`steer::roger::plan`], the tree cut:
+//! the rules tile the key space) from the cells' packets, decayed over the
+//! periods and shrunk toward the mean by their persistence ρ (as RSS++'s
+//! prediction does). A rule covers whole cells, so a new plan moves cells
+//! between cores and never splits one: the plan is carried out as shard
+//! moves, whose protocol keeps every flow's packets in order and its state
+//! with it.
 //!
-//! A plan's cores are labels: they are matched to the running cores so that
-//! as much traffic as possible stays where it is. A new plan is applied only
-//! when the cores are out of balance (heaviest over mean above `threshold`)
-//! and the plan improves that by at least `min_gain`, or when the cells'
+//! The rules go to cores heaviest first, each to the core that holds most of
+//! its traffic now unless that core would pass its share ([`assign`]), so
+//! most cells stay where they are. A new plan is applied only when the cores
+//! are out of balance (heaviest over mean above `threshold`, in packets) and
+//! the plan removes at least `min_gain` of that excess, or when the cells'
 //! cores spell more rules than the budget (a plan then always applies).
-//! Pure: the snapshot in, moves out.
+//! Nothing moves before ρ is measured. Pure: the snapshot in, moves out.
 
 use steer::roger::{plan, Reduce, RogerParams};
 
