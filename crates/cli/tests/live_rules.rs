@@ -177,6 +177,17 @@ fn live_rules_errors_are_named() {
     );
     let e = run(&plain, &["--balancer", "roger"]);
     assert!(e.contains("set `steering.rule_key`"), "{e}");
+    // a per-connection NF is refused once, naming the rule key (the run's
+    // message says it once, not again as its own cause)
+    let fw = write(
+        &d,
+        "fw.toml",
+        "[steering]\nrule_key = \"src-ip:26-31\"\n\n[[nf]]\nkind = \"firewall\"\n\
+         rules = \"allow any any -> any\"\n",
+    );
+    let e = run(&fw, &["--workers", "2"]);
+    assert!(e.contains("steering.rule_key"), "{e}");
+    assert_eq!(e.matches("keeps per-flow state").count(), 1, "{e}");
     let budget = write(
         &d,
         "budget.toml",

@@ -389,9 +389,20 @@ impl ChainConfig {
     /// Scales what the file left unset to `workers` working cores:
     /// [`SHARDS_PER_CORE`] shards per core (at least 16, at most 1 024) and,
     /// with them, flows per shard so that the tables hold as many flows in
-    /// all as the default 16 shards do (at least 1 024 per shard).
+    /// all as the default 16 shards do (at least 1 024 per shard). Under
+    /// `steering.rule_key` the shards are the key's values and only the flows
+    /// per shard are fitted.
     pub fn fit_cores(&mut self, workers: usize) {
-        if self.steering.shards.is_some() || self.steering.rule_key.is_some() {
+        if self.steering.shards.is_some() {
+            return;
+        }
+        if let Some(cells) = self.steering.cells() {
+            // live rules: the shards are the key's values, whatever the
+            // cores; the tables still hold as many flows in all
+            if self.table.capacity.is_none() {
+                let total = TableSection::DEFAULT_CAPACITY * SteeringConfig::DEFAULT_SHARDS;
+                self.table.capacity = Some((total / cells).max(1024));
+            }
             return;
         }
         let shards = SteeringConfig::for_cores(workers);
@@ -408,7 +419,8 @@ impl ChainConfig {
     /// in every shard: a small pool takes fewer shards), down to the default
     /// 16, whose error is the one returned.
     pub fn build_for_cores(&mut self, base: &Path, workers: usize) -> Result<Chain, ConfigError> {
-        let scaled = self.steering.shards.is_none();
+        // (live rules' shards are the key's values: never fewer)
+        let scaled = self.steering.shards.is_none() && self.steering.rule_key.is_none();
         let capacity = self.table.capacity;
         self.fit_cores(workers);
         loop {

@@ -55,7 +55,7 @@ pub enum ConfigError {
         msg: String,
     },
     /// The chain's NFs cannot share one steering key.
-    #[error("{0}")]
+    #[error(transparent)]
     Chain(#[from] ChainError),
 }
 
