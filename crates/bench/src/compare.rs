@@ -156,16 +156,9 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
                 println!("{spec:<18} skipped: this chain keeps per-flow state (sprayer needs a stateless chain)");
                 continue;
             }
-            if name == "roger" && !chain.steers_by_cells() {
-                println!("{spec:<18} skipped: roger re-plans rules over `steering.rule_key`, which this chain does not set");
+            if let Err(e) = launch::run::roger_fits(name, chain, &sec, n) {
+                println!("{spec:<18} skipped at {n} cores: {e}");
                 continue;
-            }
-            if name == "roger" {
-                let r = sec.roger.clone().unwrap_or_default();
-                if let Err(e) = r.check(n) {
-                    println!("{spec:<18} skipped at {n} cores: [run.roger] {e}");
-                    continue;
-                }
             }
             let o = if offloads(name) { offloaders } else { 0 };
             if o >= n {

@@ -42,6 +42,15 @@ fn write(d: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// `flowshift gen -o d/name ARGS…`'s trace.
+fn gen(d: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let t = d.join(name);
+    let mut all = vec!["gen", "-o", t.to_str().unwrap()];
+    all.extend_from_slice(args);
+    ok(&flowshift(&all));
+    t
+}
+
 fn report(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
@@ -52,21 +61,21 @@ const CHAIN: &str = "[steering]\nrule_key = \"src-ip:26-31\"\n\n[[nf]]\nkind = \
 #[test]
 fn live_rules_move_cells_and_every_source_keeps_its_count() {
     let d = dir();
-    let t = d.join("persistent.pcap");
     // elephants that live long: loads that persist from one period to the next
-    ok(&flowshift(&[
-        "gen",
-        "-o",
-        t.to_str().unwrap(),
-        "--flows",
-        "2000",
-        "--packets",
-        "200000",
-        "--lifetimes",
-        "sized:1.0",
-        "--seed",
-        "3",
-    ]));
+    let t = gen(
+        &d,
+        "persistent.pcap",
+        &[
+            "--flows",
+            "2000",
+            "--packets",
+            "200000",
+            "--lifetimes",
+            "sized:1.0",
+            "--seed",
+            "3",
+        ],
+    );
     let chain = write(&d, "chain.toml", CHAIN);
     let described = ok(&flowshift(&[
         "chain",
@@ -149,16 +158,7 @@ fn live_rules_move_cells_and_every_source_keeps_its_count() {
 #[test]
 fn live_rules_errors_are_named() {
     let d = dir();
-    let t = d.join("small.pcap");
-    ok(&flowshift(&[
-        "gen",
-        "-o",
-        t.to_str().unwrap(),
-        "--flows",
-        "50",
-        "--packets",
-        "2000",
-    ]));
+    let t = gen(&d, "small.pcap", &["--flows", "50", "--packets", "2000"]);
     let run = |chain: &Path, extra: &[&str]| {
         let mut args = vec![
             "run",

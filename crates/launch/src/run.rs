@@ -246,12 +246,7 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
     }
     // shards the file left unset scale with the working cores
     let (chain_cfg, chain) = crate::reload::fitted(chain_cfg, &sec, cfg.workers, &base)?;
-    if cfg.balancer.name() == "roger" && !chain.steers_by_cells() {
-        bail!(
-            "`balancer` = `roger` re-plans rules over a key: set `steering.rule_key` in the \
-             chain (e.g. rule_key = \"src-ip:26-31\")"
-        );
-    }
+    roger_fits(cfg.balancer.name(), &chain, &sec, cfg.workers)?;
     cfg.replica = replica(sec.pool.as_ref(), &base)?;
     cfg.recycle = !a.no_buffer_pool;
     cfg.rps = io_modes(a, &sec.io)?;
@@ -357,11 +352,6 @@ fn run_config(a: &RunArgs, sec: &RunSection) -> anyhow::Result<RunConfig> {
     };
     if let Some(w) = a.workers.or(sec.workers) {
         cfg.workers = w;
-    }
-    if name == "roger" {
-        let r = sec.roger.clone().unwrap_or_default();
-        r.check(cfg.workers)
-            .map_err(|e| anyhow::anyhow!("[run.roger] {e}"))?;
     }
     if let Some(o) = a.offloaders.or(sec.offloaders) {
         cfg.offloaders = o;
@@ -728,6 +718,29 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         report: out.report,
         input_failure: out.input_failure,
     })
+}
+
+/// Whether the balancer `name` can run `chain` on `workers` working cores:
+/// `roger` needs live rules' cells (`steering.rule_key`) and a rule budget
+/// of at least one rule per core; every other balancer can.
+pub fn roger_fits(
+    name: &str,
+    chain: &nf::Chain,
+    sec: &RunSection,
+    workers: usize,
+) -> anyhow::Result<()> {
+    if name != "roger" {
+        return Ok(());
+    }
+    if !chain.steers_by_cells() {
+        bail!(
+            "`balancer` = `roger` re-plans rules over a key: set `steering.rule_key` in the \
+             chain (e.g. rule_key = \"src-ip:26-31\")"
+        );
+    }
+    let r = sec.roger.clone().unwrap_or_default();
+    r.check(workers)
+        .map_err(|e| anyhow::anyhow!("[run.roger] {e}"))
 }
 
 /// The balancer called `name`, with its `[run.*]` parameters.

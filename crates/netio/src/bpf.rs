@@ -425,25 +425,20 @@ impl Program {
     /// if it arrived on receive queue `queue` of interface `ifindex`, and
     /// returns its result.
     pub fn test_run_xdp(&self, frame: &[u8], ifindex: i32, queue: u32) -> io::Result<u32> {
+        Ok(self.run_xdp(frame, (ifindex, queue), 1)?.0)
+    }
+
+    /// `BPF_PROG_TEST_RUN` of an XDP program `repeat` times: its result and
+    /// the kernel's mean time per run, ns.
+    fn run_xdp(
+        &self,
+        frame: &[u8],
+        (ifindex, queue): (i32, u32),
+        repeat: u32,
+    ) -> io::Result<(u32, u32)> {
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
         // rx_queue_index, egress_ifindex
         let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex as u32, queue, 0];
-        let mut a = Attr::new();
-        a.u32(0, self.fd() as u32)
-            .u32(8, frame.len() as u32)
-            .u64(16, frame.as_ptr() as u64)
-            .u32(32, 1)
-            .u32(40, std::mem::size_of_val(&md) as u32)
-            .u64(48, md.as_ptr() as u64);
-        bpf(BPF_PROG_TEST_RUN, &mut a)?;
-        Ok(a.get_u32(4))
-    }
-
-    /// Runs the XDP program `repeat` times on `frame` in the kernel
-    /// (`BPF_PROG_TEST_RUN`), as [`test_run_xdp`](Self::test_run_xdp) runs it
-    /// once: its result and the kernel's mean time per run, ns.
-    pub fn test_run_xdp_timed(&self, frame: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
-        let md: [u32; 6] = [0, frame.len() as u32, 0, 0, 0, 0];
         let mut a = Attr::new();
         a.u32(0, self.fd() as u32)
             .u32(8, frame.len() as u32)
@@ -454,6 +449,13 @@ impl Program {
         bpf(BPF_PROG_TEST_RUN, &mut a)?;
         // (retval at 4, duration at 36)
         Ok((a.get_u32(4), a.get_u32(36)))
+    }
+
+    /// Runs the XDP program `repeat` times on `frame` in the kernel
+    /// (`BPF_PROG_TEST_RUN`), as [`test_run_xdp`](Self::test_run_xdp) runs it
+    /// once: its result and the kernel's mean time per run, ns.
+    pub fn test_run_xdp_timed(&self, frame: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
+        self.run_xdp(frame, (0, 0), repeat)
     }
 
     /// Runs the program once on `frame` (an Ethernet frame; the program sees it

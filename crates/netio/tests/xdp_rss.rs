@@ -117,7 +117,6 @@ fn the_xdp_program_steers_like_the_nic_model() {
 #[test]
 fn the_xdp_program_matches_rules_like_the_nic_model() {
     use steer::roger::{Cube, KeyBits, Rule, RuleSteering, RuleTable};
-    use wire::repr::{L4Repr, PacketRepr};
     let workers = 64;
     let buckets = 64;
     // 5 key bits: the source's last two, the destination port's first, the
@@ -163,21 +162,7 @@ fn the_xdp_program_matches_rules_like_the_nic_model() {
         };
         let mut by_rule = [0u32; 6];
         for (i, p) in Generator::new(&spec).unwrap().enumerate() {
-            let mut frame = p.frame.clone();
-            if i % 5 == 0 {
-                // an ICMP echo of the same hosts
-                let mut r = PacketRepr::parse(&frame).unwrap().unwrap();
-                r.l4 = L4Repr::IcmpEcho {
-                    request: i % 2 == 0,
-                    id: (i as u16).wrapping_mul(40503),
-                    seq: 1,
-                };
-                frame = r.to_bytes();
-            } else if i % 7 == 0 {
-                frame = with_options(&frame);
-            } else if i % 11 == 0 {
-                frame = icmp_error_about(&frame);
-            }
+            let frame = varied(&p.frame, i);
             let info = wire::parse(&frame).unwrap();
             let bucket = hasher.hash(&info.tuple) & (buckets - 1);
             let got = prog.test_run_xdp(&frame, 0, 0).unwrap();
@@ -186,6 +171,29 @@ fn the_xdp_program_matches_rules_like_the_nic_model() {
         }
         // every rule was matched, and the default took some
         assert!(by_rule.iter().all(|&n| n > 0), "{fields:?}: {by_rule:?}");
+    }
+}
+
+/// Frame `i` of a generated trace, `f`, varied for the rules' fields: every
+/// fifth an ICMP echo of the same hosts (its identifier as both ports), else
+/// every seventh with IPv4 options, else every eleventh an ICMP error quoting
+/// it.
+fn varied(f: &[u8], i: usize) -> Vec<u8> {
+    use wire::repr::{L4Repr, PacketRepr};
+    if i.is_multiple_of(5) {
+        let mut r = PacketRepr::parse(f).unwrap().unwrap();
+        r.l4 = L4Repr::IcmpEcho {
+            request: i.is_multiple_of(2),
+            id: (i as u16).wrapping_mul(40503),
+            seq: 1,
+        };
+        r.to_bytes()
+    } else if i.is_multiple_of(7) {
+        with_options(f)
+    } else if i.is_multiple_of(11) {
+        icmp_error_about(f)
+    } else {
+        f.to_vec()
     }
 }
 
@@ -277,7 +285,6 @@ fn an_icmp_error_is_steered_with_the_flow_it_quotes() {
 #[test]
 fn the_xdp_program_finds_cells_like_the_nic_model() {
     use steer::roger::{KeyBits, RuleSteering};
-    use wire::repr::{L4Repr, PacketRepr};
     for key in [
         "src-ip:30-31,dst-port:0,src-port:0,proto:3",
         "src-ip:21-26,dst-port:7-9",
@@ -305,20 +312,7 @@ fn the_xdp_program_finds_cells_like_the_nic_model() {
             };
             let mut seen = std::collections::BTreeSet::new();
             for (i, p) in Generator::new(&spec).unwrap().enumerate() {
-                let mut frame = p.frame.clone();
-                if i % 5 == 0 {
-                    let mut r = PacketRepr::parse(&frame).unwrap().unwrap();
-                    r.l4 = L4Repr::IcmpEcho {
-                        request: i % 2 == 0,
-                        id: (i as u16).wrapping_mul(40503),
-                        seq: 1,
-                    };
-                    frame = r.to_bytes();
-                } else if i % 7 == 0 {
-                    frame = with_options(&frame);
-                } else if i % 11 == 0 {
-                    frame = icmp_error_about(&frame);
-                }
+                let frame = varied(&p.frame, i);
                 let info = wire::parse(&frame).unwrap();
                 let bucket = hasher.hash(&info.tuple) & (buckets - 1);
                 let got = prog.test_run_xdp(&frame, 0, 0).unwrap();

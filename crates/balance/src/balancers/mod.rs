@@ -7,7 +7,7 @@ mod rsspp;
 mod scripted;
 
 pub use random::RandomMoves;
-pub use roger::{split_rules, Roger, RogerConfig};
+pub use roger::{Roger, RogerConfig};
 pub use rsspp::{RoundInfo, Rsspp, RssppConfig};
 pub use scripted::{Scripted, ScriptedMove};
 

@@ -131,7 +131,7 @@ impl Roger {
 
 /// Cubes of the most-significant-bit-first split of `owner` (a power of two
 /// long) into parts on one core each.
-pub fn split_rules(owner: &[CoreId]) -> usize {
+fn split_rules(owner: &[CoreId]) -> usize {
     match owner {
         [] => 0,
         [first, rest @ ..] if rest.iter().all(|c| c == first) => 1,
