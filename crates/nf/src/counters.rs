@@ -47,3 +47,14 @@ macro_rules! counted_nf {
         }
     };
 }
+
+/// Adds `more` to `to` by name: a name `to` has gets the sum, a new one is
+/// appended (an NF's own counters with those of a component it shares).
+pub(crate) fn add_named(to: &mut Vec<(&'static str, u64)>, more: Vec<(&'static str, u64)>) {
+    for (name, n) in more {
+        match to.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, v)) => *v += n,
+            None => to.push((name, n)),
+        }
+    }
+}

@@ -137,9 +137,25 @@ pub trait Nf: Send + Any {
     /// sync): e.g. a NAT mapping on this NAT's own address reserves its port.
     /// [`release`](Self::release) takes it back like any other.
     fn adopt(&mut self, _local: &mut ShardLocal, _state: &FlowState) {}
-    /// Named counters of this instance (summed across cores by the reader).
+    /// Named counters of this instance, [`shared_counters`](Self::shared_counters)
+    /// included: what the report reads from the instance the cores' ones
+    /// were merged into.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+    /// The part of [`counters`](Self::counters) that counts state every
+    /// core's instance shares (a component on a core of its own, a control
+    /// plane): each instance reports it whole, so a reader adding up the
+    /// cores' live counters takes it once.
+    fn shared_counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// The names among [`counters`](Self::counters) that count what this
+    /// instance alone has seen (distinct sources, alerts by source): the
+    /// cores' values do not add up — a source two cores saw is one — so live
+    /// they are read per core; the report counts them after merging.
+    fn per_core_counters(&self) -> &'static [&'static str] {
+        &[]
     }
     /// A fresh instance for another core, with the same configuration.
     fn instance(&self) -> Box<dyn Nf>;

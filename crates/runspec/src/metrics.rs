@@ -16,10 +16,36 @@ use nf::{ChainCounters, DropCause};
 pub struct CoreCounters {
     /// Its chain's counters.
     pub chain: ChainCounters,
-    /// Each NF's own counters, by NF name.
-    pub nf: Vec<(String, Vec<(&'static str, u64)>)>,
+    /// Each NF's own counters, in chain order.
+    pub nf: Vec<NfCounters>,
     /// Latency, all classes.
     pub latency: Histogram<u64>,
+}
+
+/// One core's instance of an NF, as [`nf::Nf`]'s counter methods describe it.
+#[derive(Clone, Debug, Default)]
+pub struct NfCounters {
+    /// The NF's name.
+    pub name: String,
+    /// Its counters ([`nf::Nf::counters`]).
+    pub counters: Vec<(&'static str, u64)>,
+    /// The part of them every core's instance shares, to be taken once.
+    pub shared: Vec<(&'static str, u64)>,
+    /// The names that are this core's alone (distinct counts), not to be
+    /// added up.
+    pub per_core: &'static [&'static str],
+}
+
+impl NfCounters {
+    /// What `nf` counts now.
+    pub fn of(nf: &dyn nf::Nf) -> NfCounters {
+        NfCounters {
+            name: nf.name().to_string(),
+            counters: nf.counters(),
+            shared: nf.shared_counters(),
+            per_core: nf.per_core_counters(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -58,6 +84,13 @@ impl Metrics {
         if let Ok(mut s) = self.0.try_lock() {
             s.cores.insert(core, c());
         }
+    }
+
+    /// A core's last counters, as it stops (waits for the registry, so that
+    /// a scrape after the run agrees with its report).
+    pub fn publish_core_last(&self, core: usize, c: CoreCounters) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.cores.insert(core, c);
     }
 
     /// The NIC model: what it offered and dropped so far.
@@ -106,15 +139,10 @@ impl Metrics {
             let _ = writeln!(o, "flowshift_nic_total{{what=\"{k}\"}} {v}");
         }
         let mut total = ChainCounters::default();
-        let mut nf: BTreeMap<(String, &str), u64> = BTreeMap::new();
+        let (nf, per_core) = nf_counters(&s.cores);
         let mut lat: Option<Histogram<u64>> = None;
         for c in s.cores.values() {
             total.add(&c.chain);
-            for (name, cs) in &c.nf {
-                for (k, v) in cs {
-                    *nf.entry((name.clone(), k)).or_default() += v;
-                }
-            }
             match &mut lat {
                 None => lat = Some(c.latency.clone()),
                 Some(h) => {
@@ -146,9 +174,26 @@ impl Metrics {
                 total.dropped(c)
             );
         }
-        head(&mut o, "nf_total", "counter", "Each NF's own counters.");
+        head(
+            &mut o,
+            "nf_total",
+            "counter",
+            "Each NF's own counters, over the cores.",
+        );
         for ((name, k), v) in &nf {
             let _ = writeln!(o, "flowshift_nf_total{{nf=\"{name}\",counter=\"{k}\"}} {v}");
+        }
+        head(
+            &mut o,
+            "nf_core",
+            "gauge",
+            "NF counts that are each core's own (distinct sources), which do not add up over the cores.",
+        );
+        for ((name, k, core), v) in &per_core {
+            let _ = writeln!(
+                o,
+                "flowshift_nf_core{{nf=\"{name}\",counter=\"{k}\",core=\"{core}\"}} {v}"
+            );
         }
         head(
             &mut o,
@@ -181,6 +226,40 @@ impl Metrics {
     }
 }
 
+/// Counters by (NF, counter).
+type NfSums = BTreeMap<(String, &'static str), u64>;
+/// Counts by (NF, counter, core).
+type NfPerCore = BTreeMap<(String, &'static str, usize), u64>;
+
+/// The NF counters over the cores: each core's own part added up, the part
+/// every core's instance shares taken once (the largest, the latest any core
+/// published), and the per-core counts by core.
+fn nf_counters(cores: &BTreeMap<usize, CoreCounters>) -> (NfSums, NfPerCore) {
+    let mut sum = NfSums::new();
+    let mut shared = NfSums::new();
+    let mut per_core = NfPerCore::new();
+    for (&core, c) in cores {
+        for n in &c.nf {
+            for &(k, v) in &n.counters {
+                if n.per_core.contains(&k) {
+                    per_core.insert((n.name.clone(), k, core), v);
+                    continue;
+                }
+                let common = n.shared.iter().find(|(s, _)| *s == k).map_or(0, |s| s.1);
+                *sum.entry((n.name.clone(), k)).or_default() += v.saturating_sub(common);
+            }
+            for &(k, v) in &n.shared {
+                let e = shared.entry((n.name.clone(), k)).or_default();
+                *e = (*e).max(v);
+            }
+        }
+    }
+    for (key, v) in shared {
+        *sum.entry(key).or_default() += v;
+    }
+    (sum, per_core)
+}
+
 /// The latency histogram's buckets, sum and count.
 fn latency(o: &mut String, h: &Histogram<u64>) {
     let mut below = 0u64;
@@ -202,6 +281,14 @@ fn latency(o: &mut String, h: &Histogram<u64>) {
 mod tests {
     use super::*;
 
+    fn nat(mappings: u64) -> NfCounters {
+        NfCounters {
+            name: "nat".into(),
+            counters: vec![("mappings", mappings)],
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn renders_what_was_published() {
         let m = Metrics::default();
@@ -221,12 +308,41 @@ mod tests {
         chain.drops[0] = 2;
         m.publish_core(0, || CoreCounters {
             chain: chain.clone(),
-            nf: vec![("nat".into(), vec![("mappings", 4)])],
+            nf: vec![
+                nat(4),
+                NfCounters {
+                    name: "lb".into(),
+                    counters: vec![("placed", 2), ("control_requests", 7)],
+                    shared: vec![("control_requests", 7)],
+                    per_core: &[],
+                },
+                NfCounters {
+                    name: "monitor".into(),
+                    counters: vec![("sources", 3), ("dropped", 1)],
+                    shared: vec![],
+                    per_core: &["sources"],
+                },
+            ],
             latency: lat.clone(),
         });
         m.publish_core(1, || CoreCounters {
             chain,
-            nf: vec![("nat".into(), vec![("mappings", 1)])],
+            nf: vec![
+                nat(1),
+                NfCounters {
+                    name: "lb".into(),
+                    // published a little earlier: the control plane's count then
+                    counters: vec![("placed", 5), ("control_requests", 6)],
+                    shared: vec![("control_requests", 6)],
+                    per_core: &[],
+                },
+                NfCounters {
+                    name: "monitor".into(),
+                    counters: vec![("sources", 2), ("dropped", 4)],
+                    shared: vec![],
+                    per_core: &["sources"],
+                },
+            ],
             latency: lat,
         });
         let t = m.render();
@@ -240,6 +356,30 @@ mod tests {
         );
         assert!(
             t.contains("flowshift_nf_total{nf=\"nat\",counter=\"mappings\"} 5"),
+            "{t}"
+        );
+        // each core's own part added up, the shared control plane's once
+        assert!(
+            t.contains("flowshift_nf_total{nf=\"lb\",counter=\"placed\"} 7"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_nf_total{nf=\"lb\",counter=\"control_requests\"} 7\n"),
+            "{t}"
+        );
+        // distinct counts per core, never summed into a total
+        assert!(!t.contains("counter=\"sources\"} 5"), "{t}");
+        assert!(!t.contains("flowshift_nf_total{nf=\"monitor\",counter=\"sources\""));
+        assert!(
+            t.contains("flowshift_nf_core{nf=\"monitor\",counter=\"sources\",core=\"0\"} 3"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_nf_core{nf=\"monitor\",counter=\"sources\",core=\"1\"} 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("flowshift_nf_total{nf=\"monitor\",counter=\"dropped\"} 5"),
             "{t}"
         );
         assert!(

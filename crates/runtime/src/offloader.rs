@@ -159,6 +159,9 @@ impl Offloader {
             }
         }
         self.sink.flush();
+        if let Some((m, i)) = &self.metrics {
+            m.publish_core_last(*i, crate::sink::live(&self.chain, &self.sink));
+        }
         OffloaderResult {
             chain: self.chain,
             sink: self.sink,

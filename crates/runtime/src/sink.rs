@@ -259,7 +259,7 @@ pub(crate) fn live(chain: &nf::Chain, sink: &Sink) -> runspec::metrics::CoreCoun
         nf: chain
             .nfs()
             .iter()
-            .map(|n| (n.name().to_string(), n.counters()))
+            .map(|n| runspec::metrics::NfCounters::of(n.as_ref()))
             .collect(),
         latency,
     }

@@ -358,6 +358,9 @@ impl Worker {
     /// The core's result once its loop ends: its shards and chain, what it
     /// holds, its counters.
     fn finish(mut self, clock: &Clock, offload_waits: u64) -> WorkerResult {
+        if let Some((m, i)) = &self.metrics {
+            m.publish_core_last(*i, crate::sink::live(&self.chain, &self.sink));
+        }
         WorkerResult {
             shards: self.shards.iter_mut().filter_map(Option::take).collect(),
             chain: self.chain,

@@ -851,22 +851,27 @@ impl Nf for Ids {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.counters.list();
+        crate::counters::add_named(&mut v, self.shared_counters());
+        v
+    }
+
+    /// The matching component's counters (every core's instance hands it
+    /// payloads) and the director's choices.
+    fn shared_counters(&self) -> Vec<(&'static str, u64)> {
+        let mut v = Vec::new();
         if !self.shared.remotes.is_empty() {
-            // the component's own counters, added once per (merged) instance
             let c = &self.core.component;
-            for (name, n) in &mut v {
-                // Relaxed: statistics (see `wait_idle` for a settled read).
-                *n += match *name {
-                    "scanned" => c.scanned.load(Ordering::Relaxed),
-                    "alerts" => c.alerts.load(Ordering::Relaxed),
-                    "alerts_lost" => c.alerts_lost.load(Ordering::Relaxed),
-                    "flows_dropped" => c.flows_dropped.load(Ordering::Relaxed),
-                    "blacklisted" => c.blacklisted.load(Ordering::Relaxed),
-                    "component_jobs" => c.jobs.load(Ordering::Relaxed),
-                    "component_ns" => c.busy_ns.load(Ordering::Relaxed),
-                    _ => 0,
-                };
-            }
+            // Relaxed: statistics (see `wait_idle` for a settled read).
+            let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            v.extend([
+                ("scanned", l(&c.scanned)),
+                ("alerts", l(&c.alerts)),
+                ("alerts_lost", l(&c.alerts_lost)),
+                ("flows_dropped", l(&c.flows_dropped)),
+                ("blacklisted", l(&c.blacklisted)),
+                ("component_jobs", l(&c.jobs)),
+                ("component_ns", l(&c.busy_ns)),
+            ]);
         }
         if self.shared.auto.is_some() {
             let changes = self.shared.decisions.lock().map_or(0, |d| d.len());

@@ -459,10 +459,13 @@ impl Nf for Lb {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.counters.list();
-        // the control component's, shared by every core's instance: reported by
-        // each (the run's report reads the merged instance only)
-        v.extend(self.shared.control.component.counters());
+        v.extend(self.shared_counters());
         v
+    }
+
+    /// The control component's, shared by every core's instance.
+    fn shared_counters(&self) -> Vec<(&'static str, u64)> {
+        self.shared.control.component.counters().to_vec()
     }
 
     fn placements(&self) -> Vec<crate::director::Decision> {

@@ -284,6 +284,12 @@ impl Nf for Monitor {
         ]
     }
 
+    /// Each core keeps its own sources, alerted sources and destinations'
+    /// sketch; the report counts them once the cores' are merged.
+    fn per_core_counters(&self) -> &'static [&'static str] {
+        &["sources", "alerts", "distinct_destinations"]
+    }
+
     fn instance(&self) -> Box<dyn Nf> {
         let mut m = Monitor::new(self.meta.name.clone(), self.cfg.clone());
         // every core's instance counts into the same shared counters
