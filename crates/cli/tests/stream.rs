@@ -104,6 +104,26 @@ fn a_capture_larger_than_replay_memory_is_streamed_with_the_same_report() {
         "the report covers every whole packet: {}",
         String::from_utf8_lossy(&o.stdout)
     );
+    // a capture small enough to be held whole goes the same way, not a
+    // refusal before the first packet
+    let o = flowshift(&[
+        "run",
+        "--input",
+        cut.to_str().unwrap(),
+        "--replay-memory",
+        "1GiB",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a truncated capture is an error");
+    assert!(
+        err.contains("the run ended early") && err.contains("truncated at byte offset"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("packets     in 59999"),
+        "held whole, the report covers every whole packet too: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     for f in [pcap, cut] {
         std::fs::remove_file(f).ok();
     }

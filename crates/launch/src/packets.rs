@@ -42,6 +42,9 @@ pub struct Plan {
     packets: Packets,
     /// The trace held whole, at most (bytes), and why.
     pub held: Option<runtime::memory::Part>,
+    /// Held whole only because it is small (`replay_memory`): it may be
+    /// streamed instead.
+    small: bool,
 }
 
 /// Bytes of a trace in memory per byte of pcap file at most: frames, plus a
@@ -102,11 +105,13 @@ pub fn plan(input: Option<&Path>, hold: Hold, presteer: bool, budget: u64) -> an
                         what: why,
                         bytes: in_memory(size) + size.div_ceil(30) * template,
                     }),
+                    small: !whole,
                 }
             } else {
                 Plan {
                     packets: Packets::File(p.to_path_buf()),
                     held: None,
+                    small: false,
                 }
             }
         }
@@ -117,6 +122,7 @@ pub fn plan(input: Option<&Path>, hold: Hold, presteer: bool, budget: u64) -> an
                     what: why,
                     bytes: spec.packets * (GENERATED_PACKET + template),
                 }),
+                small: false,
                 packets: Packets::Generated(spec),
             }
         }
@@ -129,6 +135,7 @@ impl Plan {
         Plan {
             packets: Packets::None,
             held: None,
+            small: false,
         }
     }
 
@@ -143,11 +150,22 @@ impl Plan {
             );
         }
         Ok(match self.packets {
-            Packets::File(p) if whole => {
-                let t = trace::read_pcap(&p)?;
-                warn_read(&p, t.clamped(), t.filled(), t.jumps());
-                Packets::Memory(t)
-            }
+            Packets::File(p) if whole => match trace::read_pcap(&p) {
+                Ok(t) => {
+                    warn_read(&p, t.clamped(), t.filled(), t.jumps());
+                    Packets::Memory(t)
+                }
+                // a small capture cut short or corrupt halfway is streamed
+                // as a large one is: replayed up to the fault, which then
+                // ends the run with its report
+                Err(
+                    trace::PcapReadError::Truncated { .. } | trace::PcapReadError::Corrupt { .. },
+                ) if self.small => {
+                    CaptureReader::open(&p)?;
+                    Packets::File(p)
+                }
+                Err(e) => return Err(e.into()),
+            },
             Packets::File(p) => {
                 // the header now: a file that is no capture fails here
                 CaptureReader::open(&p)?;
