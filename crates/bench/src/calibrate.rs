@@ -521,6 +521,11 @@ fn machine(a: &CalibrateArgs) -> String {
 }
 
 pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
+    // where the model goes is checked before minutes of measuring
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    launch::output::check(&a.out)?;
     // the same file `run` takes: its `[run]` table (if any) does not change prices
     let (user_cfg, _, base) = launch::run::load(a.config.as_deref())?;
     // prices are per packet on one shard (the shard term is measured on its own)
@@ -621,9 +626,6 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     // a model that does not load is a bug here, not the user's
     let text = model.to_toml();
     CostModel::from_toml(&text).context("the measured model does not check")?;
-    if let Some(dir) = a.out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     launch::output::atomically(&a.out, |t| Ok(std::fs::write(t, &text)?))?;
     print!("{text}");
     eprintln!(

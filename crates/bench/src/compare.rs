@@ -98,6 +98,15 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.run.json {
         launch::output::check(p)?;
     }
+    // where the plots go is made before the runs, not found unusable after
+    if !a.no_plots {
+        std::fs::create_dir_all(&a.plots).with_context(|| {
+            format!(
+                "creating {} for the plots (or --no-plots)",
+                a.plots.display()
+            )
+        })?;
+    }
     let Setup {
         chain,
         chain_cfg,

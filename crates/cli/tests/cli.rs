@@ -716,6 +716,28 @@ fn sim_compare_plots_and_validate() {
     let e = flowshift(&["compare", "--sim", "--input", i, "--cores", "2,x"]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("`x` in --cores"));
+    // where results go is checked before the runs, not after them: a plots
+    // directory that is a file, a model under one
+    let file = tmp("plots-here-is-a-file");
+    std::fs::write(&file, b"").unwrap();
+    let f = file.to_str().unwrap();
+    let e = flowshift(&["compare", "--input", i, "--plots", f]);
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        !e.status.success() && err.contains("for the plots"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("running static"),
+        "refused before the runs: {err}"
+    );
+    let e = flowshift(&["calibrate", "--quick", "--out", &format!("{f}/model.toml")]);
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(!e.status.success() && err.contains(f), "{err}");
+    assert!(
+        !err.contains("ns/packet"),
+        "refused before measuring: {err}"
+    );
     // calibrate (quick) takes the file `run` takes (its `[run]` table too) and
     // writes a model that sim accepts
     let model = tmp("model.toml");
