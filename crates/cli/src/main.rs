@@ -110,8 +110,42 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("flowshift: error: {e:#}");
+            eprintln!("flowshift: error: {}", message(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes, each said once: an error whose message already
+/// ends with its cause's (`path: No such file…`) does not repeat it.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if out.ends_with(&cause) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&cause);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(trace::PcapReadError::Io {
+            path: "/nope".into(),
+            source: io,
+        });
+        assert_eq!(super::message(&e), "/nope: entity not found");
+        let e = e.context("reading the trace");
+        assert_eq!(
+            super::message(&e),
+            "reading the trace: /nope: entity not found"
+        );
     }
 }

@@ -150,7 +150,7 @@ impl Traffic {
             bail!("--cores must be at least 1");
         }
         let trace = match &a.input {
-            Some(p) => trace::read_pcap(p).with_context(|| format!("reading {}", p.display()))?,
+            Some(p) => trace::read_pcap(p)?,
             None => {
                 let spec = TraceSpec {
                     alpha: a.alpha,
