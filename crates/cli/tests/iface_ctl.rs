@@ -161,7 +161,7 @@ fn ctl_lists_exactly_the_servers_connections_and_deletes_one() {
             r["nfs"][0]["state"]
                 .as_str()
                 .unwrap()
-                .contains("Established"),
+                .contains("ESTABLISHED"),
             "{r}"
         );
         assert!(r["nfs"][1]["timeout_ms"].as_u64().unwrap() > 0, "{r}");

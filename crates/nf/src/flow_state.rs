@@ -20,6 +20,15 @@ macro_rules! flow_states {
             )?)*
         }
 
+        /// Each NF's own words for its state (`state_text`).
+        impl std::fmt::Display for FlowState {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self {
+                    $($(FlowState::$fv(s) => std::fmt::Display::fmt(s, f),)?)*
+                }
+            }
+        }
+
         /// State an NF keeps per shard, outside flow entries: it moves with the
         /// shard.
         #[derive(Debug, Default)]

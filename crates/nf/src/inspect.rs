@@ -55,7 +55,7 @@ impl Chain {
             .zip(&image.slots)
             .map(|(nf, (st, left))| NfView {
                 nf: nf.name().to_string(),
-                state: st.as_ref().map(|s| format!("{s:?}")),
+                state: st.as_ref().map(ToString::to_string),
                 left_ns: *left,
             })
             .collect();

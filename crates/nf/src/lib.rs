@@ -74,6 +74,7 @@ pub mod router;
 mod sections;
 pub mod seqcheck;
 mod shard;
+mod state_text;
 pub mod upf;
 mod verdict;
 

@@ -40,6 +40,13 @@ pub struct Stream {
     off: u32,
 }
 
+impl Stream {
+    /// Bytes of the direction's payload matched so far (modulo 2^32).
+    pub fn fed(&self) -> u32 {
+        self.off
+    }
+}
+
 /// How far a flow direction got through the multi-piece rules: `(rule, next
 /// piece, end offset of the last piece matched)` for each rule part-way.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
