@@ -748,7 +748,12 @@ pub fn balancer_kind(name: &str, sec: &RunSection) -> anyhow::Result<BalancerKin
     Ok(match name {
         "static" => BalancerKind::Static,
         "random" => BalancerKind::Random,
-        "rsspp" => BalancerKind::Rsspp(sec.rsspp.clone().unwrap_or_default()),
+        "rsspp" => {
+            let cfg = sec.rsspp.clone().unwrap_or_default();
+            cfg.check()
+                .map_err(|e| anyhow::anyhow!("[run.rsspp] {e}"))?;
+            BalancerKind::Rsspp(cfg)
+        }
         "sprayer" => BalancerKind::Sprayer,
         "dyssect" => {
             let cfg = sec.dyssect.clone().unwrap_or_default();

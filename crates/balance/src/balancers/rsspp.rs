@@ -128,6 +128,56 @@ impl Default for RssppConfig {
     }
 }
 
+impl RssppConfig {
+    /// The parameters checked: each error names the parameter and its range.
+    pub fn check(&self) -> Result<(), String> {
+        let share = |name: &str, v: f64, hi_open: bool| {
+            let ok = if hi_open {
+                (0.0..1.0).contains(&v)
+            } else {
+                (0.0..=1.0).contains(&v)
+            };
+            match ok {
+                true => Ok(()),
+                false => Err(format!("{name} {v}: a share of a core's load in 0..1")),
+            }
+        };
+        share("threshold", self.threshold, true)?;
+        share("keep_share", self.keep_share, false)?;
+        if !(self.target_load > 0.0 && self.target_load <= 1.0) {
+            return Err(format!(
+                "target_load {}: a core's load in (0, 1]",
+                self.target_load
+            ));
+        }
+        for (name, v) in [
+            ("scale_alpha", self.scale_alpha),
+            ("stop_score", self.stop_score),
+            ("migration_cost", self.migration_cost),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("{name} {v}: a number ≥ 0"));
+            }
+        }
+        if self.max_runs == 0 {
+            return Err("max_runs 0: the solver runs at least once a round".into());
+        }
+        if !(1..=64).contains(&self.persistence_lag) {
+            return Err(format!(
+                "persistence_lag {}: periods between the rates compared, 1..=64",
+                self.persistence_lag
+            ));
+        }
+        if self.min_period_ns < 10_000 || self.min_period_ns > self.max_period_ns {
+            return Err(format!(
+                "min_period_ns {} and max_period_ns {}: at least 10 µs, the least first",
+                self.min_period_ns, self.max_period_ns
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What one round decided, for tests and reports.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RoundInfo {
@@ -834,6 +884,24 @@ mod tests {
         let (predicted, rho) = run(true);
         assert_eq!(rho, 0.0);
         assert!(predicted.moves.is_empty(), "{:?}", predicted.moves);
+    }
+
+    #[test]
+    fn parameters_out_of_range_are_named() {
+        assert_eq!(RssppConfig::default().check(), Ok(()));
+        let bad = |f: fn(&mut RssppConfig)| {
+            let mut c = RssppConfig::default();
+            f(&mut c);
+            c.check().unwrap_err()
+        };
+        assert!(bad(|c| c.threshold = -1.0).starts_with("threshold -1"));
+        assert!(bad(|c| c.threshold = f64::NAN).starts_with("threshold NaN"));
+        assert!(bad(|c| c.keep_share = 1.5).starts_with("keep_share"));
+        assert!(bad(|c| c.target_load = 0.0).starts_with("target_load"));
+        assert!(bad(|c| c.migration_cost = f64::INFINITY).starts_with("migration_cost"));
+        assert!(bad(|c| c.max_runs = 0).starts_with("max_runs"));
+        assert!(bad(|c| c.persistence_lag = 0).starts_with("persistence_lag"));
+        assert!(bad(|c| c.min_period_ns = c.max_period_ns + 1).starts_with("min_period_ns"));
     }
 
     #[test]
