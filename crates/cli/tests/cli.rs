@@ -788,7 +788,12 @@ fn sim_compare_plots_and_validate() {
         "--model",
         model.to_str().unwrap(),
     ]));
-    for m in ["throughput Mpps", "latency mean µs", "latency p99 µs"] {
+    for m in [
+        "throughput Mpps",
+        "latency p50 µs",
+        "latency mean µs",
+        "latency p99 µs",
+    ] {
         assert!(out.contains(m), "{out}");
     }
     let e = flowshift(&[

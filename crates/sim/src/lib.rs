@@ -15,7 +15,8 @@
 //! I/O — so the same inputs give the same report, bit for bit. Its report has the
 //! runtime's schema (`mode = "sim"`), so the two compare field by field.
 //!
-//! What is modelled: NIC-model rate (`nic_ns` per packet) and tail drops on full
+//! What is modelled: NIC-model rate (`nic_ns` per packet, which is also how long
+//! after its arrival stamp a packet is in its core's queue) and tail drops on full
 //! queues (timed pace) or back-pressure (as-fast-as-possible pace); bursts of up to
 //! `burst` packets per poll; per-packet service time from the chain, the core's
 //! flow working set and shard count, new-flow set-up; shard moves (table rewrite

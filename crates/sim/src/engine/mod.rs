@@ -348,6 +348,12 @@ impl<'a> Engine<'a> {
     }
 
     /// Wakes working core `c` at `t` (or when it is free), unless it wakes earlier.
+    /// How long after its arrival stamp a packet is in its core's queue:
+    /// the NIC model's work on it (`nic_ns`).
+    fn handed(&self) -> u64 {
+        self.model.nic_ns.round() as u64
+    }
+
     fn wake_core_at(&mut self, c: usize, t: u64) {
         let wk = &mut self.working[c];
         let t = t.max(self.now).max(wk.busy_until);

@@ -19,7 +19,9 @@ impl Engine<'_> {
         let timed = matches!(self.schedule.pace, Pace::Timed { .. });
         let nic = self.model.nic_ns;
         // one event emits what the NIC model emits in one burst's time; each
-        // packet keeps its own arrival stamp and no core takes it before then
+        // packet keeps its own arrival stamp, and no core takes it before the
+        // NIC model has parsed, hashed and queued it (`handed`), as the
+        // runtime stamps a packet before its NIC-model work
         let horizon = self.now + (nic * self.cfg.burst as f64).round() as u64;
         if self.burst_left == 0 {
             self.burst_left = self.cfg.burst;
@@ -69,7 +71,7 @@ impl Engine<'_> {
                         n: self.n,
                         at: emit,
                     });
-                    self.wake_core_at(q, emit);
+                    self.wake_core_at(q, emit + self.handed());
                 }
             }
             self.burst_left -= 1;

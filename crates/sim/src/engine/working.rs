@@ -204,12 +204,13 @@ impl Engine<'_> {
         while let Some(m) = self.working[c].inbox.pop_front() {
             self.on_message(c, m, start, &mut cost);
         }
-        // packets that have arrived by now (stamps are in FIFO order)
+        // packets queued by now (stamps are in FIFO order)
+        let handed = self.handed();
         let n = self.working[c]
             .ring
             .iter()
             .take(self.cfg.burst)
-            .take_while(|p| p.at <= start)
+            .take_while(|p| p.at + handed <= start)
             .count();
         if n > 0 && self.blocked_on == Some(c) {
             self.wake_feeder(start);
@@ -243,7 +244,7 @@ impl Engine<'_> {
         if !wk.inbox.is_empty() || (!wk.outbox.is_empty() && cost_ns > 0) || must_recall {
             self.wake_core(c);
         } else if let Some(p) = wk.ring.front() {
-            let t = p.at;
+            let t = p.at + handed;
             self.wake_core_at(c, t);
         }
     }
