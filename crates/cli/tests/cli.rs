@@ -1251,3 +1251,23 @@ fn nptv6_translates_a_generated_ipv6_trace_that_tshark_reads_clean() {
     }
     assert_eq!(translated, n["outbound"].as_u64().unwrap());
 }
+
+#[test]
+fn a_run_with_more_polling_threads_than_cpus_says_so() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cpus + 1).to_string();
+    let o = flowshift(&["run", "--workers", &workers, "--loops", "1"]);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let want = format!(
+        "{} polling threads ({workers} working, 0 offloading, 1 NIC model) on {cpus} CPUs",
+        cpus + 2
+    );
+    assert!(err.contains(&want), "{err}");
+    // one working core beside the NIC model fits two CPUs: no note
+    if cpus >= 2 {
+        let o = flowshift(&["run", "--workers", "1", "--loops", "1"]);
+        ok(&o);
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("polling threads"));
+    }
+}

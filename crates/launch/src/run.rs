@@ -650,6 +650,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         cfg.balancer.name(),
         chain.describe()
     );
+    let kernel = steering == runtime::Steering::Kernel && ifaces.is_some();
+    if let Some(n) = crowded(&cfg, kernel) {
+        eprintln!("flowshift: {n}");
+    }
     if ifaces.is_some() {
         // scripts (and the bench) wait for this line before offering traffic
         cfg.ready = Some(runtime::Ready(std::sync::Arc::new(move || {
@@ -717,6 +721,23 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
     Ok(Ran {
         report: out.report,
         input_failure: out.input_failure,
+    })
+}
+
+/// A note when the run's polling threads (working and offloading cores, the
+/// NIC model's) outnumber this machine's CPUs: they then take turns, and
+/// latency shows the scheduler's time slices (milliseconds) — a report to
+/// read with that in mind. `kernel`: the kernel steers, no NIC-model thread.
+fn crowded(cfg: &RunConfig, kernel: bool) -> Option<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let nic = if kernel { 0 } else { cfg.nic_threads.max(1) };
+    let busy = cfg.workers + cfg.offloaders + nic;
+    (busy > cpus).then(|| {
+        format!(
+            "{busy} polling threads ({} working, {} offloading, {nic} NIC model) on {cpus} CPUs: \
+             they take turns, so latency includes the scheduler's time slices",
+            cfg.workers, cfg.offloaders
+        )
     })
 }
 
