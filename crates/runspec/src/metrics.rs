@@ -107,12 +107,6 @@ impl Metrics {
             Err(e) => e.into_inner(),
         };
         let mut o = String::new();
-        let head = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(
-                o,
-                "# HELP flowshift_{name} {help}\n# TYPE flowshift_{name} {kind}"
-            );
-        };
         head(
             &mut o,
             "controller_rounds_total",
@@ -139,7 +133,6 @@ impl Metrics {
             let _ = writeln!(o, "flowshift_nic_total{{what=\"{k}\"}} {v}");
         }
         let mut total = ChainCounters::default();
-        let (nf, per_core) = nf_counters(&s.cores);
         let mut lat: Option<Histogram<u64>> = None;
         for c in s.cores.values() {
             total.add(&c.chain);
@@ -174,27 +167,7 @@ impl Metrics {
                 total.dropped(c)
             );
         }
-        head(
-            &mut o,
-            "nf_total",
-            "counter",
-            "Each NF's own counters, over the cores.",
-        );
-        for ((name, k), v) in &nf {
-            let _ = writeln!(o, "flowshift_nf_total{{nf=\"{name}\",counter=\"{k}\"}} {v}");
-        }
-        head(
-            &mut o,
-            "nf_core",
-            "gauge",
-            "NF counts that are each core's own (distinct sources), which do not add up over the cores.",
-        );
-        for ((name, k, core), v) in &per_core {
-            let _ = writeln!(
-                o,
-                "flowshift_nf_core{{nf=\"{name}\",counter=\"{k}\",core=\"{core}\"}} {v}"
-            );
-        }
+        render_nf(&mut o, &s.cores);
         head(
             &mut o,
             "migrations_total",
@@ -223,6 +196,40 @@ impl Metrics {
             latency(&mut o, &h);
         }
         o
+    }
+}
+
+/// A metric's `# HELP` and `# TYPE` lines.
+fn head(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(
+        o,
+        "# HELP flowshift_{name} {help}\n# TYPE flowshift_{name} {kind}"
+    );
+}
+
+/// The NF counters: totals over the cores, and the per-core counts.
+fn render_nf(o: &mut String, cores: &BTreeMap<usize, CoreCounters>) {
+    let (nf, per_core) = nf_counters(cores);
+    head(
+        o,
+        "nf_total",
+        "counter",
+        "Each NF's own counters, over the cores.",
+    );
+    for ((name, k), v) in &nf {
+        let _ = writeln!(o, "flowshift_nf_total{{nf=\"{name}\",counter=\"{k}\"}} {v}");
+    }
+    head(
+        o,
+        "nf_core",
+        "gauge",
+        "NF counts that are each core's own (distinct sources), which do not add up over the cores.",
+    );
+    for ((name, k, core), v) in &per_core {
+        let _ = writeln!(
+            o,
+            "flowshift_nf_core{{nf=\"{name}\",counter=\"{k}\",core=\"{core}\"}} {v}"
+        );
     }
 }
 

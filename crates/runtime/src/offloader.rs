@@ -158,6 +158,11 @@ impl Offloader {
                 self.stats.publish(busy_ns, idle_ns, packets);
             }
         }
+        self.finish(busy_ns, idle_ns, leased.len())
+    }
+
+    /// The last frames out, the last counters published, the result.
+    fn finish(mut self, busy_ns: u64, idle_ns: u64, leftover: usize) -> OffloaderResult {
         self.sink.flush();
         if let Some((m, i)) = &self.metrics {
             m.publish_core_last(*i, crate::sink::live(&self.chain, &self.sink));
@@ -167,7 +172,7 @@ impl Offloader {
             sink: self.sink,
             busy_ns,
             idle_ns,
-            leftover: leased.len(),
+            leftover,
         }
     }
 }
