@@ -188,7 +188,7 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
         .arg("--json")
         .arg(&json)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp("pool-failover.err")).unwrap())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -279,6 +279,16 @@ fn a_killed_node_fails_over_and_rejoins_breaking_no_connection() {
     );
     assert!(st.success(), "{st}");
     assert_eq!(broken, 0, "connections broken");
+    // into a file, the status is a line when it changes, not a terminal's
+    // line rewritten in place
+    let err = std::fs::read_to_string(tmp("pool-failover.err")).unwrap();
+    assert!(!err.contains('\r'), "{err}");
+    let status: Vec<&str> = err.lines().filter(|l| l.contains("failovers")).collect();
+    assert!(
+        status[0].contains("n0 up") && status[0].contains("failovers 0"),
+        "{err}"
+    );
+    assert!(status.iter().any(|l| l.contains("failovers 1")), "{err}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let start: Vec<u64> = r["start_buckets"]

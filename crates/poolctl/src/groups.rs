@@ -206,6 +206,10 @@ struct Controller<'a> {
     /// Heartbeat rounds so far.
     round: u64,
     t0: Instant,
+    /// Standard error is a terminal: the status line is rewritten in place.
+    tty: bool,
+    /// In a log: the status last written, and when (s).
+    shown: Option<(String, f64)>,
 }
 
 /// The wall clock, µs (what pool messages are stamped with).
@@ -225,8 +229,10 @@ impl Controller<'_> {
     }
 
     fn say(&self, what: String) {
-        // (over the status line, on a terminal)
-        eprint!("\r{:100}\r", "");
+        if self.tty {
+            // over the status line
+            eprint!("\r{:100}\r", "");
+        }
         println!("flowshift pool: {what}");
         let _ = std::io::stdout().flush();
     }
@@ -822,6 +828,8 @@ pub fn run(a: &RunArgs, duration: Option<Duration>) -> anyhow::Result<()> {
         longest_silence: vec![0; total],
         round: 0,
         t0: Instant::now(),
+        tty: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        shown: None,
     };
     c.serve(&stop, period, &ck)?;
     let reports = c.stop_nodes();
@@ -900,7 +908,9 @@ impl Controller<'_> {
                 self.status(ck.total);
             }
         }
-        eprintln!();
+        if self.tty {
+            eprintln!();
+        }
         Ok(())
     }
 
@@ -924,8 +934,10 @@ impl Controller<'_> {
         ));
     }
 
-    /// The status line: each node's state and the counts so far.
-    fn status(&self, total: usize) {
+    /// The status line: each node's state and the counts so far — on a
+    /// terminal rewritten in place every second, in a log a line when it
+    /// changes and every 10 s.
+    fn status(&mut self, total: usize) {
         let live: Vec<String> = (0..total)
             .map(|i| {
                 let s = match (&self.down_at[i], &self.back[i]) {
@@ -937,14 +949,24 @@ impl Controller<'_> {
                 format!("n{i} {s}")
             })
             .collect();
-        eprint!(
-            "\r{:8.1} s  {}  failovers {}  rejoins {}  syncs running {}   ",
-            ms(self.now()) / 1e3,
+        let state = format!(
+            "{}  failovers {}  rejoins {}  syncs running {}",
             live.join("  "),
             self.failovers.len(),
             self.rejoins.len(),
             self.jobs.jobs().len()
         );
+        let t = ms(self.now()) / 1e3;
+        if self.tty {
+            eprint!("\r{t:8.1} s  {state}   ");
+        } else if self
+            .shown
+            .as_ref()
+            .is_none_or(|(s, at)| *s != state || t - at >= 10.0)
+        {
+            eprintln!("{t:8.1} s  {state}");
+            self.shown = Some((state, t));
+        }
     }
 
     /// Stops every node (SIGINT: each ends with its report) and reads their
