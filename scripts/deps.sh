@@ -12,6 +12,7 @@
 #                     code's shape (scripts/structure.py)
 #   iperf3            the real TCP load of the interface order test
 #   bird2             BGP and BFD of the pool's router and nodes (pool run --routing bgp)
+#   util-linux        setpriv: an interface run without CAP_NET_RAW, as a user's
 set -euo pipefail
 
 need=()
@@ -28,6 +29,7 @@ command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v bird >/dev/null 2>&1 || [ -x /usr/sbin/bird ] || need+=(bird2)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

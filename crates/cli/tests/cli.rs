@@ -1271,3 +1271,22 @@ fn a_run_with_more_polling_threads_than_cpus_says_so() {
         assert!(!String::from_utf8_lossy(&o.stderr).contains("polling threads"));
     }
 }
+
+#[test]
+fn an_interface_run_without_cap_net_raw_names_what_it_lacks() {
+    // (util-linux's setpriv: the run's process without CAP_NET_RAW, as a
+    // user's would be)
+    let o = Command::new("setpriv")
+        .args(["--bounding-set", "-net_raw", "--inh-caps", "-net_raw"])
+        .arg(env!("CARGO_BIN_EXE_flowshift"))
+        .args(["run", "--iface", "lo", "--duration", "1s"])
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("needs CAP_NET_RAW"), "{err}");
+    assert!(
+        !err.contains("rps_cpus"),
+        "named before anything fails on it: {err}"
+    );
+}

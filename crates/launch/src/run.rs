@@ -274,6 +274,9 @@ pub fn setup(a: &RunArgs, hold: crate::packets::Hold) -> anyhow::Result<Setup> {
         .as_deref()
         .or(sec.io.iface.as_deref())
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    if ifaces.is_some() {
+        may_open_interfaces()?;
+    }
     if ifaces.is_some() && sec.ring_size.is_none() {
         // as deep as a NIC's receive ring: a core the machine keeps from
         // running for tens of milliseconds loses nothing of a TCP download
@@ -722,6 +725,28 @@ pub fn run(a: &RunArgs) -> anyhow::Result<Ran> {
         report: out.report,
         input_failure: out.input_failure,
     })
+}
+
+/// Fails now, with what is missing, if this process may not open an
+/// interface's packets (`CAP_NET_RAW`) — before receive packet steering or
+/// an eBPF program fail on the same missing privilege with less to say.
+fn may_open_interfaces() -> anyhow::Result<()> {
+    /// `CAP_NET_RAW`'s bit in the capability sets.
+    const CAP_NET_RAW: u32 = 13;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok());
+    match effective {
+        Some(caps) if caps & (1 << CAP_NET_RAW) == 0 => bail!(
+            "--iface reads and sends an interface's frames, which needs CAP_NET_RAW (and \
+             CAP_NET_ADMIN, CAP_BPF for steering and XDP): run it as root, or give the binary \
+             the capabilities (`setcap cap_net_raw,cap_net_admin,cap_bpf,cap_sys_admin+ep`)"
+        ),
+        // (no /proc to read: the sockets will say)
+        _ => Ok(()),
+    }
 }
 
 /// A note when the run's polling threads (working and offloading cores, the
