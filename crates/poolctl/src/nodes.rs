@@ -25,7 +25,13 @@ pub fn write_pool_key(dir: &Path) -> anyhow::Result<(PathBuf, pool::auth::Key)> 
     use std::os::unix::fs::OpenOptionsExt;
     let key = pool::auth::Key::new(rand::random());
     let path = dir.join("pool.key");
-    let _ = std::fs::remove_file(&path);
+    // the last run's key goes (a key left by another user stays, and says so)
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("replacing the pool key {}", path.display()))
+        }
+        _ => {}
+    }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
