@@ -340,3 +340,65 @@ fn every_shard_maps_flows_when_groups_have_fewer_ports_than_shards() {
     );
     assert_eq!(c.counters().dropped(DropCause::NatPortsExhausted), 0);
 }
+
+/// A connection that reuses a closed one's ports (a client's port reused
+/// after TIME_WAIT, a replay looping) opens the mapping again: it keeps the
+/// established timeout once answered, not the closing one its predecessor
+/// left, and so its mapping (its outside port) outlives an idle minute.
+#[test]
+fn a_new_connection_on_a_closed_mappings_ports_reopens_it() {
+    let cfg = r#"
+[steering]
+shards = 1
+[[nf]]
+kind = "nat"
+internal = "10.0.0.0/8"
+external = ["203.0.113.1"]
+[nf.timeouts]
+tcp_established = "600s"
+tcp_transitory = "4s"
+"#;
+    let (mut c, mut s) = chain(cfg);
+    let (inside, server) = (v4(0x0a00_0002), v4(0xc633_6402));
+    let s_ = 1_000_000_000u64;
+    let out = |c: &mut nf::Chain, s: &mut [nf::Shard], f: TcpFlags, t: u64| {
+        let (v, p) = run(c, s, frame("tcp", inside, 40_000, server, 80, f, b""), t);
+        assert_eq!(v, Verdict::Forward);
+        (p.info.tuple.src, p.info.tuple.src_port)
+    };
+    let back = |c: &mut nf::Chain, s: &mut [nf::Shard], to: (IpAddr, u16), f: TcpFlags, t: u64| {
+        let (v, _) = run(c, s, frame("tcp", server, 80, to.0, to.1, f, b""), t);
+        assert_eq!(v, Verdict::Forward);
+    };
+    // a connection, opened and closed
+    let mapped = out(&mut c, &mut s, TcpFlags::SYN, 0);
+    back(&mut c, &mut s, mapped, TcpFlags::SYN | TcpFlags::ACK, 0);
+    out(&mut c, &mut s, TcpFlags::ACK, 0);
+    out(&mut c, &mut s, TcpFlags::FIN | TcpFlags::ACK, s_);
+    back(&mut c, &mut s, mapped, TcpFlags::FIN | TcpFlags::ACK, s_);
+    // the next one on the same ports, within the closing timeout
+    assert_eq!(out(&mut c, &mut s, TcpFlags::SYN, 2 * s_), mapped);
+    back(
+        &mut c,
+        &mut s,
+        mapped,
+        TcpFlags::SYN | TcpFlags::ACK,
+        2 * s_,
+    );
+    assert_eq!(out(&mut c, &mut s, TcpFlags::ACK, 2 * s_), mapped);
+    // a minute idle: far past the closing timeout, well within the established one
+    c.expire(&mut s[0], 62 * s_);
+    let released = |c: &nf::Chain| {
+        c.nfs()[0]
+            .counters()
+            .into_iter()
+            .find(|(k, _)| *k == "released")
+            .map(|(_, v)| v)
+    };
+    assert_eq!(
+        released(&c),
+        Some(0),
+        "the open connection's mapping expired"
+    );
+    assert_eq!(out(&mut c, &mut s, TcpFlags::ACK, 62 * s_), mapped);
+}

@@ -18,7 +18,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use state::{Dir, FlowKey};
-use wire::{FiveTuple, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
+use wire::{FiveTuple, Ipv4Packet, L4Info, TcpPacket, UdpPacket};
 
 use super::control::LbControl;
 use super::control::{Control, Scheduled};
@@ -355,11 +355,7 @@ impl Nf for Lb {
             let c = *c;
             let mut c2 = c;
             if let L4Info::Tcp { flags } = pkt.info.l4 {
-                if flags.contains(TcpFlags::FIN) || flags.contains(TcpFlags::RST) {
-                    c2.tcp = NatTcp::Closing;
-                } else if pkt.dir == Dir::Reply && c.tcp == NatTcp::Opening {
-                    c2.tcp = NatTcp::Established;
-                }
+                c2.tcp = c.tcp.after(flags, pkt.dir);
             }
             if c2 != c {
                 cx.insert(FlowState::Lb(c2));

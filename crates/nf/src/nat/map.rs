@@ -15,6 +15,27 @@ pub enum NatTcp {
     Closing,
 }
 
+impl NatTcp {
+    /// The progress after a TCP segment with `flags` in direction `dir`: a
+    /// FIN or RST closes; a SYN (without ACK) on a closed mapping opens it
+    /// again — a new connection on the same ports, as conntrack reopens one
+    /// in TIME_WAIT, which must not keep the short closing timeout; the
+    /// first reply establishes it.
+    #[inline(always)]
+    pub fn after(self, flags: wire::TcpFlags, dir: state::Dir) -> NatTcp {
+        use wire::TcpFlags as F;
+        if flags.0 & (F::FIN.0 | F::RST.0) != 0 {
+            NatTcp::Closing
+        } else if self == NatTcp::Closing && flags.0 & (F::SYN.0 | F::ACK.0) == F::SYN.0 {
+            NatTcp::Opening
+        } else if dir == state::Dir::Reply && self == NatTcp::Opening {
+            NatTcp::Established
+        } else {
+            self
+        }
+    }
+}
+
 /// A mapping (the NAT's per-flow state).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NatMap {

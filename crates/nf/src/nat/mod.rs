@@ -40,7 +40,7 @@ pub use pool::{set_port_salt, PortClass, PortPlan, PortPool};
 use serde::Deserialize;
 use state::Dir;
 use steer::nat::{AddressSet, Forward, NatSteering};
-use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpFlags, TcpPacket, UdpPacket};
+use wire::{IcmpPacket, Ipv4Packet, L4Info, TcpPacket, UdpPacket};
 
 use crate::{
     Ctx, DropCause, FlowState, Nf, NflowKey, Packet, ShardInfo, ShardLocal, StateKind, Verdict,
@@ -302,12 +302,12 @@ impl Nat {
         // (a mapping's packets are IPv4 ones, its TCP and UDP ones go
         // straight to `rewrite_v4`: the kind is known from the match)
         let segment = match pkt.info.l4 {
-            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
-                m.tcp = NatTcp::Closing;
+            L4Info::Tcp { flags } => {
+                m.tcp = m.tcp.after(flags, dir);
                 true
             }
-            // a TCP or UDP mapping is answered once a reply came back
-            L4Info::Tcp { .. } | L4Info::Udp => {
+            // a UDP mapping is answered once a reply came back
+            L4Info::Udp => {
                 if dir == Dir::Reply && m.tcp == NatTcp::Opening {
                     m.tcp = NatTcp::Established;
                 }
@@ -986,9 +986,7 @@ impl Nat {
         }
         send_back(pkt);
         match pkt.info.l4 {
-            L4Info::Tcp { flags } if flags.0 & (TcpFlags::FIN.0 | TcpFlags::RST.0) != 0 => {
-                m.tcp = NatTcp::Closing;
-            }
+            L4Info::Tcp { flags } => m.tcp = m.tcp.after(flags, pkt.dir),
             _ if pkt.dir == Dir::Reply && m.tcp == NatTcp::Opening => m.tcp = NatTcp::Established,
             _ => {}
         }
@@ -1053,6 +1051,7 @@ impl Nat {
 mod tests {
     use super::*;
     use wire::repr::{EthernetRepr, IpRepr, Ipv4Repr, L4Repr, PacketRepr, TcpRepr};
+    use wire::TcpFlags;
 
     fn packet(udp: bool, x: u64) -> Packet {
         let l4 = if udp {
