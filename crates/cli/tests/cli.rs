@@ -433,7 +433,10 @@ fn bench_sweeps_the_ids_placement_with_the_directors_pick() {
         // its reason gives the gain it predicted: a core only above ×1.03
         let reason = c["reason"].as_str().unwrap();
         let gain: f64 = reason.split('×').nth(1).unwrap()[..5].parse().unwrap();
-        assert_eq!(pick == "core", gain > 1.03, "{reason}");
+        // (the reason rounds to 3 decimals: ×1.030 may be just above ×1.03)
+        if (gain - 1.03).abs() > 5e-4 {
+            assert_eq!(pick == "core", gain > 1.03, "{reason}");
+        }
         // moved live halfway to its pick, the matching finds what inline finds
         let live = &c["live_alerts"];
         assert!(live[0].as_u64().unwrap() > 0, "{c}");
