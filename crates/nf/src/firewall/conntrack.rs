@@ -283,6 +283,23 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// True when a packet of direction `dir` with `l4` starts a new
+    /// connection on this closed one's tuple (a SYN from the original side
+    /// in TIME_WAIT or CLOSE, see [`tcp_next`]).
+    #[inline(always)]
+    pub fn reopened_by(&self, dir: Dir, l4: L4Info) -> bool {
+        match (self, l4) {
+            (Conn::Tcp(TcpState::TimeWait | TcpState::Closed), L4Info::Tcp { flags }) => {
+                dir == Dir::Original
+                    && flags.0 & (TcpFlags::SYN.0 | TcpFlags::ACK.0 | TcpFlags::RST.0)
+                        == TcpFlags::SYN.0
+            }
+            _ => false,
+        }
+    }
+}
+
 #[inline]
 fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCause> {
     use TcpState::*;

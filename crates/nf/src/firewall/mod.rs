@@ -83,6 +83,14 @@ impl Firewall {
         let Some(FlowState::Conn(c)) = slot else {
             return None;
         };
+        if c.reopened_by(pkt.dir, l4) {
+            // a new connection on a closed one's tuple: judged by the rules
+            // as any new connection is (they may have changed since)
+            if self.classifier.classify(&acl::Fields::of(&pkt.info.tuple)) == Action::Deny {
+                return Some((self.drop(DropCause::Policy), None));
+            }
+            self.counters.opened += 1;
+        }
         Some(
             match c.update_timeout(pkt.dir, l4, &self.timeouts, emergency) {
                 Ok(t) => (Verdict::Forward, Some(t)),
