@@ -134,8 +134,12 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<()> {
             rows.push((n, metric, run_v, sim_v, e));
         }
     }
-    let busy = parse_list(&a.cores)?.into_iter().max().unwrap_or(1) + cfg.offloaders + 1;
-    verdict(&rows, a.tolerance, busy)
+    cfg.workers = parse_list(&a.cores)?.into_iter().max().unwrap_or(1);
+    verdict(
+        &rows,
+        a.tolerance,
+        launch::run::polling_threads(&cfg, false),
+    )
 }
 
 /// One compared metric: cores, name, runtime's value, simulator's, error.

@@ -749,6 +749,14 @@ fn may_open_interfaces() -> anyhow::Result<()> {
     }
 }
 
+/// The threads of a run that poll without pause: its working and
+/// offloading cores and, unless the kernel steers (`kernel`), the NIC
+/// model's.
+pub fn polling_threads(cfg: &RunConfig, kernel: bool) -> usize {
+    let nic = if kernel { 0 } else { cfg.nic_threads.max(1) };
+    cfg.workers + cfg.offloaders + nic
+}
+
 /// A note when the run's polling threads (working and offloading cores, the
 /// NIC model's) outnumber this machine's CPUs: they then take turns, and
 /// latency shows the scheduler's time slices (milliseconds) — a report to
@@ -756,7 +764,7 @@ fn may_open_interfaces() -> anyhow::Result<()> {
 fn crowded(cfg: &RunConfig, kernel: bool) -> Option<String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let nic = if kernel { 0 } else { cfg.nic_threads.max(1) };
-    let busy = cfg.workers + cfg.offloaders + nic;
+    let busy = polling_threads(cfg, kernel);
     (busy > cpus).then(|| {
         format!(
             "{busy} polling threads ({} working, {} offloading, {nic} NIC model) on {cpus} CPUs: \

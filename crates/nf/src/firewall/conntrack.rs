@@ -290,14 +290,19 @@ impl Conn {
     #[inline(always)]
     pub fn reopened_by(&self, dir: Dir, l4: L4Info) -> bool {
         match (self, l4) {
-            (Conn::Tcp(TcpState::TimeWait | TcpState::Closed), L4Info::Tcp { flags }) => {
-                dir == Dir::Original
-                    && flags.0 & (TcpFlags::SYN.0 | TcpFlags::ACK.0 | TcpFlags::RST.0)
-                        == TcpFlags::SYN.0
-            }
+            (Conn::Tcp(st), L4Info::Tcp { flags }) => reopens(*st, dir == Dir::Reply, flags),
             _ => false,
         }
     }
+}
+
+/// A SYN from the original side (no ACK, no RST) on a connection in
+/// TIME_WAIT or CLOSE: a new connection reusing the tuple.
+#[inline(always)]
+fn reopens(st: TcpState, reply: bool, f: TcpFlags) -> bool {
+    matches!(st, TcpState::TimeWait | TcpState::Closed)
+        && !reply
+        && f.0 & (TcpFlags::SYN.0 | TcpFlags::ACK.0 | TcpFlags::RST.0) == TcpFlags::SYN.0
 }
 
 #[inline]
@@ -347,7 +352,7 @@ fn tcp_next(st: TcpState, reply: bool, f: TcpFlags) -> Result<TcpState, DropCaus
         }
         s @ FinWait { .. } => s,
         // a new connection reusing the tuple
-        TimeWait | Closed if !reply && syn && !ack => SynSent,
+        TimeWait | Closed if reopens(st, reply, f) => SynSent,
         s @ (TimeWait | Closed) => s,
     })
 }
