@@ -175,8 +175,11 @@ fn lb_run(io: &str) {
             .get(&b.parse::<IpAddr>().unwrap())
             .copied()
             .unwrap_or(0);
+        // a backend's share of 200 connections on random ports is
+        // Binomial(200, ¼): 50 ± 6.1, so 20..=80 is ± 5 standard deviations
+        // (30..=70 failed once in CI with 74, by chance at 3.9 of them)
         assert!(
-            (30..=70).contains(&n),
+            (20..=80).contains(&n),
             "Maglev gives each of 4 backends ≈ 50 of 200: {b} got {n}"
         );
     }
