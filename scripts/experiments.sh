@@ -100,7 +100,7 @@ alert tcp any any -> any any (msg:"sql"; content:"UNION SELECT"; sid:4;)
 ring_size = 4096
 EOF
   gen uc-calib --flows 20000 --active-flows 20000 --packets 200000 --alpha 1.1 \
-    --sizes fixed:1001 --rate 5mpps --tcp-share 1.0
+    --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --lifetimes equal
   [ -f out/exp/model-uc.toml ] || "$fs" calibrate --config out/exp/uc.toml \
     --input out/exp/uc-calib.pcap --out out/exp/model-uc.toml >/dev/null
 }
@@ -146,7 +146,7 @@ if [[ $what == uc2 || $what == all ]]; then
   : > out/exp/uc2.txt
   for a in 0.7 0.8 0.9 1.0 1.1; do
     gen "uc2-$a" --flows 100000 --active-flows 100000 --packets 2000000 --alpha "$a" \
-      --sizes fixed:1001 --rate 5mpps --tcp-share 1.0
+      --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --lifetimes equal
     echo "# alpha $a" | tee -a out/exp/uc2.txt
     "$fs" compare "${sim[@]}" --model out/exp/model-uc.toml --config out/exp/uc2.toml \
       --input "out/exp/uc2-$a.pcap" --cores 8 --offloaders 1 --offload-select heaviest \
@@ -166,7 +166,7 @@ if [[ $what == uc1 || $what == all ]]; then
   uc_setup
   { cat out/exp/uc.toml; printf '[run.rsspp]\nautoscale = true\n'; } > out/exp/uc1.toml
   gen uc1 --flows 100000 --active-flows 100000 --packets 2000000 --alpha 1.1 \
-    --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --priority-traffic 0.001
+    --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --lifetimes equal --priority-traffic 0.001
   : > out/exp/uc1.txt
   for s in 0.5 0.7 0.8 0.9; do
     echo "# speed $s (offered $(awk -v s="$s" 'BEGIN { print 5 * s }') Mpps)" | tee -a out/exp/uc1.txt
@@ -186,7 +186,7 @@ if [[ $what == tablev || $what == all ]]; then
   : > out/exp/tablev.txt
   for a in 0.7 0.9 1.1; do
     gen "uc2-$a" --flows 100000 --active-flows 100000 --packets 2000000 --alpha "$a" \
-      --sizes fixed:1001 --rate 5mpps --tcp-share 1.0
+      --sizes fixed:1001 --rate 5mpps --tcp-share 1.0 --lifetimes equal
     echo "# alpha $a, 60 s" | tee -a out/exp/tablev.txt
     "$fs" compare "${sim[@]}" --model out/exp/model-uc.toml --config out/exp/uc2.toml \
       --input "out/exp/uc2-$a.pcap" --cores 8 --offloaders 1 --offload-select heaviest \
@@ -210,7 +210,7 @@ if [[ $what == fig9 || $what == all ]]; then
   # component to its core and back. Throughput per 100 ms from the report's
   # 10 ms windows, the director's decisions from its log.
   gen fig9 --flows 20000 --packets 600000 --rate 0.2mpps --tcp-share 1.0 --sizes fixed:128 \
-    --server 198.18.0.1:443
+    --server 198.18.0.1:443 --lifetimes equal
   {
     printf '[[nf]]\nkind = "lb"\nplacement = "auto"\n'
     printf 'snat = ["192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.13"]\n'

@@ -11,16 +11,19 @@ use nf::ChainConfig;
 use runtime::{run, BalancerKind, RunConfig, RunOutcome};
 use trace::{Generator, Pace, SizeDist, Trace, TraceSpec};
 
-fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
-    let spec = TraceSpec {
+fn spec(flows: u32, packets: u64, alpha: f64) -> TraceSpec {
+    TraceSpec {
         flows,
         packets,
         alpha,
         active_flows: flows / 4,
         sizes: SizeDist::Fixed(64),
         ..Default::default()
-    };
-    Trace::from_generated(Generator::new(&spec).unwrap())
+    }
+}
+
+fn trace(flows: u32, packets: u64, alpha: f64) -> Trace {
+    Trace::from_generated(Generator::new(&spec(flows, packets, alpha)).unwrap())
 }
 
 fn check(o: &RunOutcome, shards: usize) {
@@ -637,7 +640,15 @@ fn sprayer_balances_packets_and_reorders_flows() {
 fn heaviest_first_offloads_the_elephants() {
     use std::sync::{Arc, Mutex};
     let chain = ChainConfig::default_chain().build(Path::new(".")).unwrap();
-    let t = trace(3_000, 200_000, 1.3);
+    // connections that live equally long: an elephant sends fast while it
+    // lives, so an epoch's heaviest flows are the elephants
+    let t = Trace::from_generated(
+        Generator::new(&TraceSpec {
+            lifetimes: trace::Lifetimes::Equal,
+            ..spec(3_000, 200_000, 1.3)
+        })
+        .unwrap(),
+    );
     let heavy_seen = Arc::new(Mutex::new(0usize));
     let seen = heavy_seen.clone();
     let base = RunConfig {

@@ -752,9 +752,14 @@ mod tests {
         }
     }
 
+    /// Equal lifetimes bound the open connections by `active_flows` (sized
+    /// ones meet it on average).
     #[test]
     fn concurrency_is_bounded_by_active_flows() {
-        let spec = small();
+        let spec = TraceSpec {
+            lifetimes: Lifetimes::Equal,
+            ..small()
+        };
         let pkts: Vec<GenPacket> = Generator::new(&spec).unwrap().collect();
         let mut first = HashMap::new();
         let mut last = HashMap::new();

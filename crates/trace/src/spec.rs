@@ -100,7 +100,8 @@ pub struct TraceSpec {
     pub rate: Rate,
     /// Target number of concurrently active connections.
     pub active_flows: u32,
-    /// How long connections live (`equal` or `sized:BETA`).
+    /// How long connections live (`sized:BETA`, by default `sized:0.7`, or
+    /// `equal`).
     pub lifetimes: Lifetimes,
     /// Spoofed TCP SYNs added on top of `packets` (a SYN flood): each from a
     /// random client address and port (10.0.0.0/8) to a random server
@@ -130,7 +131,7 @@ impl Default for TraceSpec {
             arrival: Arrival::Poisson,
             rate: Rate::Gbps(10.0),
             active_flows: 1024,
-            lifetimes: Lifetimes::Equal,
+            lifetimes: Lifetimes::Sized(0.7),
             server: None,
             syn_flood: 0,
             syn_flood_after: 0.25,

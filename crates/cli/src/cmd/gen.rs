@@ -58,9 +58,10 @@ pub struct GenArgs {
     /// Target number of concurrently active connections [default: 1024].
     #[arg(long)]
     pub active_flows: Option<u32>,
-    /// Connection lifetimes: `equal` (each lives about as long as the others, so
-    /// elephants send fast) or `sized:BETA` (lifetime ∝ size^BETA, elephants
-    /// live long at moderate rates) [default: equal].
+    /// Connection lifetimes: `sized:BETA` (lifetime ∝ size^BETA, elephants
+    /// live long at moderate rates, as in measured traces) or `equal` (each
+    /// lives about as long as the others, so elephants send fast)
+    /// [default: sized:0.7].
     #[arg(long)]
     pub lifetimes: Option<Lifetimes>,
     /// Spoofed TCP SYNs added on top of --packets (a SYN flood) [default: 0].
