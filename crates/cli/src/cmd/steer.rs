@@ -36,6 +36,10 @@ pub struct TrafficArgs {
     /// Connections of the generated trace.
     #[arg(long, default_value_t = 4096)]
     pub flows: u32,
+    /// Connection lifetimes of the generated trace, as `flowshift gen
+    /// --lifetimes` (`sized:BETA` or `equal`) [default: sized:0.7].
+    #[arg(long, conflicts_with = "input")]
+    pub lifetimes: Option<trace::Lifetimes>,
     /// Header bits the rules match, FIELD[:FIRST-LAST] joined by commas, bits
     /// numbered from the field's most significant (0). Fields: src-ip, dst-ip,
     /// src-port, dst-port, proto. The default is the NFLOW of a monitor that
@@ -152,15 +156,17 @@ impl Traffic {
         let trace = match &a.input {
             Some(p) => trace::read_pcap(p)?,
             None => {
+                let d = TraceSpec::default();
                 let spec = TraceSpec {
                     alpha: a.alpha,
                     flows: a.flows,
-                    ..TraceSpec::default()
+                    lifetimes: a.lifetimes.unwrap_or(d.lifetimes),
+                    ..d
                 };
                 spec.validate()?;
                 eprintln!(
-                    "flowshift: no --input: generating {} packets over {} connections, Zipf {}",
-                    spec.packets, spec.flows, spec.alpha
+                    "flowshift: no --input: generating {} packets over {} connections, Zipf {}, lifetimes {}",
+                    spec.packets, spec.flows, spec.alpha, spec.lifetimes
                 );
                 Trace::from_generated(Generator::new(&spec)?)
             }
