@@ -134,6 +134,11 @@ fn bad_steer_options_are_named() {
             vec!["plan", "--bits", "src-ip:0-40"],
             "src-ip has bits 0-31",
         ),
+        // the generated trace's shape does nothing to a capture
+        (
+            vec!["plan", "--lifetimes", "equal"],
+            "cannot be used with '--input",
+        ),
     ] {
         let mut v = vec!["steer"];
         v.extend(&args);
@@ -365,4 +370,35 @@ fn a_plans_rules_steer_frames_from_real_interfaces() {
             assert!(n >= 40.0, "{n}");
         }
     }
+}
+
+/// The generated trace's lifetimes reach the sweep: where connections live
+/// equally long a period's heavy sources are gone in the next and a plan of
+/// 16 rules loses most of its gain there; with the default lifetimes
+/// (elephants live long) it keeps it.
+#[test]
+fn sweep_generates_the_lifetimes_asked_for() {
+    let sweep = |lifetimes: Option<&str>| -> (f64, f64) {
+        let mut args = vec![
+            "steer",
+            "sweep",
+            "--cores",
+            "8",
+            "--flows",
+            "8000",
+            "--budgets",
+            "16",
+            "--json",
+        ];
+        if let Some(l) = lifetimes {
+            args.extend(["--lifetimes", l]);
+        }
+        let v = json(&flowshift(&args));
+        let r = &v["roger"][0]["imbalance"];
+        (r["same"].as_f64().unwrap(), r["next"].as_f64().unwrap())
+    };
+    let (same, next) = sweep(Some("equal"));
+    assert!(next > 1.4 * same, "equal: same {same} next {next}");
+    let (same, next) = sweep(None);
+    assert!(next < 1.1 * same, "default: same {same} next {next}");
 }
