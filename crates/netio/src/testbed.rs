@@ -425,6 +425,9 @@ fn note(outcome: &str, what: &str) {
         .append(true)
         .open(path)
     {
-        let _ = writeln!(f, "{outcome}\t{test}\t{what}");
+        // one write of the whole line: with O_APPEND the kernel keeps lines
+        // from parallel tests whole (a formatted `writeln!` writes piece by
+        // piece, and two tests' pieces interleaved once)
+        let _ = f.write_all(format!("{outcome}\t{test}\t{what}\n").as_bytes());
     }
 }

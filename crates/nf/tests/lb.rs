@@ -796,3 +796,76 @@ fn the_director_places_the_control_component_by_what_it_costs() {
     assert_eq!(n["control_inline"] + n["control_core"], 60);
     assert!(n["control_core"] > 40, "{n:?}");
 }
+
+/// A new connection on a closed connection's ports is scheduled again, as
+/// IPVS does with `conn_reuse_mode`: while its backend is up the client's next
+/// SYN on the same port reopens the connection there (same backend, same
+/// balancer port); once that backend is down the SYN goes to a live one, the
+/// old connection released (its replies find nothing) and the new one's
+/// replies rewritten back to the client.
+#[test]
+fn a_new_connection_on_a_closed_ones_ports_is_scheduled_again() {
+    let (mut c, mut s) = chain(CFG);
+    let send = |c: &mut Chain, s: &mut [Shard], i: u32, flags: TcpFlags| {
+        let (a, p) = client(i);
+        let f = frame("tcp", a, p, IpAddr::V4(VIP), 80, flags, b"");
+        let (v, out) = run(c, s, f, 0);
+        assert_eq!(v, Verdict::Forward, "connection {i}, {flags:?}");
+        let t = out.info.tuple;
+        (t.dst, t.src, t.src_port)
+    };
+    let reply = |c: &mut Chain, s: &mut [Shard], (b, snat, port): (IpAddr, IpAddr, u16)| {
+        let f = frame(
+            "tcp",
+            b,
+            8080,
+            snat,
+            port,
+            TcpFlags::SYN | TcpFlags::ACK,
+            b"",
+        );
+        let (v, out) = run(c, s, f, 0);
+        (v, out.info.tuple)
+    };
+    let first: Vec<_> = (0..40)
+        .map(|i| send(&mut c, &mut s, i, TcpFlags::SYN))
+        .collect();
+    for i in 0..40 {
+        send(&mut c, &mut s, i, TcpFlags::FIN | TcpFlags::ACK);
+    }
+    // the backend is up: reopened where it was, on the same balancer port
+    for (i, was) in first.iter().enumerate() {
+        assert_eq!(send(&mut c, &mut s, i as u32, TcpFlags::SYN), *was);
+        send(&mut c, &mut s, i as u32, TcpFlags::FIN | TcpFlags::ACK);
+    }
+    let k = counters(&c);
+    assert_eq!((k["placed"], k["rescheduled"], k["released"]), (40, 0, 0));
+    // connection 0's backend goes down
+    let ctl = lb(&c).control();
+    let gone = first[0].0;
+    let (svc, down) = ctl.find("10.0.0.100:80", &format!("{gone}:8080")).unwrap();
+    ctl.set_healthy(svc, down, false).unwrap();
+    let on_gone = first.iter().filter(|f| f.0 == gone).count() as u64;
+    for (i, was) in first.iter().enumerate() {
+        let now = send(&mut c, &mut s, i as u32, TcpFlags::SYN);
+        if was.0 == gone {
+            assert_ne!(now.0, gone, "connection {i} back on the down backend");
+            // the old connection is gone; the new one answers
+            assert_eq!(
+                reply(&mut c, &mut s, *was).0,
+                Verdict::Drop(DropCause::LbNoConnection)
+            );
+            let (v, back) = reply(&mut c, &mut s, now);
+            assert_eq!(v, Verdict::Forward);
+            assert_eq!((back.dst, back.dst_port), client(i as u32));
+        } else {
+            assert_eq!(now, *was, "connection {i} moved off a live backend");
+        }
+    }
+    let k = counters(&c);
+    assert!(on_gone > 0);
+    assert_eq!(
+        (k["placed"], k["rescheduled"], k["released"]),
+        (40 + on_gone, on_gone, on_gone)
+    );
+}

@@ -36,6 +36,10 @@ counters! {
         placed,
         /// Connections released (expired or evicted).
         released,
+        /// New connections on a closed connection's ports placed again (the
+        /// old one released) because the service's table now gives their
+        /// tuple another backend.
+        rescheduled,
         /// Client → backend packets rewritten.
         forward,
         /// Backend → client packets rewritten back.
@@ -285,6 +289,111 @@ impl Lb {
         }
         Err(DropCause::LbPortsExhausted)
     }
+    /// A packet of a placed connection: its TCP progress and timeout, both
+    /// directions rewritten.
+    fn forward(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet, c: LbConn) -> Verdict {
+        let mut c2 = c;
+        if let L4Info::Tcp { flags } = pkt.info.l4 {
+            c2.tcp = c.tcp.after(flags, pkt.dir);
+        }
+        if c2 != c {
+            cx.insert(FlowState::Lb(c2));
+        }
+        cx.set_timeout(self.timeout(&c2));
+        let svc = &self.shared.control.services()[usize::from(c.service)];
+        let backend = svc.backends[usize::from(c.backend)];
+        let snat = (self.shared.snat[usize::from(c.snat_idx)], c.snat_port);
+        if pkt.dir == Dir::Original {
+            rewrite(pkt, snat, (backend.addr, backend.port));
+            self.counters.forward += 1;
+        } else {
+            rewrite(pkt, (svc.vip, svc.port), (c.client, c.client_port));
+            self.counters.replies += 1;
+        }
+        Verdict::Forward
+    }
+
+    /// A packet of no connection: a new one placed, or the packet's drop.
+    fn place_new(&mut self, cx: &mut Ctx<'_>, pkt: &mut Packet) -> Verdict {
+        let t = pkt.info.tuple;
+        if let IpAddr::V4(d) = t.dst {
+            if self.shared.snat_sorted.binary_search(&d).is_ok() {
+                return Verdict::Drop(DropCause::LbNoConnection);
+            }
+        }
+        let s = match self.service_of(&t) {
+            None => {
+                self.counters.passed += 1;
+                return Verdict::Forward;
+            }
+            Some(None) => return Verdict::Drop(DropCause::LbNoService),
+            Some(Some(s)) => s,
+        };
+        let IpAddr::V4(client) = t.src else {
+            return Verdict::Drop(DropCause::LbNoService);
+        };
+        if pkt.dir == Dir::Reply || pkt.info.l4 == L4Info::Fragment {
+            // a packet from the VIP side of an unknown connection, or a
+            // fragment whose first fragment placed no connection
+            return Verdict::Drop(DropCause::LbNoConnection);
+        }
+        let c = match self.place(cx, pkt, s, client) {
+            Ok(c) => c,
+            Err(e) => return Verdict::Drop(e),
+        };
+        let backend = self.shared.control.services()[s].backends[usize::from(c.backend)];
+        rewrite(
+            pkt,
+            (self.shared.snat[usize::from(c.snat_idx)], c.snat_port),
+            (backend.addr, backend.port),
+        );
+        // the rewritten tuple becomes a second key of this entry: the
+        // backend's replies find the connection
+        if !cx.alias_rewritten(pkt) {
+            return Verdict::Drop(DropCause::OffloadState);
+        }
+        cx.insert(FlowState::Lb(c));
+        cx.set_timeout(self.timeout(&c));
+        self.counters.placed += 1;
+        self.counters.forward += 1;
+        Verdict::Forward
+    }
+
+    /// A new connection on a closed one's ports (a SYN without ACK in its
+    /// closing state) is scheduled again, as IPVS does with
+    /// `conn_reuse_mode`: when the service's table now gives the tuple
+    /// another backend (its own drained, down or removed, or the service
+    /// retired), the old connection is released here and true returned, and
+    /// the packet is taken as a new connection; otherwise it reopens on its
+    /// backend, as it does on an offloading core, which cannot place.
+    fn rescheduled(&mut self, cx: &mut Ctx<'_>, pkt: &Packet, c: &LbConn) -> bool {
+        let L4Info::Tcp { flags } = pkt.info.l4 else {
+            return false;
+        };
+        if pkt.dir != Dir::Original || !c.tcp.reopened_by(flags) {
+            return false;
+        }
+        let ShardLocal::LbPool(_) = cx.local else {
+            return false;
+        };
+        let hash = u64::from(FlowKey::of(&pkt.info.tuple).0.mix());
+        let same = self
+            .shared
+            .control
+            .services()
+            .get(usize::from(c.service))
+            .is_some_and(|svc| !svc.retired && svc.place(hash) == Some(usize::from(c.backend)));
+        if same {
+            return false;
+        }
+        cx.delete();
+        if let ShardLocal::LbPool(pool) = cx.local {
+            pool.free(usize::from(c.snat_idx), PortClass::Tcp, c.snat_port);
+        }
+        self.counters.released += 1;
+        self.counters.rescheduled += 1;
+        true
+    }
 }
 
 /// Rewrites both endpoints of a TCP or UDP packet, checksums updated
@@ -353,68 +462,11 @@ impl Nf for Lb {
         }
         if let Some(FlowState::Lb(c)) = cx.get() {
             let c = *c;
-            let mut c2 = c;
-            if let L4Info::Tcp { flags } = pkt.info.l4 {
-                c2.tcp = c.tcp.after(flags, pkt.dir);
-            }
-            if c2 != c {
-                cx.insert(FlowState::Lb(c2));
-            }
-            cx.set_timeout(self.timeout(&c2));
-            let svc = &self.shared.control.services()[usize::from(c.service)];
-            let backend = svc.backends[usize::from(c.backend)];
-            let snat = (self.shared.snat[usize::from(c.snat_idx)], c.snat_port);
-            if pkt.dir == Dir::Original {
-                rewrite(pkt, snat, (backend.addr, backend.port));
-                self.counters.forward += 1;
-            } else {
-                rewrite(pkt, (svc.vip, svc.port), (c.client, c.client_port));
-                self.counters.replies += 1;
-            }
-            return Verdict::Forward;
-        }
-        let t = pkt.info.tuple;
-        if let IpAddr::V4(d) = t.dst {
-            if self.shared.snat_sorted.binary_search(&d).is_ok() {
-                return Verdict::Drop(DropCause::LbNoConnection);
+            if !self.rescheduled(cx, pkt, &c) {
+                return self.forward(cx, pkt, c);
             }
         }
-        let s = match self.service_of(&t) {
-            None => {
-                self.counters.passed += 1;
-                return Verdict::Forward;
-            }
-            Some(None) => return Verdict::Drop(DropCause::LbNoService),
-            Some(Some(s)) => s,
-        };
-        let IpAddr::V4(client) = t.src else {
-            return Verdict::Drop(DropCause::LbNoService);
-        };
-        if pkt.dir == Dir::Reply || pkt.info.l4 == L4Info::Fragment {
-            // a packet from the VIP side of an unknown connection, or a
-            // fragment whose first fragment placed no connection
-            return Verdict::Drop(DropCause::LbNoConnection);
-        }
-        let c = match self.place(cx, pkt, s, client) {
-            Ok(c) => c,
-            Err(e) => return Verdict::Drop(e),
-        };
-        let backend = self.shared.control.services()[s].backends[usize::from(c.backend)];
-        rewrite(
-            pkt,
-            (self.shared.snat[usize::from(c.snat_idx)], c.snat_port),
-            (backend.addr, backend.port),
-        );
-        // the rewritten tuple becomes a second key of this entry: the
-        // backend's replies find the connection
-        if !cx.alias_rewritten(pkt) {
-            return Verdict::Drop(DropCause::OffloadState);
-        }
-        cx.insert(FlowState::Lb(c));
-        cx.set_timeout(self.timeout(&c));
-        self.counters.placed += 1;
-        self.counters.forward += 1;
-        Verdict::Forward
+        self.place_new(cx, pkt)
     }
 
     /// Services and backends change live (see [`Shared::reloaded`]): a

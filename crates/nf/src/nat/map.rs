@@ -26,13 +26,23 @@ impl NatTcp {
         use wire::TcpFlags as F;
         if flags.0 & (F::FIN.0 | F::RST.0) != 0 {
             NatTcp::Closing
-        } else if self == NatTcp::Closing && flags.0 & (F::SYN.0 | F::ACK.0) == F::SYN.0 {
+        } else if self.reopened_by(flags) {
             NatTcp::Opening
         } else if dir == state::Dir::Reply && self == NatTcp::Opening {
             NatTcp::Established
         } else {
             self
         }
+    }
+}
+
+impl NatTcp {
+    /// A SYN without ACK on a closed mapping: a new connection on the same
+    /// ports.
+    #[inline(always)]
+    pub fn reopened_by(self, flags: wire::TcpFlags) -> bool {
+        use wire::TcpFlags as F;
+        self == NatTcp::Closing && flags.0 & (F::SYN.0 | F::ACK.0) == F::SYN.0
     }
 }
 
