@@ -1,8 +1,10 @@
 //! The L4 load balancer on real interfaces: connections from the client
 //! namespace to a VIP reach four backends (addresses of the server namespace) in
 //! Maglev's proportions; a backend marked down at 5 s by the `[[nf.health]]`
-//! schedule gets no new connection after it, and every connection it had keeps
-//! working — with AF_PACKET and with AF_XDP sockets. Skipped, with a message,
+//! schedule gets no new connection after it, not even from clients that come
+//! back on the source ports of connections it had (reset, then reused), and
+//! every connection it had keeps working — with AF_PACKET and with AF_XDP
+//! sockets. Skipped, with a message,
 //! where the kernel refuses network namespaces.
 
 use std::collections::BTreeMap;
@@ -114,6 +116,95 @@ fn connect(bed: &Bed, n: usize) -> Vec<TcpStream> {
     .unwrap()
 }
 
+/// Opens a connection to the VIP from each of `ports` of the client namespace
+/// (bound before connecting, as a client that reuses its source port does),
+/// each checked with one echo.
+fn connect_from(bed: &Bed, ports: Vec<u16>) -> Vec<TcpStream> {
+    let ns = bed.client();
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let to = std::net::SocketAddrV4::new(VIP.parse().unwrap(), PORT);
+        ports
+            .iter()
+            .map(|&p| {
+                let mut s = bound_connect(p, to)
+                    .unwrap_or_else(|e| panic!("from port {p} to the VIP: {e}"));
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                echo(&mut s, p as u8);
+                s
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// A TCP connection from local port `port` (any address) to `to`.
+fn bound_connect(port: u16, to: std::net::SocketAddrV4) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let addr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: socket(2) takes no pointers; the descriptor it returns is owned
+    // by the stream made from it just below, and by nothing else.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is an open socket no one else owns (above).
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    let local = addr(std::net::Ipv4Addr::UNSPECIFIED, port);
+    let remote = addr(*to.ip(), to.port());
+    // SAFETY: setsockopt reads one c_int from `one`, bind and connect one
+    // sockaddr_in of `len` bytes from `local` and `remote`; all three live
+    // across the calls, and `fd` stays open while `s` does.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+            && libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) == 0
+            && libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) == 0
+    };
+    if !r {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(s)
+}
+
+/// Closes with a reset (SO_LINGER 0): no TIME_WAIT, so the client can use its
+/// port again at once, as after an abortive close.
+fn reset(s: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads one `linger` from `l`, which lives across the
+    // call; the descriptor is `s`'s, open until `s` is dropped below.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
+    drop(s);
+}
+
 fn echo(s: &mut TcpStream, b: u8) {
     s.write_all(&[b]).unwrap();
     let mut got = [0u8; 1];
@@ -160,6 +251,18 @@ fn lb_run(io: &str) {
     // before the backend goes down
     child.wait_forwarding();
     let mut before = connect(&bed, 200);
+    // clients that will come back from the same source ports after a reset
+    // (below the kernel's ephemeral range, 32768 on, which the others use)
+    let reused: Vec<u16> = (20_000..20_032).collect();
+    let down: IpAddr = DOWN.parse().unwrap();
+    let on_down = |c: &Mutex<BTreeMap<IpAddr, usize>>| c.lock().unwrap().get(&down).copied();
+    let was = on_down(&count).unwrap_or(0);
+    let first_reused = connect_from(&bed, reused.clone());
+    // (the ports and the key are fixed: the same ports land there every run)
+    assert!(
+        on_down(&count).unwrap_or(0) > was,
+        "some of the reused ports first reach the backend that goes down"
+    );
     // the schedule runs on the run's clock, which starts after `t0`: anything
     // done before `t0` + 5 s happened before the backend went down
     assert!(
@@ -167,9 +270,10 @@ fn lb_run(io: &str) {
         "200 connections took until {:?} after the start, past the backend's fall",
         t0.elapsed()
     );
+    first_reused.into_iter().for_each(reset);
     let first = count.lock().unwrap().clone();
     println!("before: {first:?}");
-    assert_eq!(first.values().sum::<usize>(), 200);
+    assert_eq!(first.values().sum::<usize>(), 232);
     for b in BACKENDS {
         let n = first
             .get(&b.parse::<IpAddr>().unwrap())
@@ -188,19 +292,22 @@ fn lb_run(io: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let after = connect(&bed, 120);
+    // the same source ports again: new connections on closed ones' ports,
+    // scheduled again, so none reaches the down backend (without that ≈ 8 of
+    // the 32 would reopen on it)
+    let again = connect_from(&bed, reused);
     let second = count.lock().unwrap().clone();
     println!("after: {second:?}");
-    let down: IpAddr = DOWN.parse().unwrap();
     assert_eq!(
         second[&down], first[&down],
         "no new connection to the down backend"
     );
-    assert_eq!(second.values().sum::<usize>(), 320);
+    assert_eq!(second.values().sum::<usize>(), 384);
     // every connection made before still works, the down backend's included
     for (i, s) in before.iter_mut().enumerate() {
         echo(s, 200u8.wrapping_add(i as u8));
     }
-    drop((before, after));
+    drop((before, after, again));
     let out = child.interrupt();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
