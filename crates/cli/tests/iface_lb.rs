@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 
 use std::sync::{Arc, Mutex};
@@ -94,43 +94,39 @@ fn backends(bed: &Bed, count: Arc<Mutex<BTreeMap<IpAddr, usize>>>) {
     rx.recv().unwrap();
 }
 
-/// Opens `n` connections to the VIP from the client namespace (each checked with
-/// one echo); returns them with the backend each reached (read from the echo of
-/// a probe: the server side counts them).
+/// Opens `n` connections to the VIP from the client namespace (ephemeral
+/// source ports), each checked with one echo.
 fn connect(bed: &Bed, n: usize) -> Vec<TcpStream> {
-    let ns = bed.client();
-    std::thread::spawn(move || {
-        netns::enter(&ns).unwrap();
-        let to = SocketAddr::new(VIP.parse().unwrap(), PORT);
-        (0..n)
-            .map(|i| {
-                let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
-                    .unwrap_or_else(|e| panic!("connection {i} to the VIP: {e}"));
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                echo(&mut s, i as u8);
-                s
-            })
-            .collect()
+    connect_each(bed, (0..n as u16).collect(), |_, to| {
+        TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
     })
-    .join()
-    .unwrap()
 }
 
 /// Opens a connection to the VIP from each of `ports` of the client namespace
 /// (bound before connecting, as a client that reuses its source port does),
 /// each checked with one echo.
 fn connect_from(bed: &Bed, ports: Vec<u16>) -> Vec<TcpStream> {
+    connect_each(bed, ports, bound_connect)
+}
+
+/// One connection to the VIP per item, opened by `open` in the client
+/// namespace and checked with one echo.
+fn connect_each(
+    bed: &Bed,
+    items: Vec<u16>,
+    open: fn(u16, std::net::SocketAddrV4) -> std::io::Result<TcpStream>,
+) -> Vec<TcpStream> {
     let ns = bed.client();
     std::thread::spawn(move || {
         netns::enter(&ns).unwrap();
         let to = std::net::SocketAddrV4::new(VIP.parse().unwrap(), PORT);
-        ports
+        items
             .iter()
-            .map(|&p| {
-                let mut s = bound_connect(p, to)
-                    .unwrap_or_else(|e| panic!("from port {p} to the VIP: {e}"));
+            .map(|&i| {
+                let mut s =
+                    open(i, to).unwrap_or_else(|e| panic!("connection {i} to the VIP: {e}"));
                 s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                echo(&mut s, p as u8);
+                echo(&mut s, i as u8);
                 s
             })
             .collect()

@@ -386,11 +386,9 @@ impl Lb {
         if same {
             return false;
         }
-        cx.delete();
-        if let ShardLocal::LbPool(pool) = cx.local {
-            pool.free(usize::from(c.snat_idx), PortClass::Tcp, c.snat_port);
+        if let Some(old) = cx.delete() {
+            self.release(cx.local, old);
         }
-        self.counters.released += 1;
         self.counters.rescheduled += 1;
         true
     }
